@@ -1,0 +1,45 @@
+"""Name -> agent class, so specs and the CLI can name agents (``agents.make("eoful")``)."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from tokenized_bandit_gym.agent import Agent
+
+# name -> "module:Class"; adding an agent adds one line here and its own file.
+AGENT_ENTRY_POINTS: dict[str, str] = {
+    "random": "agents.random_agent:RandomAgent",
+    "oracle_greedy": "agents.oracle_greedy:OracleGreedy",
+}
+
+
+def list_agents() -> list[str]:
+    """Names of every registered agent, sorted."""
+    return sorted(AGENT_ENTRY_POINTS)
+
+
+def register_agent(name: str, entry_point: str) -> None:
+    """Register ``entry_point`` (``"module:Class"``) under ``name``.
+
+    Raises:
+        ValueError: ``name`` is taken or ``entry_point`` is not ``"module:Class"``.
+    """
+    if name in AGENT_ENTRY_POINTS:
+        raise ValueError(f"agent name {name!r} is already registered")
+    if entry_point.count(":") != 1:
+        raise ValueError(f"entry_point must look like 'module:Class', got {entry_point!r}")
+    AGENT_ENTRY_POINTS[name] = entry_point
+
+
+def make(name: str, **kwargs: Any) -> Agent:
+    """Build the agent registered as ``name`` with ``kwargs``.
+
+    Raises:
+        ValueError: unknown name (the message lists the known ones).
+    """
+    if name not in AGENT_ENTRY_POINTS:
+        raise ValueError(f"unknown agent {name!r}; registered agents: {list_agents()}")
+    module_name, class_name = AGENT_ENTRY_POINTS[name].split(":")
+    agent_class = getattr(importlib.import_module(module_name), class_name)
+    return agent_class(**kwargs)

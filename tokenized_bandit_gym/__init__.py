@@ -1,0 +1,14 @@
+"""tokenized-bandit-gym: Gymnasium environments, agents and leaderboards for tokenized bandits.
+
+Implements "Tokenized Bandit for LLM Decoding and Alignment" (ICML 2025). Importing the package
+registers its environment ids with Gymnasium; heavy modules (torch, transformers) load only when
+an environment is made.
+"""
+
+from tokenized_bandit_gym.registration import register_envs, registered_ids
+
+__version__ = "0.1.0"
+
+register_envs()
+
+__all__ = ["__version__", "register_envs", "registered_ids"]

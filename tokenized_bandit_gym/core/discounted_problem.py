@@ -1,0 +1,166 @@
+"""The discounted TLB family: ``e(x, y:tau) = alpha * e(x, y) + phi(x, tau, |y| + 1)``."""
+
+from __future__ import annotations
+
+import torch
+
+from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
+from tokenized_bandit_gym.core.query_pool import random_query_pool
+from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses
+from tokenized_bandit_gym.core.validation import check_int, check_real
+
+
+class DiscountedProblem(LinearTokenizedProblem):
+    """TLB family with exact DDMC (paper Assumption 3) on same-length pairs.
+
+    The embedding of ``x:y:tau`` discounts the embedding of ``x:y`` by ``alpha`` and adds a
+    token feature that depends on the query, the token and its position::
+
+        e(x, empty) = 0,   e(x, y:tau) = alpha * e(x, y) + phi(x, tau, |y| + 1)
+        phi(x, tau, j) = c * g_tau * normalize(a_tau + q_x + p_j)
+
+    with ``q_x`` the mean of the query's token vectors, gains ``g_tau`` in ``[0.5, 1]`` and
+    ``c = 1 / sum_{i < L} alpha^i`` so that ``||e|| <= 1``. For two different responses y, z of
+    the same length, ``u(y:tau) - u(z:tau) = alpha * (u(y) - u(z))``: DDMC holds exactly.
+
+    DDMC is a claim about same-length pairs without an interior EOS. Once EOS freezes the
+    utility (monotonicity) a pair such as ``(y:EOS, z:tau)`` no longer contracts, so greedy
+    decoding can stop too early or too late even here; with ``fixed_length=True`` (EOS only
+    at position L) greedy decoding with the true utility is exactly optimal (Theorem 5.1).
+
+    The exact optimum is a dynamic program: the utility of a complete response of length m is
+    ``sum_{j <= m} alpha^(m - j) <theta, phi(x, y_j, j)>``, so for each m the best non-EOS
+    token is chosen independently at each position, and the best m is kept.
+
+    Args:
+        vocab_size: n (EOS is id ``n - 1``).
+        max_length: L.
+        embedding_dim: d.
+        alpha: the discount in ``[0, 1]``.
+        num_queries: size of the query pool.
+        query_length: longest query.
+        instance_seed: seeds every parameter of the instance.
+        fixed_length: EOS only at position L.
+        theta_norm: ``||theta||`` in ``(0, 1]``.
+        device: where tensors live.
+        dtype: floating dtype of features and utilities.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int = 16,
+        max_length: int = 8,
+        embedding_dim: int = 16,
+        alpha: float = 0.8,
+        num_queries: int = 32,
+        query_length: int = 4,
+        instance_seed: int = 0,
+        fixed_length: bool = False,
+        theta_norm: float = 1.0,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float64,
+    ) -> None:
+        check_int("vocab_size", vocab_size, minimum=2)
+        check_int("max_length", max_length, minimum=1)
+        dimension = check_int("embedding_dim", embedding_dim, minimum=1)
+        self.alpha = check_real("alpha", alpha, low=0.0, high=1.0)
+        check_real("theta_norm", theta_norm, low=0.0, high=1.0)
+        if theta_norm == 0.0:
+            raise ValueError(f"theta_norm must be > 0, got {theta_norm!r}")
+        check_int("instance_seed", instance_seed, minimum=0)
+        generator = torch.Generator().manual_seed(instance_seed)
+        eos = vocab_size - 1
+        query_tokens, query_lengths = random_query_pool(generator, num_queries, query_length, vocab_size, eos)
+        super().__init__(vocab_size, max_length, eos, query_tokens, query_lengths, fixed_length, torch.device(device))
+        self.dtype = dtype
+        n, length = vocab_size, max_length
+        token_vectors = torch.randn(n, dimension, generator=generator, dtype=torch.float64)  # (n, d)
+        query_token_vectors = torch.randn(n, dimension, generator=generator, dtype=torch.float64)  # (n, d)
+        position_vectors = 0.5 * torch.randn(length, dimension, generator=generator, dtype=torch.float64)  # (L, d)
+        token_gains = 0.5 + 0.5 * torch.rand(n, generator=generator, dtype=torch.float64)  # (n,)
+        theta = torch.randn(dimension, generator=generator, dtype=torch.float64)  # (d,)
+        self._init_extra_parameters(generator, dimension)
+        padding = torch.arange(query_tokens.shape[1])[None, :] >= query_lengths[:, None]  # (Q, Lq)
+        query_sum = query_token_vectors[query_tokens].masked_fill(padding[..., None], 0.0).sum(1)  # (Q, d)
+        query_vectors = query_sum / query_lengths[:, None]  # (Q, d)
+        self.scale = 1.0 / sum(self.alpha**i for i in range(length))  # c, so that ||e|| <= 1
+        to = {"device": self.device, "dtype": dtype}
+        self.token_vectors = token_vectors.to(**to)
+        self.query_vectors = query_vectors.to(**to)
+        self.position_vectors = position_vectors.to(**to)
+        self.token_gains = token_gains.to(**to)
+        self.theta = (theta / theta.norm() * theta_norm).to(**to)
+
+    def _init_extra_parameters(self, generator: torch.Generator, dimension: int) -> None:
+        """Hook for subclasses that draw more CPU parameters from the instance generator."""
+
+    @property
+    def ddmc(self) -> bool:
+        """Exact DDMC on same-length pairs without an interior EOS."""
+        return True
+
+    def token_features(self, queries: torch.Tensor, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        """``phi(x, tau, j) / c``, the unit-bounded feature of each candidate, ``(B, m, d)``.
+
+        Args:
+            queries: ``(B,)`` query indices.
+            tokens: ``(B, m)`` candidate tokens.
+            positions: ``(B,)`` 1-based positions.
+        """
+        raw = (
+            self.token_vectors[tokens]  # (B, m, d)
+            + self.query_vectors[queries][:, None, :]  # (B, 1, d)
+            + self.position_vectors[self._position_index(positions)][:, None, :]  # (B, 1, d)
+        )
+        unit = raw / raw.norm(dim=-1, keepdim=True).clamp_min(1e-12)  # (B, m, d)
+        return unit * self.token_gains[tokens][..., None]  # (B, m, d)
+
+    def initial_carry(self, queries: torch.Tensor) -> torch.Tensor:
+        """``e(x, empty) = 0``, ``(B, d)``."""
+        return torch.zeros(queries.shape[0], self.embedding_dim, device=self.device, dtype=self.dtype)
+
+    def append(
+        self,
+        queries: torch.Tensor,
+        carry: torch.Tensor,
+        last_tokens: torch.Tensor,
+        tokens: torch.Tensor,
+        positions: torch.Tensor,
+    ) -> torch.Tensor:
+        """``alpha * e(x, y) + phi(x, tau, |y| + 1)`` for each candidate, ``(B, m, d)``."""
+        increment = self.scale * self.token_features(queries, tokens, positions)  # (B, m, d)
+        return self.alpha * carry[:, None, :] + increment
+
+    def embedding_of_states(self, queries: torch.Tensor, carry: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """The carry is the embedding itself, ``(N, d)``."""
+        return carry
+
+    def position_scores(self, queries: torch.Tensor) -> torch.Tensor:
+        """``<theta, phi(x, tau, j)>`` for every token and position, ``(B, n, L)``."""
+        tokens = torch.arange(self.vocab_size, device=self.device).expand(queries.shape[0], -1)  # (B, n)
+        columns = []
+        for position in range(1, self.max_length + 1):
+            positions = torch.full_like(queries, position)
+            columns.append(self.scale * self.token_features(queries, tokens, positions) @ self.theta)  # (B, n)
+        return torch.stack(columns, dim=2)  # (B, n, L)
+
+    def _exact_optimum(self, queries: torch.Tensor) -> DecodedResponses:
+        """Dynamic program over the response length m (see the class docstring)."""
+        scores = self.position_scores(queries)  # (B, n, L)
+        eos = self.eos_token_id
+        body = scores.clone()
+        body[:, eos, :] = float("-inf")
+        best_body, best_token = body.max(dim=1)  # (B, L) each
+        lengths = [self.max_length] if self.fixed_length else range(1, self.max_length + 1)
+        values = []
+        for m in lengths:
+            weights = torch.tensor(
+                [self.alpha ** (m - j) for j in range(1, m)], device=self.device, dtype=self.dtype
+            )  # (m - 1,)
+            values.append((best_body[:, : m - 1] * weights).sum(1) + scores[:, eos, m - 1])  # (B,)
+        stacked = torch.stack(values, dim=1)  # (B, |lengths|)
+        best_value, best_index = stacked.max(dim=1)
+        best_length = torch.tensor(list(lengths), device=self.device)[best_index]  # (B,)
+        positions = torch.arange(self.max_length, device=self.device)[None, :]  # (1, L)
+        responses = torch.where(positions < best_length[:, None] - 1, best_token, eos)  # (B, L)
+        return DecodedResponses(best_value, responses)

@@ -1,0 +1,90 @@
+"""Tokenized linear bandit (TLB) instances: u(x, y) = <theta, e(x, y)> (paper section 3)."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+
+import torch
+
+from tokenized_bandit_gym.core.decoding_state import DecodingState
+from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
+
+
+class LinearTokenizedProblem(TokenizedProblem):
+    """A TLB instance: linear realizability (paper Assumption 2).
+
+    ``||theta|| <= 1`` and ``||e(x, y)|| <= 1`` hold by construction.
+
+    Subclasses give :meth:`embedding_of_states`; the utility is its inner product with
+    :attr:`theta`. The embedding oracle :meth:`embed` answers arbitrary batched queries, as the
+    paper's decision maker has "query access to the embedding function".
+    """
+
+    theta: torch.Tensor  # (d,)
+
+    @property
+    def embedding_dim(self) -> int:
+        """d, the dimension of ``e(x, y)``."""
+        return int(self.theta.shape[0])
+
+    @abstractmethod
+    def embedding_of_states(
+        self,
+        queries: torch.Tensor,
+        carry: torch.Tensor,
+        lengths: torch.Tensor,
+    ) -> torch.Tensor:
+        """Embeddings ``(N, d)`` of N sequences.
+
+        Args:
+            queries: ``(N,)`` query indices.
+            carry: ``(N, *c)`` carries.
+            lengths: ``(N,)`` response lengths.
+        """
+
+    def utility_of_states(
+        self,
+        queries: torch.Tensor,
+        carry: torch.Tensor,
+        lengths: torch.Tensor,
+        finished: torch.Tensor,
+    ) -> torch.Tensor:
+        """``<theta, e(x, y)>`` for N sequences, ``(N,)``."""
+        return self.embedding_of_states(queries, carry, lengths) @ self.theta  # (N,)
+
+    def embedding_of(self, state: DecodingState) -> torch.Tensor:
+        """``e(x, y)`` of the responses in ``state``, ``(B, d)``."""
+        return self.embedding_of_states(state.queries, state.carry, state.lengths)
+
+    def candidate_embeddings(self, state: DecodingState, carries: torch.Tensor | None = None) -> torch.Tensor:
+        """``e(x, y:tau)`` for every token tau, ``(B, n, d)``.
+
+        Args:
+            state: the current state.
+            carries: ``(B, n, *c)`` from :meth:`candidate_carries`, if already computed.
+        """
+        if carries is None:
+            carries = self.candidate_carries(state)  # (B, n, *c)
+        batch, n = carries.shape[:2]
+        embeddings = self.embedding_of_states(
+            state.queries.repeat_interleave(n),
+            carries.reshape(batch * n, *carries.shape[2:]),
+            (state.lengths + 1).repeat_interleave(n),
+        )  # (B * n, d)
+        return embeddings.view(batch, n, -1)
+
+    def embed(
+        self,
+        queries: torch.Tensor,
+        responses: torch.Tensor,
+        lengths: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """The embedding oracle: ``e(x, y)`` for arbitrary responses, ``(B, d)``.
+
+        Args:
+            queries: ``(B,)`` query indices into the pool.
+            responses: ``(B, T)`` token ids, ``T <= L``; tokens after the first EOS (and at or
+                past ``lengths``) are ignored.
+            lengths: ``(B,)`` number of tokens to read per row (default: all T).
+        """
+        return self.embedding_of(self.state_for(queries, responses, lengths))

@@ -1,0 +1,37 @@
+"""Per-round randomness: the query draw and the reward noise, from separate generators."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tokenized_bandit_gym.core.noise_model import NoiseModel
+
+
+@dataclass
+class RoundStreams:
+    """Two independent generators seeded from one integer (common random numbers).
+
+    The query of round t and its noise come from separate streams, both drawn when the round
+    starts, so two agents run with the same seed see the same query and the same noise in every
+    round whatever they do. The single env and the vector env both use this class.
+
+    Attributes:
+        query_rng: draws the query index of each round.
+        noise_rng: draws the reward noise of each round.
+    """
+
+    query_rng: np.random.Generator
+    noise_rng: np.random.Generator
+
+    @classmethod
+    def from_seed(cls, seed: int) -> RoundStreams:
+        """Derive both streams from ``seed`` with ``np.random.SeedSequence.spawn``."""
+        query_seq, noise_seq = np.random.SeedSequence(seed).spawn(2)
+        return cls(np.random.Generator(np.random.PCG64(query_seq)), np.random.Generator(np.random.PCG64(noise_seq)))
+
+    def draw(self, num_queries: int, noise: NoiseModel) -> tuple[int, float]:
+        """Return the next round's query index in ``[0, num_queries)`` and its noise."""
+        query = int(self.query_rng.integers(num_queries))
+        return query, noise.sample(self.noise_rng)

@@ -1,0 +1,338 @@
+"""A tokenized bandit problem instance: batched decoding dynamics, utilities and exact optima.
+
+Paper section 2: a response ``y`` is built token by token from the vocabulary ``V`` (size n,
+one EOS id) and is complete once it ends with EOS; its length is at most ``L``. Every family
+subclasses :class:`TokenizedProblem` and only says how a *carry* (a running summary of ``x:y``)
+is extended by one token and what utility a carry has. Everything else, the action mask, the
+step, the batched embedding oracle, the oracle greedy decode and the exact optimum, is written
+once here, on batches of B rounds, so the single env (B = 1) and the vector env share it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+import torch
+
+from tokenized_bandit_gym.core.decoding_state import DecodingState
+from tokenized_bandit_gym.core.enumeration import complete_responses
+from tokenized_bandit_gym.core.validation import check_int
+
+
+@dataclass(frozen=True)
+class DecodedResponses:
+    """Responses of a batch of rounds and their noise-free utilities.
+
+    Attributes:
+        utility: ``(B,)`` u(x, y) of each response.
+        responses: ``(B, L)`` int64 token ids, complete (ending with EOS), padded with EOS.
+    """
+
+    utility: torch.Tensor
+    responses: torch.Tensor
+
+
+class TokenizedProblem(ABC):
+    """Base class of every problem instance (TLB, TMAB and their families).
+
+    Subclasses implement :meth:`initial_carry`, :meth:`append` and :meth:`utility_of_states`
+    (and may override :meth:`_exact_optimum` with a dynamic program). Monotonicity (paper
+    Assumption 1) holds for every family by construction: tokens after the first EOS are
+    ignored, so the utility of a complete response never changes.
+
+    Args:
+        vocab_size: n, the number of token ids, EOS included (>= 2).
+        max_length: L, the most tokens a response may have, EOS included (>= 1).
+        eos_token_id: the EOS id in ``[0, n)``.
+        query_tokens: ``(Q, Lq)`` int64 token ids of the query pool, padded with EOS.
+        query_lengths: ``(Q,)`` int64 length of each query.
+        fixed_length: if True, EOS is allowed only at position L (every response has length L).
+        device: where every tensor of the instance lives.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        max_length: int,
+        eos_token_id: int,
+        query_tokens: torch.Tensor,
+        query_lengths: torch.Tensor,
+        fixed_length: bool,
+        device: torch.device,
+    ) -> None:
+        self.vocab_size = check_int("vocab_size", vocab_size, minimum=2)
+        self.max_length = check_int("max_length", max_length, minimum=1)
+        self.eos_token_id = check_int("eos_token_id", eos_token_id, minimum=0)
+        if self.eos_token_id >= self.vocab_size:
+            raise ValueError(f"eos_token_id must be < vocab_size={vocab_size}, got {eos_token_id}")
+        if not isinstance(fixed_length, bool):
+            raise TypeError(f"fixed_length must be a bool, got {fixed_length!r}")
+        self.fixed_length = fixed_length
+        self.device = device
+        self.query_tokens = query_tokens.to(device)  # (Q, Lq)
+        self.query_lengths = query_lengths.to(device)  # (Q,)
+        self._optimum: DecodedResponses | None = None
+        self._greedy: DecodedResponses | None = None
+
+    # ------------------------------------------------------------------ family interface
+    @abstractmethod
+    def initial_carry(self, queries: torch.Tensor) -> torch.Tensor:
+        """Carry of ``x:empty`` for ``queries`` ``(B,)``; returns ``(B, *c)``."""
+
+    @abstractmethod
+    def append(
+        self,
+        queries: torch.Tensor,
+        carry: torch.Tensor,
+        last_tokens: torch.Tensor,
+        tokens: torch.Tensor,
+        positions: torch.Tensor,
+    ) -> torch.Tensor:
+        """Carries of ``x:y:tau`` for m candidate tokens per round.
+
+        Args:
+            queries: ``(B,)`` query indices.
+            carry: ``(B, *c)`` carry of ``x:y``.
+            last_tokens: ``(B,)`` last token of ``x:y``.
+            tokens: ``(B, m)`` candidate tokens tau.
+            positions: ``(B,)`` 1-based position of tau in the response (``|y| + 1``); may
+                exceed L for masked candidates, which families clamp.
+
+        Returns:
+            ``(B, m, *c)`` carries.
+        """
+
+    @abstractmethod
+    def utility_of_states(
+        self,
+        queries: torch.Tensor,
+        carry: torch.Tensor,
+        lengths: torch.Tensor,
+        finished: torch.Tensor,
+    ) -> torch.Tensor:
+        """Noise-free utilities ``(N,)`` of N sequences.
+
+        Args:
+            queries: ``(N,)`` query indices.
+            carry: ``(N, *c)`` carries.
+            lengths: ``(N,)`` response lengths.
+            finished: ``(N,)`` whether each response is complete.
+        """
+
+    @property
+    def embedding_dim(self) -> int | None:
+        """d, the dimension of ``e(x, y)``; None for families without features (TMAB)."""
+        return None
+
+    @property
+    def num_queries(self) -> int:
+        """Q, the size of the query pool."""
+        return int(self.query_tokens.shape[0])
+
+    @property
+    def ddmc(self) -> bool:
+        """Whether the family satisfies DDMC exactly (same-length pairs, no interior EOS)."""
+        return False
+
+    # ------------------------------------------------------------------ dynamics
+    def initial_state(self, queries: torch.Tensor) -> DecodingState:
+        """Empty responses for ``queries`` ``(B,)`` int64."""
+        queries = queries.to(self.device, torch.int64)
+        batch = queries.shape[0]
+        last_index = (self.query_lengths[queries] - 1).clamp(min=0)  # (B,)
+        last_tokens = self.query_tokens[queries, last_index]  # (B,)
+        return DecodingState(
+            queries=queries,
+            tokens=torch.full((batch, self.max_length), self.eos_token_id, dtype=torch.int64, device=self.device),
+            lengths=torch.zeros(batch, dtype=torch.int64, device=self.device),
+            finished=torch.zeros(batch, dtype=torch.bool, device=self.device),
+            carry=self.initial_carry(queries),
+            last_tokens=last_tokens,
+        )
+
+    def action_mask(self, state: DecodingState) -> torch.Tensor:
+        """Allowed next tokens, ``(B, n)`` bool.
+
+        At position L only EOS is allowed; with ``fixed_length`` EOS is allowed only there.
+        A finished response allows only EOS (appending EOS to a complete response changes
+        nothing, paper Assumption 1).
+        """
+        batch = state.batch_size
+        mask = torch.ones(batch, self.vocab_size, dtype=torch.bool, device=self.device)  # (B, n)
+        only_eos = state.finished | (state.lengths >= self.max_length - 1)  # (B,)
+        mask[only_eos] = False
+        mask[only_eos, self.eos_token_id] = True
+        if self.fixed_length:
+            mask[~only_eos, self.eos_token_id] = False
+        return mask
+
+    def candidate_carries(self, state: DecodingState) -> torch.Tensor:
+        """Carries of ``x:y:tau`` for every token tau, ``(B, n, *c)``."""
+        tokens = torch.arange(self.vocab_size, device=self.device).expand(state.batch_size, -1)  # (B, n)
+        return self.append(state.queries, state.carry, state.last_tokens, tokens, state.lengths + 1)
+
+    def candidate_utilities(self, state: DecodingState) -> torch.Tensor:
+        """``u(x, y:tau)`` for every token tau, ``(B, n)`` (masked entries included)."""
+        carries = self.candidate_carries(state)  # (B, n, *c)
+        batch, n = carries.shape[:2]
+        tokens = torch.arange(n, device=self.device).expand(batch, -1)  # (B, n)
+        utilities = self.utility_of_states(
+            state.queries.repeat_interleave(n),
+            carries.reshape(batch * n, *carries.shape[2:]),
+            (state.lengths + 1).repeat_interleave(n),
+            (tokens == self.eos_token_id).reshape(-1),
+        )
+        return utilities.view(batch, n)
+
+    def advance(
+        self,
+        state: DecodingState,
+        tokens: torch.Tensor,
+        active: torch.Tensor | None = None,
+        candidate_carries: torch.Tensor | None = None,
+    ) -> DecodingState:
+        """Append ``tokens`` ``(B,)`` to the rows of ``state`` that are active and unfinished.
+
+        Args:
+            state: the current state.
+            tokens: ``(B,)`` int64 token per row.
+            active: ``(B,)`` bool rows to extend (default: all); rows that are finished or
+                already hold L tokens are never extended.
+            candidate_carries: ``(B, n, *c)`` from :meth:`candidate_carries` on this state,
+                to reuse instead of recomputing the chosen token's carry.
+
+        Returns:
+            The new state (a new object; ``state`` is unchanged).
+        """
+        tokens = tokens.to(self.device, torch.int64)
+        grow = ~state.finished & (state.lengths < self.max_length)  # (B,)
+        if active is not None:
+            grow = grow & active
+        if candidate_carries is not None:
+            index = tokens.view(-1, 1, *([1] * (candidate_carries.dim() - 2)))
+            index = index.expand(-1, 1, *candidate_carries.shape[2:])
+            new_carry = candidate_carries.gather(1, index)[:, 0]  # (B, *c)
+        else:
+            new_carry = self.append(state.queries, state.carry, state.last_tokens, tokens[:, None], state.lengths + 1)[
+                :, 0
+            ]  # (B, *c)
+        position = state.lengths.clamp(max=self.max_length - 1)[:, None]  # (B, 1)
+        new_tokens = state.tokens.scatter(1, position, tokens[:, None])  # (B, L)
+        grown = DecodingState(
+            queries=state.queries,
+            tokens=new_tokens,
+            lengths=state.lengths + 1,
+            finished=tokens == self.eos_token_id,
+            carry=new_carry,
+            last_tokens=tokens,
+        )
+        return state.with_rows(grow, grown)
+
+    def utility_of(self, state: DecodingState) -> torch.Tensor:
+        """Noise-free utility ``(B,)`` of the responses held in ``state``."""
+        return self.utility_of_states(state.queries, state.carry, state.lengths, state.finished)
+
+    # ------------------------------------------------------------------ oracle access
+    def state_for(
+        self,
+        queries: torch.Tensor,
+        responses: torch.Tensor,
+        lengths: torch.Tensor | None = None,
+    ) -> DecodingState:
+        """Replay ``responses`` for ``queries`` and return the resulting state.
+
+        Args:
+            queries: ``(B,)`` query indices.
+            responses: ``(B, T)`` token ids with ``T <= L``; tokens after the first EOS and at
+                or past ``lengths`` are ignored.
+            lengths: ``(B,)`` number of tokens to read per row (default: all T).
+        """
+        queries = torch.as_tensor(queries, device=self.device, dtype=torch.int64)
+        responses = torch.as_tensor(responses, device=self.device, dtype=torch.int64)
+        if responses.dim() != 2 or responses.shape[0] != queries.shape[0]:
+            raise ValueError(
+                f"responses must have shape (B, T) with B = {queries.shape[0]}, got {tuple(responses.shape)}"
+            )
+        if responses.shape[1] > self.max_length:
+            raise ValueError(f"responses have {responses.shape[1]} tokens, more than max_length={self.max_length}")
+        if responses.numel() and (responses.min() < 0 or responses.max() >= self.vocab_size):
+            raise ValueError(f"response token ids must lie in [0, {self.vocab_size}), got {responses.tolist()}")
+        if queries.numel() and (queries.min() < 0 or queries.max() >= self.num_queries):
+            raise ValueError(f"query indices must lie in [0, {self.num_queries}), got {queries.tolist()}")
+        state = self.initial_state(queries)
+        for position in range(responses.shape[1]):
+            active = None if lengths is None else torch.as_tensor(lengths, device=self.device) > position
+            state = self.advance(state, responses[:, position], active)
+        return state
+
+    def utility(
+        self,
+        queries: torch.Tensor,
+        responses: torch.Tensor,
+        lengths: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Noise-free utilities ``(B,)`` of arbitrary responses ``(B, T)`` (see :meth:`state_for`)."""
+        return self.utility_of(self.state_for(queries, responses, lengths))
+
+    # ------------------------------------------------------------------ benchmarks
+    def optimal(self, queries: torch.Tensor) -> DecodedResponses:
+        """The exact optimum (utility ``(B,)`` and response ``(B, L)``) for ``queries`` ``(B,)``.
+
+        Computed once for the whole query pool, by the family's dynamic program or by
+        enumeration; never sampled.
+        """
+        if self._optimum is None:
+            self._optimum = self._exact_optimum(torch.arange(self.num_queries, device=self.device))
+        queries = queries.to(self.device, torch.int64)
+        return DecodedResponses(self._optimum.utility[queries], self._optimum.responses[queries])
+
+    def oracle_greedy(self, queries: torch.Tensor) -> DecodedResponses:
+        """Greedy decoding with the true utility (the paper's "Optimal greedy" benchmark).
+
+        At each position the allowed token with the highest ``u(x, y:tau)`` is chosen (ties go to
+        the lowest id). By Theorem 5.1 this is optimal on exact-DDMC families when
+        ``fixed_length`` is set; with early EOS allowed it can stop too early.
+        """
+        if self._greedy is None:
+            self._greedy = self.greedy_decode(torch.arange(self.num_queries, device=self.device))
+        queries = queries.to(self.device, torch.int64)
+        return DecodedResponses(self._greedy.utility[queries], self._greedy.responses[queries])
+
+    def greedy_decode(self, queries: torch.Tensor) -> DecodedResponses:
+        """Run greedy decoding with the true utility for ``queries`` ``(B,)`` (no caching)."""
+        state = self.initial_state(queries)
+        for _ in range(self.max_length):
+            scores = self.candidate_utilities(state)  # (B, n)
+            scores = scores.masked_fill(~self.action_mask(state), float("-inf"))
+            state = self.advance(state, scores.argmax(dim=1))
+        return DecodedResponses(self.utility_of(state), state.tokens)
+
+    def enumerated_optimum(self, queries: torch.Tensor) -> DecodedResponses:
+        """The exact optimum by brute-force enumeration of every complete response.
+
+        Costs ``B * S`` utility evaluations, S = ``sum_m (n-1)^(m-1)``; raises ``ValueError``
+        when S is too large. Tests use it to check the families' dynamic programs.
+        """
+        candidates = complete_responses(
+            self.vocab_size, self.max_length, self.eos_token_id, self.fixed_length, self.device
+        )  # (S, L)
+        queries = queries.to(self.device, torch.int64)
+        count = candidates.shape[0]
+        best_utility = []
+        best_response = []
+        for query in queries.tolist():
+            query_batch = torch.full((count,), query, dtype=torch.int64, device=self.device)
+            values = self.utility(query_batch, candidates)  # (S,)
+            index = int(values.argmax())
+            best_utility.append(values[index])
+            best_response.append(candidates[index])
+        return DecodedResponses(torch.stack(best_utility), torch.stack(best_response))
+
+    def _exact_optimum(self, queries: torch.Tensor) -> DecodedResponses:
+        """Exact optimum for ``queries``; families with structure override this with a DP."""
+        return self.enumerated_optimum(queries)
+
+    def _position_index(self, positions: torch.Tensor) -> torch.Tensor:
+        """0-based position rows for 1-based ``positions``, clamped into ``[0, L)``."""
+        return (positions - 1).clamp(min=0, max=self.max_length - 1)

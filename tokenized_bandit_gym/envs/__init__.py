@@ -1,0 +1,7 @@
+"""Gymnasium environments: one class per file, all thin shells over :mod:`tokenized_bandit_gym.core`."""
+
+from tokenized_bandit_gym.envs.tokenized_bandit_env import TokenizedBanditEnv, validate_action
+from tokenized_bandit_gym.envs.tokenized_linear_bandit_env import TokenizedLinearBanditEnv
+from tokenized_bandit_gym.envs.tokenized_multi_armed_bandit_env import TokenizedMultiArmedBanditEnv
+
+__all__ = ["TokenizedBanditEnv", "TokenizedLinearBanditEnv", "TokenizedMultiArmedBanditEnv", "validate_action"]

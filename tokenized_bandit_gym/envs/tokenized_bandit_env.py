@@ -1,0 +1,229 @@
+"""The Gymnasium shell shared by every tokenized bandit environment (a batch of one)."""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from tokenized_bandit_gym.core.decoding_state import DecodingState
+from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
+from tokenized_bandit_gym.core.noise_model import NoiseModel
+from tokenized_bandit_gym.core.round_streams import RoundStreams
+from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
+
+Observation = dict[str, np.ndarray | np.int64]
+
+
+def validate_action(action: object, num_actions: int) -> int:
+    """Return ``action`` as an ``int`` in ``[0, num_actions)`` or raise naming it.
+
+    Integers (Python, NumPy, 0-d integer arrays and tensors) are accepted; bools, floats
+    (even integral ones), NaN and out-of-range values are not.
+
+    Raises:
+        TypeError: not an integer.
+        ValueError: NaN, negative or ``>= num_actions``.
+    """
+    value = action
+    if isinstance(value, (np.ndarray, torch.Tensor)) and value.ndim == 0:
+        value = value.item()
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"action must be an integer token index, got the bool {action!r}")
+    if isinstance(value, Real) and not isinstance(value, Integral):
+        if math.isnan(float(value)):
+            raise ValueError(f"action must be an integer token index, got NaN ({action!r})")
+        raise TypeError(f"action must be an integer token index, got the float {action!r}")
+    if not isinstance(value, Integral):
+        raise TypeError(f"action must be an integer token index, got {action!r} ({type(action).__name__})")
+    index = int(value)
+    if not 0 <= index < num_actions:
+        raise ValueError(f"action {index} is out of range: it must lie in [0, {num_actions})")
+    return index
+
+
+class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
+    """One round of a tokenized bandit is one episode; see :mod:`tokenized_bandit_gym.envs`.
+
+    Subclasses build the problem instance and call this constructor. The candidates of a
+    synthetic env are the whole vocabulary (k = n), so an action is a token id.
+
+    Args:
+        problem: the fixed problem instance.
+        noise: ``"gaussian"`` or ``"bounded"``.
+        noise_scale: sigma >= 0.
+        strict_actions: raise on a masked action instead of the forced EOS at position L.
+        render_mode: None or ``"ansi"``.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(
+        self,
+        problem: TokenizedProblem,
+        noise: str,
+        noise_scale: float,
+        strict_actions: bool,
+        render_mode: str | None,
+    ) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
+        if not isinstance(strict_actions, bool):
+            raise TypeError(f"strict_actions must be a bool, got {strict_actions!r}")
+        self.problem = problem
+        self.noise_model = NoiseModel(noise, noise_scale)
+        self.strict_actions = strict_actions
+        self.render_mode = render_mode
+        n, length = problem.vocab_size, problem.max_length
+        query_width = int(problem.query_tokens.shape[1])
+        observation = {
+            "query": spaces.MultiDiscrete(np.full(query_width, n, dtype=np.int64)),
+            "query_length": spaces.Discrete(query_width + 1),
+            "response": spaces.MultiDiscrete(np.full(length, n, dtype=np.int64)),
+            "length": spaces.Discrete(length + 1),
+            "candidate_tokens": spaces.MultiDiscrete(np.full(n, n, dtype=np.int64)),
+            "action_mask": spaces.MultiBinary(n),
+        }
+        if isinstance(problem, LinearTokenizedProblem):
+            observation["candidate_embeddings"] = spaces.Box(
+                -1.0, 1.0, shape=(n, problem.embedding_dim), dtype=np.float32
+            )
+        self.observation_space = spaces.Dict(observation)
+        self.action_space = spaces.Discrete(n)
+        self._candidate_tokens = np.arange(n, dtype=np.int64)
+        self._streams: RoundStreams | None = None
+        self._state: DecodingState | None = None
+        self._candidate_carries: torch.Tensor | None = None
+        self._mask = np.zeros(n, dtype=bool)
+        self._noise = 0.0
+        self._query = 0
+
+    @property
+    def eos_token_id(self) -> int:
+        """The EOS token id."""
+        return self.problem.eos_token_id
+
+    # ------------------------------------------------------------------ Gymnasium API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        """Start a round: draw the query x_t and the round's noise from their own streams.
+
+        ``seed`` reseeds both streams (never the instance, which ``instance_seed`` fixes).
+        """
+        super().reset(seed=seed)
+        if seed is not None or self._streams is None:
+            stream_seed = seed if seed is not None else int(self.np_random.integers(2**63 - 1))
+            self._streams = RoundStreams.from_seed(stream_seed)
+        self._query, self._noise = self._streams.draw(self.problem.num_queries, self.noise_model)
+        queries = torch.tensor([self._query], dtype=torch.int64, device=self.problem.device)
+        self._state = self.problem.initial_state(queries)
+        return self._observe(), {"query_index": self._query}
+
+    def step(self, action: object) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        """Append one token; the reward is 0 until the response is complete.
+
+        Raises:
+            ValueError: before :meth:`reset`, after the episode ended, for an out-of-range or
+                NaN action, or a masked action when ``strict_actions`` (or an early EOS under
+                ``fixed_length``).
+            TypeError: a non-integer action.
+        """
+        if self._state is None:
+            raise ValueError("step() called before reset(): call reset() to start a round")
+        if bool(self._state.finished[0]):
+            raise ValueError("step() called after the episode ended: call reset() to start a new round")
+        token = validate_action(action, self.action_space.n)
+        forced_eos = False
+        if not self._mask[token]:
+            at_last_position = int(self._state.lengths[0]) >= self.problem.max_length - 1
+            if self.strict_actions or not at_last_position:
+                raise ValueError(
+                    f"action {token} is masked at position {int(self._state.lengths[0]) + 1}: "
+                    f"allowed actions are {np.flatnonzero(self._mask).tolist()}"
+                )
+            token, forced_eos = self.eos_token_id, True
+        tokens = torch.tensor([token], dtype=torch.int64, device=self.problem.device)
+        self._state = self.problem.advance(self._state, tokens, candidate_carries=self._candidate_carries)
+        terminated = bool(self._state.finished[0])
+        info: dict[str, Any] = {"query_index": self._query, "forced_eos": forced_eos}
+        reward = 0.0
+        if terminated:
+            info.update(self._round_summary())
+            reward = info["utility"] + self._noise
+        return self._observe(), reward, terminated, False, info
+
+    def action_masks(self) -> np.ndarray:
+        """Allowed actions now, ``(k,)`` bool (sb3-contrib's MaskablePPO reads this)."""
+        return self._mask.copy()
+
+    def render(self) -> str | None:
+        """With ``render_mode="ansi"``, the query and the response so far as text."""
+        if self.render_mode != "ansi" or self._state is None:
+            return None
+        query_length = int(self.problem.query_lengths[self._query])
+        query = self.problem.query_tokens[self._query, :query_length].tolist()
+        length = int(self._state.lengths[0])
+        response = ["EOS" if t == self.eos_token_id else str(t) for t in self._state.tokens[0, :length].tolist()]
+        return f"query {query} -> response [{' '.join(response)}]"
+
+    # ------------------------------------------------------------------ helpers
+    def _require_state(self) -> DecodingState:
+        """The current state; raises before the first reset."""
+        if self._state is None:
+            raise ValueError("the environment has no round yet: call reset() first")
+        return self._state
+
+    def _observe(self) -> Observation:
+        """Build the observation of the current state (and cache the candidates' carries)."""
+        state = self._require_state()
+        self._mask = self.problem.action_mask(state)[0].cpu().numpy()
+        query_tokens = self.problem.query_tokens[self._query].cpu().numpy()
+        observation: Observation = {
+            "query": query_tokens.astype(np.int64),
+            "query_length": np.int64(self.problem.query_lengths[self._query]),
+            "response": state.tokens[0].cpu().numpy(),
+            "length": np.int64(state.lengths[0]),
+            "candidate_tokens": self._candidate_tokens.copy(),
+            "action_mask": self._mask.astype(np.int8),
+        }
+        if bool(state.finished[0]):
+            self._candidate_carries = None
+        else:
+            self._candidate_carries = self.problem.candidate_carries(state)  # (1, n, *c)
+        if isinstance(self.problem, LinearTokenizedProblem):
+            if self._candidate_carries is None:
+                embeddings = np.zeros(self.observation_space["candidate_embeddings"].shape, dtype=np.float32)
+            else:
+                embeddings = self.problem.candidate_embeddings(state, self._candidate_carries)[0]  # (n, d)
+                embeddings = embeddings.to(torch.float32).cpu().numpy()
+            observation["candidate_embeddings"] = embeddings
+        return observation
+
+    def _round_summary(self) -> dict[str, Any]:
+        """Info entries of the round just completed (DESIGN.md section 2)."""
+        state = self._require_state()
+        queries = state.queries
+        utility = float(self.problem.utility_of(state)[0])
+        optimum = self.problem.optimal(queries)
+        greedy = self.problem.oracle_greedy(queries)
+        optimal_utility = float(optimum.utility[0])
+        length = int(state.lengths[0])
+        summary: dict[str, Any] = {
+            "utility": utility,
+            "optimal_utility": optimal_utility,
+            "regret": optimal_utility - utility,
+            "oracle_greedy_utility": float(greedy.utility[0]),
+            "optimal_kind": "exact",
+            "noise": self._noise,
+            "response": state.tokens[0, :length].cpu().numpy(),
+            "optimal_response": optimum.responses[0].cpu().numpy(),
+        }
+        if isinstance(self.problem, LinearTokenizedProblem):
+            summary["response_embedding"] = self.problem.embedding_of(state)[0].to(torch.float32).cpu().numpy()
+        return summary

@@ -1,0 +1,153 @@
+"""The tokenized linear bandit (TLB) environment."""
+
+from __future__ import annotations
+
+import torch
+
+from tokenized_bandit_gym.core.problem_factory import make_linear_problem
+from tokenized_bandit_gym.core.validation import check_device, check_dtype
+from tokenized_bandit_gym.envs.tokenized_bandit_env import TokenizedBanditEnv
+
+
+class TokenizedLinearBanditEnv(TokenizedBanditEnv):
+    """Tokenized linear bandit: answer a query token by token; the utility is linear in e(x, y).
+
+    ## Description
+
+    The tokenized linear bandit of "Tokenized Bandit for LLM Decoding and Alignment" (ICML 2025,
+    section 3). In every round a query ``x_t`` is drawn from a fixed pool; the agent picks the
+    response ``y_t`` one token at a time, irrevocably, until it picks EOS or reaches ``max_length``
+    tokens, and only then receives ``r_t = <theta, e(x_t, y_t)> + eta_t``. ``theta`` is hidden;
+    the embedding function ``e`` is public (the observation carries ``e(x, y:tau)`` for every
+    candidate tau, and ``env.unwrapped.problem.embed`` answers arbitrary batched queries). One
+    round of the paper is one episode; learning happens across episodes.
+
+    Families (``family=``): ``"discounted"`` and ``"meanpool"`` satisfy DDMC exactly (paper
+    Assumption 3, on same-length pairs without an interior EOS), ``"markov"`` violates it by a
+    tunable ``ddmc_violation`` (0 gives exact DDMC), ``"needle"`` is the lower-bound instance of
+    Proposition 3.1. DDMC says nothing about pairs where one response has already ended with
+    EOS, so greedy decoding can stop at the wrong time even on exact-DDMC families; with
+    ``fixed_length=True`` (EOS only at position L) greedy decoding with the true utility is
+    exactly optimal on them (Theorem 5.1).
+
+    ## Action Space
+
+    ``Discrete(n)``: the id of the next token (the candidates are the whole vocabulary,
+    ``candidate_tokens = arange(n)``); EOS is ``n - 1``.
+
+    ## Observation Space
+
+    A flat ``Dict``:
+
+    | key | space | meaning |
+    |---|---|---|
+    | ``query`` | ``MultiDiscrete([n] * Lq)`` | query token ids, padded with EOS |
+    | ``query_length`` | ``Discrete(Lq + 1)`` | number of query tokens |
+    | ``response`` | ``MultiDiscrete([n] * L)`` | response so far, padded with EOS |
+    | ``length`` | ``Discrete(L + 1)`` | tokens chosen so far |
+    | ``candidate_tokens`` | ``MultiDiscrete([n] * n)`` | token id of each action |
+    | ``candidate_embeddings`` | ``Box(-1, 1, (n, d), float32)`` | ``e(x, y:tau)`` per candidate |
+    | ``action_mask`` | ``MultiBinary(n)`` | allowed actions |
+
+    ## Rewards
+
+    0 on every step but the last; there ``u(x_t, y_t) + eta_t`` with gaussian
+    (``N(0, sigma^2)``) or bounded (``U[-sigma, sigma]``) noise.
+
+    ## Starting State
+
+    An empty response to a query drawn uniformly from the pool. The instance (theta, features,
+    query pool) is fixed by ``instance_seed``; ``reset(seed=s)`` seeds the query and noise
+    streams only, separately, so agents with the same seed see the same queries and noise.
+
+    ## Episode End
+
+    Termination: the response is complete (ends with EOS). At position L only EOS is allowed;
+    by default any action there ends the response with EOS (``info["forced_eos"] = True``), and
+    ``strict_actions=True`` raises instead. Truncation: never (left to outside wrappers).
+    The last ``info`` holds ``utility``, ``optimal_utility`` (exact), ``regret``,
+    ``oracle_greedy_utility``, ``optimal_kind="exact"``, ``noise``, ``response``,
+    ``optimal_response`` and ``response_embedding``.
+
+    ## Arguments
+
+    | keyword | default | meaning |
+    |---|---|---|
+    | ``vocab_size`` | 16 | n, EOS included |
+    | ``max_length`` | 8 | L |
+    | ``embedding_dim`` | 16 | d |
+    | ``family`` | ``"discounted"`` | ``discounted``, ``meanpool``, ``markov``, ``needle`` |
+    | ``alpha`` | 0.8 | discount (``discounted``, ``markov``) |
+    | ``ddmc_violation`` | 0.5 | bigram weight (``markov``) |
+    | ``needle_gap`` | 0.1 | sibling gap eps (``needle``) |
+    | ``num_queries`` | 32 | query pool size |
+    | ``query_length`` | 4 | longest query |
+    | ``theta_norm`` | 1.0 | ``||theta||`` (not ``needle``) |
+    | ``noise`` | ``"gaussian"`` | or ``"bounded"`` |
+    | ``noise_scale`` | 0.1 | sigma; 0 for noise-free rewards |
+    | ``instance_seed`` | 0 | fixes the instance |
+    | ``fixed_length`` | False | EOS only at position L |
+    | ``strict_actions`` | False | raise on masked actions |
+    | ``device`` | ``"cpu"`` | torch device of the instance |
+    | ``dtype`` | ``"float64"`` | dtype of utilities |
+
+    >>> import gymnasium as gym
+    >>> import tokenized_bandit_gym
+    >>> env = gym.make("TokenizedLinearBandit-v0", noise_scale=0.0)
+    >>> observation, info = env.reset(seed=0)
+    >>> observation["candidate_embeddings"].shape
+    (16, 16)
+    >>> terminated = False
+    >>> while not terminated:
+    ...     observation, reward, terminated, truncated, info = env.step(env.unwrapped.eos_token_id)
+    >>> round(info["regret"], 12) == round(info["optimal_utility"] - info["utility"], 12)
+    True
+
+    ## Vectorized environment
+
+    ``gym.make_vec(id, num_envs=N)`` steps N rounds in one batch of the same core (see the
+    vector env module when registered); otherwise Gymnasium's ``SyncVectorEnv`` applies.
+
+    ## Version History
+
+    * v0: initial release.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int = 16,
+        max_length: int = 8,
+        embedding_dim: int = 16,
+        family: str = "discounted",
+        alpha: float | None = None,
+        ddmc_violation: float | None = None,
+        needle_gap: float | None = None,
+        num_queries: int = 32,
+        query_length: int = 4,
+        theta_norm: float | None = None,
+        noise: str = "gaussian",
+        noise_scale: float = 0.1,
+        instance_seed: int = 0,
+        fixed_length: bool = False,
+        strict_actions: bool = False,
+        device: str | torch.device = "cpu",
+        dtype: str | torch.dtype = "float64",
+        render_mode: str | None = None,
+    ) -> None:
+        problem = make_linear_problem(
+            family,
+            vocab_size=vocab_size,
+            max_length=max_length,
+            embedding_dim=embedding_dim,
+            num_queries=num_queries,
+            query_length=query_length,
+            instance_seed=instance_seed,
+            fixed_length=fixed_length,
+            device=check_device(device),
+            dtype=check_dtype(dtype),
+            alpha=alpha,
+            ddmc_violation=ddmc_violation,
+            needle_gap=needle_gap,
+            theta_norm=theta_norm,
+        )
+        super().__init__(problem, noise, noise_scale, strict_actions, render_mode)

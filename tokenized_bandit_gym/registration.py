@@ -1,0 +1,40 @@
+"""Registered environment ids. Entry points are strings, so registering imports nothing heavy.
+
+A change to rewards, noise or dynamics bumps the ``-vN`` suffix and adds a Version History line
+to the env's docstring, so leaderboard numbers stay comparable.
+"""
+
+from __future__ import annotations
+
+from gymnasium.envs.registration import register, registry
+
+_TLB = "tokenized_bandit_gym.envs.tokenized_linear_bandit_env:TokenizedLinearBanditEnv"
+_TMAB = "tokenized_bandit_gym.envs.tokenized_multi_armed_bandit_env:TokenizedMultiArmedBanditEnv"
+
+# id -> (entry point, default kwargs)
+SYNTHETIC_ENVS: dict[str, tuple[str, dict[str, object]]] = {
+    "TokenizedLinearBandit-v0": (_TLB, {}),
+    "TokenizedLinearBanditMeanPool-v0": (_TLB, {"family": "meanpool"}),
+    "TokenizedLinearBanditMarkov-v0": (_TLB, {"family": "markov", "ddmc_violation": 1.0}),
+    "TokenizedLinearBanditNeedle-v0": (
+        _TLB,
+        {"family": "needle", "vocab_size": 3, "max_length": 6, "embedding_dim": 2},
+    ),
+    "TokenizedMultiArmedBandit-v0": (_TMAB, {}),
+    "TokenizedMultiArmedBanditRandomTable-v0": (
+        _TMAB,
+        {"family": "random_table", "vocab_size": 4, "max_length": 5},
+    ),
+}
+
+
+def register_envs() -> None:
+    """Register every id once (safe to call again)."""
+    for env_id, (entry_point, kwargs) in SYNTHETIC_ENVS.items():
+        if env_id not in registry:
+            register(id=env_id, entry_point=entry_point, kwargs=dict(kwargs))
+
+
+def registered_ids() -> list[str]:
+    """Every id this package registers."""
+    return [env_id for env_id in registry if env_id in SYNTHETIC_ENVS]

@@ -1,0 +1,61 @@
+"""What an agent is told about the task it will play (DESIGN.md section 4)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+
+from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
+
+
+@dataclass(frozen=True)
+class Task:
+    """The public description of a token task, handed to ``Agent.reset``.
+
+    Attributes:
+        env_id: the registered id, if the env was made from one.
+        vocab_size: n, the number of token ids.
+        num_candidates: k, the size of the action space (k = n for synthetic envs).
+        max_length: L.
+        eos_token_id: the EOS id.
+        embedding_dim: d, or None when the task has no features (TMAB).
+        horizon: T, the number of rounds the agent will play (explore-then-commit needs it).
+        observation_space: the env's observation space.
+        action_space: the env's action space.
+        problem: the instance. Its embedding oracle (``problem.embed``) is public; only oracle
+            baselines may read its hidden parameters, and they say so.
+    """
+
+    env_id: str | None
+    vocab_size: int
+    num_candidates: int
+    max_length: int
+    eos_token_id: int
+    embedding_dim: int | None
+    horizon: int
+    observation_space: gym.Space[Any]
+    action_space: gym.Space[Any]
+    problem: TokenizedProblem
+
+    @classmethod
+    def from_env(cls, env: gym.Env[Any, Any], horizon: int) -> Task:
+        """Describe ``env`` (wrapped or not) for an agent that will play ``horizon`` rounds."""
+        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
+            raise ValueError(f"horizon must be a positive integer, got {horizon!r}")
+        base = env.unwrapped
+        problem: TokenizedProblem = base.problem  # type: ignore[attr-defined]
+        spec = env.spec
+        return cls(
+            env_id=spec.id if spec is not None else None,
+            vocab_size=problem.vocab_size,
+            num_candidates=int(env.action_space.n),  # type: ignore[attr-defined]
+            max_length=problem.max_length,
+            eos_token_id=problem.eos_token_id,
+            embedding_dim=problem.embedding_dim,
+            horizon=horizon,
+            observation_space=env.observation_space,
+            action_space=env.action_space,
+            problem=problem,
+        )
