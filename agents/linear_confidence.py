@@ -194,21 +194,21 @@ class LinearConfidence:
         if not (torch.isfinite(y).all() and torch.isfinite(r).all()):
             raise ValueError("features and rewards must be finite")
         batch = y.shape[0]
-        self.design = self.design + y.T @ y  # (d, d)
-        self.response_sum = self.response_sum + y.T @ r  # (d,)
+        self.design = self.design.addmm(y.T, y)  # (d, d) Sigma + Y^T Y
+        self.response_sum = self.response_sum.addmv(y.T, r)  # (d,) b + Y^T r
         self.rounds += batch
         self._since_refactor += batch
         if self._since_refactor >= self.refactor_every:
             self.refactorize()
         elif batch == 1:
             u = self.design_inverse @ y[0]  # (d,) Sigma^-1 y
-            self.design_inverse = self.design_inverse - torch.outer(u, u) / (1.0 + y[0] @ u)  # (d, d)
+            self.design_inverse = self.design_inverse.addr(u, u, alpha=-1.0 / float(1.0 + y[0] @ u))  # (d, d)
         else:
             u = y @ self.design_inverse  # (B, d) Y Sigma^-1
             capacitance = torch.eye(batch, device=self.device, dtype=self.dtype) + u @ y.T  # (B, B)
             factor = torch.linalg.cholesky(capacitance)  # (B, B)
             solved = torch.cholesky_solve(u, factor)  # (B, d) (I + Y Sigma^-1 Y^T)^-1 Y Sigma^-1
-            self.design_inverse = self.design_inverse - u.T @ solved  # (d, d)
+            self.design_inverse = self.design_inverse.addmm(u.T, solved, alpha=-1.0)  # (d, d)
         self.theta_hat = self.design_inverse @ self.response_sum  # (d,)
 
     def refactorize(self) -> None:
