@@ -108,11 +108,15 @@ class LookaheadEOFUL:
         """Start from ``Sigma_1 = lambda I`` (deterministic; seed unused)."""
         problem = task.problem
         if not isinstance(problem, LinearTokenizedProblem):
-            raise ValueError(f"LookaheadEOFUL needs a TLB problem with an embedding oracle, got {type(problem).__name__}")
+            raise ValueError(
+                f"LookaheadEOFUL needs a TLB problem with an embedding oracle, got {type(problem).__name__}"
+            )
         width = min(self.k, task.max_length)
         count = (task.vocab_size) ** width
         if count > self.max_blocks:
-            raise ValueError(f"k={self.k} gives up to {count} blocks per decision, more than max_blocks={self.max_blocks}")
+            raise ValueError(
+                f"k={self.k} gives up to {count} blocks per decision, more than max_blocks={self.max_blocks}"
+            )
         self._problem = problem
         self.confidence = LinearConfidence(
             problem.embedding_dim,

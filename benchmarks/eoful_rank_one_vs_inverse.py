@@ -50,6 +50,7 @@ class ReinvertingConfidence:
         self.inner = LinearConfidence(dim, max_length)
 
     def update(self, feature: torch.Tensor, reward: float) -> None:
+        """Add one round and re-invert ``Sigma`` from scratch."""
         inner = self.inner
         inner.design = inner.design + torch.outer(feature, feature)  # (d, d)
         inner.response_sum = inner.response_sum + reward * feature  # (d,)
@@ -58,6 +59,7 @@ class ReinvertingConfidence:
         inner.theta_hat = inner.design_inverse @ inner.response_sum  # (d,)
 
     def ucb(self, features: torch.Tensor) -> torch.Tensor:
+        """The same UCB scores as the rank-one variant."""
         return self.inner.ucb(features)
 
 

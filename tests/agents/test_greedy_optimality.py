@@ -39,7 +39,9 @@ def greedy_gap(problem):
 @pytest.mark.parametrize(("family", "extra"), EXACT_DDMC)
 @settings(max_examples=8, deadline=None)
 @given(instance_seed=st.integers(0, 10_000), vocab_size=st.integers(3, 5), max_length=st.integers(2, 4))
-def test_oracle_greedy_is_the_enumerated_optimum_with_fixed_length(family, extra, instance_seed, vocab_size, max_length):
+def test_oracle_greedy_is_the_enumerated_optimum_with_fixed_length(
+    family, extra, instance_seed, vocab_size, max_length
+):
     problem = small_problem(family, extra, instance_seed, vocab_size=vocab_size, max_length=max_length)
     assert problem.ddmc
     enumerated, greedy, gap = greedy_gap(problem)

@@ -14,7 +14,14 @@ from tokenized_bandit_gym.registration import registered_ids
 from tokenized_bandit_gym.task import Task
 
 # A tiny TLB whose greedy optimum is exact (fixed_length on the discounted family, Theorem 5.1).
-TINY = {"vocab_size": 4, "embedding_dim": 4, "max_length": 3, "fixed_length": True, "num_queries": 8, "instance_seed": 1}
+TINY = {
+    "vocab_size": 4,
+    "embedding_dim": 4,
+    "max_length": 3,
+    "fixed_length": True,
+    "num_queries": 8,
+    "instance_seed": 1,
+}
 ROUNDS = 250
 TAIL = ROUNDS // 5  # the last 20% of rounds
 # Mean regret per round over the tail; RandomAgent's is about 0.2 here and the optimum's utility about 0.6.
@@ -123,6 +130,8 @@ def test_lookahead_eoful_with_k_equal_to_the_length_is_optimistic_enumeration():
         while not terminated:
             observation, reward, terminated, _, info = env.step(agent.act(observation, info))
         played = torch.as_tensor(info["response"])[None]
-        played_score = agent.confidence.ucb(problem.embed(torch.tensor([info["query_index"]]), played), agent.beta_scale)[0]
+        played_score = agent.confidence.ucb(
+            problem.embed(torch.tensor([info["query_index"]]), played), agent.beta_scale
+        )[0]
         assert float(played_score) >= float(scores.max()) - 1e-12  # ties (round 1: C_1 = {0}) allowed
         agent.update(observation, reward, info)

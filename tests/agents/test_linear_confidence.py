@@ -19,7 +19,7 @@ def test_sherman_morrison_inverse_matches_linalg_inv_after_10000_updates():
     rng = np.random.default_rng(0)
     dim = 12
     confidence = LinearConfidence(dim, max_length=4, refactor_every=10**9)
-    for y, r in zip(random_unit_rows(rng, 10_000, dim), rng.standard_normal(10_000)):
+    for y, r in zip(random_unit_rows(rng, 10_000, dim), rng.standard_normal(10_000), strict=True):
         confidence.update(y, r)
     assert confidence.rounds == 10_000
     exact = torch.linalg.inv(confidence.design)
@@ -32,7 +32,7 @@ def test_design_and_theta_hat_are_the_ridge_solution():
     dim, rounds, lambda_ = 5, 40, 0.7
     features, rewards = random_unit_rows(rng, rounds, dim), rng.standard_normal(rounds)
     confidence = LinearConfidence(dim, max_length=3, lambda_=lambda_)
-    for y, r in zip(features, rewards):
+    for y, r in zip(features, rewards, strict=True):
         confidence.update(y, r)
     design = lambda_ * np.eye(dim) + features.T @ features
     ridge = np.linalg.solve(design, features.T @ rewards)
@@ -47,7 +47,7 @@ def test_batched_woodbury_update_equals_sequential_rank_one_updates(batch):
     features, rewards = random_unit_rows(rng, 4 * batch, dim), rng.standard_normal(4 * batch)
     sequential = LinearConfidence(dim, max_length=2, refactor_every=10**9)
     batched = LinearConfidence(dim, max_length=2, refactor_every=10**9)
-    for y, r in zip(features, rewards):
+    for y, r in zip(features, rewards, strict=True):
         sequential.update(y, r)
     for start in range(0, 4 * batch, batch):
         batched.update(features[start : start + batch], rewards[start : start + batch])
@@ -59,7 +59,7 @@ def test_batched_woodbury_update_equals_sequential_rank_one_updates(batch):
 def test_refactorisation_replaces_the_inverse_by_the_exact_one():
     rng = np.random.default_rng(2)
     confidence = LinearConfidence(6, max_length=2, refactor_every=50)
-    for y, r in zip(random_unit_rows(rng, 50, 6), rng.standard_normal(50)):
+    for y, r in zip(random_unit_rows(rng, 50, 6), rng.standard_normal(50), strict=True):
         confidence.update(y, r)
     exact = torch.cholesky_inverse(torch.linalg.cholesky(confidence.design))
     assert torch.equal(confidence.design_inverse, exact)
@@ -89,7 +89,7 @@ def test_ucb_is_the_maximum_of_the_linear_function_over_the_ellipsoid():
     rng = np.random.default_rng(3)
     dim = 4
     confidence = LinearConfidence(dim, max_length=2, sigma=0.3)
-    for y, r in zip(random_unit_rows(rng, 30, dim), rng.standard_normal(30)):
+    for y, r in zip(random_unit_rows(rng, 30, dim), rng.standard_normal(30), strict=True):
         confidence.update(y, r)
     beta = confidence.beta()
     design = confidence.design.numpy()
@@ -109,7 +109,7 @@ def test_ucb_is_the_maximum_of_the_linear_function_over_the_ellipsoid():
 def test_ucb_of_a_batch_equals_row_by_row_scores():
     rng = np.random.default_rng(4)
     confidence = LinearConfidence(6, max_length=3)
-    for y, r in zip(random_unit_rows(rng, 10, 6), rng.standard_normal(10)):
+    for y, r in zip(random_unit_rows(rng, 10, 6), rng.standard_normal(10), strict=True):
         confidence.update(y, r)
     batch = torch.as_tensor(rng.standard_normal((3, 5, 6)))
     scores = confidence.ucb(batch, scale=0.5)
