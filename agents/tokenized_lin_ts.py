@@ -75,13 +75,16 @@ class TokenizedLinTS:
             self._generator.manual_seed(seed)
         self.theta_sample = None
 
-    def _sample(self, confidence: LinearConfidence) -> torch.Tensor:
-        """``theta_hat + v L z`` with ``L L^T = Sigma^-1`` and ``z ~ N(0, I)``, ``(d,)``."""
+    def sample(self, count: int = 1) -> torch.Tensor:
+        """``count`` draws ``theta_hat + v L z`` with ``L L^T = Sigma^-1`` and ``z ~ N(0, I)``, ``(count, d)``."""
+        confidence = self.confidence
+        if confidence is None:
+            raise ValueError("TokenizedLinTS.sample() called before reset(task)")
         scale = math.sqrt(confidence.beta()) if self.v is None else self.v
         covariance = (confidence.design_inverse + confidence.design_inverse.T) / 2  # (d, d)
         factor = torch.linalg.cholesky(covariance)  # (d, d)
-        noise = torch.randn(confidence.dim, generator=self._generator, dtype=confidence.dtype)  # (d,)
-        return confidence.theta_hat + scale * (factor @ noise.to(confidence.device))  # (d,)
+        noise = torch.randn(count, confidence.dim, generator=self._generator, dtype=confidence.dtype)  # (count, d)
+        return confidence.theta_hat + scale * (noise.to(confidence.device) @ factor.T)  # (count, d)
 
     def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
         """The allowed candidate maximising ``<theta~_t, e>`` (sampling ``theta~_t`` at a round's first token)."""
@@ -89,7 +92,7 @@ class TokenizedLinTS:
         if confidence is None:
             raise ValueError("TokenizedLinTS.act() called before reset(task)")
         if self.theta_sample is None:
-            self.theta_sample = self._sample(confidence)
+            self.theta_sample = self.sample()[0]  # (d,)
         embeddings = confidence.as_tensor(observation["candidate_embeddings"])  # (k, d)
         mask = torch.as_tensor(np.asarray(observation["action_mask"]), device=confidence.device).bool()  # (k,)
         scores = embeddings @ self.theta_sample  # (k,)
