@@ -117,7 +117,7 @@ class EOFUL:
         """
         confidence = self._require_confidence()
         scores = confidence.ucb(candidate_embeddings, self.beta_scale)  # (B, k)
-        mask = torch.as_tensor(np.asarray(action_mask), device=confidence.device).bool()  # (B, k)
+        mask = torch.as_tensor(action_mask, device=confidence.device).bool()  # (B, k)
         if mask.shape != scores.shape:
             raise ValueError(f"action_mask has shape {tuple(mask.shape)}, scores have {tuple(scores.shape)}")
         if not mask.any(dim=-1).all():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import torch
 
 from agents.linear_confidence import LinearConfidence
@@ -94,7 +93,7 @@ class TokenizedLinTS:
         if self.theta_sample is None:
             self.theta_sample = self.sample()[0]  # (d,)
         embeddings = confidence.as_tensor(observation["candidate_embeddings"])  # (k, d)
-        mask = torch.as_tensor(np.asarray(observation["action_mask"]), device=confidence.device).bool()  # (k,)
+        mask = torch.as_tensor(observation["action_mask"], device=confidence.device).bool()  # (k,)
         scores = embeddings @ self.theta_sample  # (k,)
         return int(scores.masked_fill(~mask, float("-inf")).argmax())
 
