@@ -191,7 +191,7 @@ class LinearConfidence:
             raise ValueError(f"features must have shape (d,) or (B, d) with d = {self.dim}, got {tuple(y.shape)}")
         if r.shape[0] != y.shape[0]:
             raise ValueError(f"got {y.shape[0]} feature rows but {r.shape[0]} rewards")
-        if not (torch.isfinite(y).all() and torch.isfinite(r).all()):
+        if not bool(torch.isfinite(y.sum() + r.sum())):  # one check: NaN or inf anywhere makes the sum non-finite
             raise ValueError("features and rewards must be finite")
         batch = y.shape[0]
         self.design = self.design.addmm(y.T, y)  # (d, d) Sigma + Y^T Y
