@@ -152,6 +152,8 @@ class LookaheadEOFUL:
         if self.confidence is None or self._problem is None:
             raise ValueError("LookaheadEOFUL.act() called before reset(task)")
         if not self._pending:
+            if "query_index" not in info:
+                raise ValueError("LookaheadEOFUL needs info['query_index'] to query the embedding oracle")
             self._pending = self._best_block(observation, int(info["query_index"]))
         return candidate_index(observation, self._pending.pop(0))
 
