@@ -277,10 +277,14 @@ class TokenizedProblem(ABC):
         """The exact optimum (utility ``(B,)`` and response ``(B, L)``) for ``queries`` ``(B,)``.
 
         Computed once for the whole query pool, by the family's dynamic program or by
-        enumeration; never sampled.
+        enumeration (never sampled); the utility is that of the optimal response replayed.
         """
         if self._optimum is None:
-            self._optimum = self._exact_optimum(torch.arange(self.num_queries, device=self.device))
+            pool = torch.arange(self.num_queries, device=self.device)
+            exact = self._exact_optimum(pool)
+            # Replay the optimal responses so their utility is computed exactly as an agent's
+            # response is (regret of the optimal response is then exactly 0, not 1e-17).
+            self._optimum = DecodedResponses(self.utility(pool, exact.responses), exact.responses)
         queries = queries.to(self.device, torch.int64)
         return DecodedResponses(self._optimum.utility[queries], self._optimum.responses[queries])
 
