@@ -11,6 +11,12 @@ from tokenized_bandit_gym.agent import Agent
 AGENT_ENTRY_POINTS: dict[str, str] = {
     "random": "agents.random_agent:RandomAgent",
     "oracle_greedy": "agents.oracle_greedy:OracleGreedy",
+    "sb3": "agents.sb3_agent:SB3Agent",
+    "ppo": "agents.sb3_agent:PPOAgent",
+    "a2c": "agents.sb3_agent:A2CAgent",
+    "dqn": "agents.sb3_agent:DQNAgent",
+    "maskable_ppo": "agents.sb3_agent:MaskablePPOAgent",
+    "recurrent_ppo": "agents.sb3_agent:RecurrentPPOAgent",
 }
 
 
