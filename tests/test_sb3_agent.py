@@ -49,7 +49,7 @@ def played_steps(env_id: str, rounds: int, seed: int, agent: SB3Agent) -> tuple[
 @pytest.mark.parametrize("algo", SMOKE_ALGOS)
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_sb3_agents_learn_online_on_every_env(env_id, algo):
-    rounds = 40
+    rounds = 30
     agent = agents.make(algo, **FAST[algo])
     _, actions = played_steps(env_id, rounds, seed=0, agent=agent)
     result_regret = agent.regret_callback.regrets
@@ -71,6 +71,15 @@ def test_recurrent_ppo_runs_online():
     agent = agents.make("recurrent_ppo", **FAST["recurrent_ppo"])
     result = run_online(gym.make("TokenizedMultiArmedBanditRandomTable-v0"), agent, 30, seed=0)
     assert agent.model.num_timesteps >= 30
+    assert np.isfinite(result.regret).all()
+
+
+@pytest.mark.parametrize("encoding", ["one_hot", "multi_discrete"])
+def test_dict_observations_with_multi_input_policy(encoding):
+    agent = SB3Agent("maskable_ppo", flatten=False, token_encoding=encoding, **FAST["maskable_ppo"])
+    result = run_online(gym.make("TokenizedLinearBanditNeedle-v0"), agent, 12, seed=0)
+    assert agent.policy == "MultiInputPolicy"
+    assert agent.model.num_timesteps >= 12
     assert np.isfinite(result.regret).all()
 
 
@@ -179,3 +188,9 @@ def test_maskable_ppo_beats_random_on_a_tiny_tlb(seed):
     assert learner.cumulative_regret[-1] < LEARNING_MARGIN * baseline.cumulative_regret[-1]
     half = LEARNING_ROUNDS // 2
     assert learner.regret[half:].sum() < 0.5 * baseline.regret[half:].sum()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [2, 3, 4])
+def test_maskable_ppo_beats_random_on_a_tiny_tlb_more_seeds(seed):
+    test_maskable_ppo_beats_random_on_a_tiny_tlb(seed)
