@@ -151,3 +151,24 @@ def test_regret_statistics_sum_the_final_infos(env_id):
         env.reset()
     assert env.regrets == regrets
     assert env.cumulative_regret == pytest.approx(sum(regrets), abs=1e-12)
+
+
+def test_maskable_ppo_trains_on_make_vec_env_with_the_wrappers():
+    from sb3_contrib import MaskablePPO
+    from stable_baselines3.common.env_util import make_vec_env
+
+    from tokenized_bandit_gym.adapters.cumulative_regret_callback import CumulativeRegretCallback
+
+    def wrap(env):
+        return RegretStatistics(SB3Observation(env))
+
+    # make_vec_env asks for render_mode="rgb_array" by default, which these envs do not offer.
+    vec = make_vec_env(
+        "TokenizedLinearBanditNeedle-v0", n_envs=2, seed=0, wrapper_class=wrap, env_kwargs={"render_mode": None}
+    )
+    model = MaskablePPO("MlpPolicy", vec, n_steps=16, batch_size=32, n_epochs=1, seed=0)
+    callback = CumulativeRegretCallback()
+    model.learn(64, callback=callback)
+    assert callback.rounds > 0
+    statistics = sum(vec.get_attr("cumulative_regret"))
+    assert callback.cumulative_regret == pytest.approx(statistics, abs=1e-9)
