@@ -83,7 +83,11 @@ class SB3Agent:
     recurrent states are used unchanged. ``learn()`` is given ``total_timesteps = horizon *
     max_length`` (an upper bound on the tokens of ``horizon`` rounds; DQN's exploration
     schedule is a fraction of it), and the thread is stopped after ``task.horizon`` rounds,
-    by :meth:`close`, or when the agent is garbage-collected.
+    by :meth:`close`, or when the agent is garbage-collected. SB3 finishes processing a step
+    (``num_timesteps``, callbacks) only once its env has been reset, that is when the next
+    round's first observation arrives, so after the last round ``model.num_timesteps`` is one
+    less than the tokens played and ``regret_callback`` holds every round but the last (the
+    run loop's result holds them all). Playing more than ``task.horizon`` rounds raises.
 
     Observations are encoded by :class:`~tokenized_bandit_gym.wrappers.TokenObservationEncoder`
     (one-hot tokens; a flat ``Box`` for ``MlpPolicy`` by default, or a one-level ``Dict`` for
