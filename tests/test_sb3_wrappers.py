@@ -75,6 +75,23 @@ def test_dict_encodings_stay_in_their_space(env_id):
     assert env.observation_space.contains(env.reset(seed=0)[0])
 
 
+def test_default_keys_leave_out_llm_sized_one_hots():
+    big = spaces.Dict(
+        {
+            "query": spaces.MultiDiscrete([50_000] * 4),
+            "query_length": spaces.Discrete(5),
+            "response": spaces.MultiDiscrete([50_000] * 3),
+            "length": spaces.Discrete(4),
+            "candidate_logprobs": spaces.Box(-np.inf, 0.0, shape=(8,), dtype=np.float32),
+            "action_mask": spaces.MultiBinary(8),
+        }
+    )
+    encoder = TokenObservationEncoder(big)
+    assert encoder.keys == ("length", "candidate_logprobs", "action_mask")
+    assert encoder.observation_space.shape == (4 + 8 + 8,)
+    assert TokenObservationEncoder(big, keys=["response"]).observation_space.shape == (150_000,)
+
+
 def test_encoder_rejects_bad_arguments():
     space = gym.make("TokenizedMultiArmedBandit-v0").observation_space
     with pytest.raises(ValueError, match="flatten"):

@@ -17,6 +17,10 @@ TOKEN_ENCODINGS = ("one_hot", "multi_discrete")
 # over the full vocabulary is larger than a small policy can use.
 DEFAULT_KEYS = ("query", "response", "length", "candidate_embeddings", "candidate_logprobs", "action_mask")
 
+# Default selection leaves out a key whose one-hot encoding would be longer than this (token
+# sequences over an LLM vocabulary): pass ``keys`` explicitly to keep it anyway.
+MAX_DEFAULT_ONE_HOT = 65_536
+
 # Token-id sequences and the key that holds how many of their entries are real (the rest is padding).
 SEQUENCE_LENGTH_KEYS = {"query": "query_length", "response": "length", "candidate_tokens": None}
 
@@ -32,7 +36,8 @@ class TokenObservationEncoder:
     ``MultiInputPolicy`` one-hot encodes them itself; padding then reads as EOS). The result is a
     one-level ``Dict`` (for ``MultiInputPolicy``) or, with ``flatten=True``, one ``Box`` (for
     ``MlpPolicy`` and every algorithm). Keys whose space a policy cannot take (text, nested
-    spaces) are dropped from the default selection.
+    spaces) are dropped from the default selection, and so are keys whose one-hot encoding would
+    exceed :data:`MAX_DEFAULT_ONE_HOT` entries (token ids over an LLM vocabulary).
 
     Args:
         observation_space: the env's observation space, a one-level ``Dict``.
@@ -64,7 +69,13 @@ class TokenObservationEncoder:
         self.token_encoding = token_encoding
         self.flatten = flatten
         if keys is None:
-            keys = [key for key in DEFAULT_KEYS if key in observation_space.spaces and _usable(observation_space[key])]
+            keys = [
+                key
+                for key in DEFAULT_KEYS
+                if key in observation_space.spaces
+                and _usable(observation_space[key])
+                and _one_hot_size(observation_space[key]) <= MAX_DEFAULT_ONE_HOT
+            ]
         else:
             keys = list(keys)
             for key in keys:
@@ -143,3 +154,12 @@ class TokenObservationEncoder:
 def _usable(space: spaces.Space[Any]) -> bool:
     """Whether a policy can take ``space`` once encoded (flat numeric spaces only)."""
     return isinstance(space, (spaces.MultiDiscrete, spaces.Discrete, spaces.MultiBinary, spaces.Box))
+
+
+def _one_hot_size(space: spaces.Space[Any]) -> int:
+    """Length of the one-hot (or flattened) encoding of ``space``."""
+    if isinstance(space, spaces.MultiDiscrete):
+        return int(np.sum(space.nvec))
+    if isinstance(space, spaces.Discrete):
+        return int(space.n)
+    return int(np.prod(space.shape))
