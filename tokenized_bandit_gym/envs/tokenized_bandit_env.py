@@ -58,10 +58,11 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         noise: ``"gaussian"`` or ``"bounded"``.
         noise_scale: sigma >= 0.
         strict_actions: raise on a masked action instead of the forced EOS at position L.
-        render_mode: None or ``"ansi"``.
+        render_mode: None, ``"ansi"`` (text) or ``"rgb_array"`` (one coloured cell per token:
+            the query on the top row, the response below; what SB3's ``make_vec_env`` asks for).
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
     def __init__(
         self,
@@ -162,15 +163,35 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         """Allowed actions now, ``(k,)`` bool (sb3-contrib's MaskablePPO reads this)."""
         return self._mask.copy()
 
-    def render(self) -> str | None:
-        """With ``render_mode="ansi"``, the query and the response so far as text."""
-        if self.render_mode != "ansi" or self._state is None:
+    def render(self) -> str | np.ndarray | None:
+        """The query and the response so far: text (``"ansi"``) or an image (``"rgb_array"``).
+
+        The image is ``(2 * 8, max(Lq, L) * 8, 3)`` uint8: one 8x8 cell per token, coloured by
+        token id (EOS black, padding white), the query on the top row and the response below.
+        """
+        if self.render_mode is None or self._state is None:
             return None
         query_length = int(self.problem.query_lengths[self._query])
         query = self.problem.query_tokens[self._query, :query_length].tolist()
         length = int(self._state.lengths[0])
-        response = ["EOS" if t == self.eos_token_id else str(t) for t in self._state.tokens[0, :length].tolist()]
-        return f"query {query} -> response [{' '.join(response)}]"
+        response = self._state.tokens[0, :length].tolist()
+        if self.render_mode == "ansi":
+            words = ["EOS" if t == self.eos_token_id else str(t) for t in response]
+            return f"query {query} -> response [{' '.join(words)}]"
+        return self._token_image([query, response])
+
+    def _token_image(self, rows: list[list[int]]) -> np.ndarray:
+        """One 8x8 cell per token, ``(8 * len(rows), 8 * width, 3)`` uint8."""
+        cell = 8
+        width = max(int(self.problem.query_tokens.shape[1]), self.problem.max_length)
+        palette = np.random.default_rng(0).integers(64, 256, size=(self.problem.vocab_size, 3), dtype=np.uint8)
+        palette[self.eos_token_id] = 0
+        image = np.full((cell * len(rows), cell * width, 3), 255, dtype=np.uint8)
+        for row_index, tokens in enumerate(rows):
+            for column, token in enumerate(tokens):
+                top, left = row_index * cell, column * cell
+                image[top : top + cell - 1, left : left + cell - 1] = palette[token]
+        return image
 
     # ------------------------------------------------------------------ helpers
     def _require_state(self) -> DecodingState:
