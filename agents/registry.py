@@ -11,6 +11,10 @@ from tokenized_bandit_gym.agent import Agent
 AGENT_ENTRY_POINTS: dict[str, str] = {
     "random": "agents.random_agent:RandomAgent",
     "oracle_greedy": "agents.oracle_greedy:OracleGreedy",
+    "greedy_etc": "agents.greedy_etc:GreedyETC",
+    "lookahead_etc": "agents.lookahead_etc:LookaheadETC",
+    "greedy_ucb": "agents.greedy_ucb:GreedyUCB",
+    "uct": "agents.uct:UCT",
 }
 
 
