@@ -42,3 +42,10 @@ def candidate_index(observation: dict[str, Any], token: int) -> int:
             f"allowed tokens are {tokens[mask].tolist()}"
         )
     return int(matches[0])
+
+
+def is_allowed(observation: dict[str, Any], token: int) -> bool:
+    """Whether ``token`` is an allowed candidate of this observation (e.g. EOS under ``fixed_length``)."""
+    tokens = np.asarray(observation["candidate_tokens"])  # (k,)
+    mask = np.asarray(observation["action_mask"]).astype(bool)  # (k,)
+    return bool(np.any((tokens == token) & mask))

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.candidates import allowed_tokens, candidate_index
+from agents.candidates import allowed_tokens, candidate_index, is_allowed
 from tokenized_bandit_gym.core.validation import check_int
 from tokenized_bandit_gym.task import Task
 
@@ -131,7 +131,7 @@ class GreedyETC:
                 self._sums = np.zeros(len(self.level_tokens))
                 self._counts = np.zeros(len(self.level_tokens), dtype=np.int64)
             return candidate_index(observation, self.level_tokens[self._arm])
-        if np.any((np.asarray(observation["candidate_tokens"]) == task.eos_token_id) & (observation["action_mask"] == 1)):
+        if is_allowed(observation, task.eos_token_id):
             return candidate_index(observation, task.eos_token_id)
         return candidate_index(observation, self._completion())
 

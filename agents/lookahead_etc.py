@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from agents.candidates import allowed_tokens, candidate_index
+from agents.candidates import allowed_tokens, candidate_index, is_allowed
 from agents.greedy_etc import default_exploration_rounds
 from tokenized_bandit_gym.core.validation import check_int
 from tokenized_bandit_gym.task import Task
@@ -123,10 +123,7 @@ class LookaheadETC:
             offset = position - len(self.prefix)
             if offset < len(block):
                 return candidate_index(observation, block[offset])
-        eos_allowed = (np.asarray(observation["candidate_tokens"]) == task.eos_token_id) & (
-            np.asarray(observation["action_mask"]) == 1
-        )
-        if np.any(eos_allowed):
+        if is_allowed(observation, task.eos_token_id):
             return candidate_index(observation, task.eos_token_id)
         if self.completion_token is None:
             raise ValueError("EOS is not allowed here and no completion_token was given")

@@ -48,7 +48,9 @@ def reference_greedy_etc(n: int, length: int, eos: int, rounds: int, exploration
 
 @pytest.mark.parametrize(("instance_seed", "family"), [(6, "discounted"), (1, "discounted"), (3, "meanpool")])
 def test_schedule_is_algorithm_2(instance_seed: int, family: str) -> None:
-    env = gym.make("TokenizedMultiArmedBandit-v0", vocab_size=3, max_length=4, family=family, instance_seed=instance_seed)
+    env = gym.make(
+        "TokenizedMultiArmedBandit-v0", vocab_size=3, max_length=4, family=family, instance_seed=instance_seed
+    )
     exploration, rounds = 4, 50
     played = play(env, GreedyETC(exploration_rounds=exploration), rounds, seed=11)
     noise = played.rewards - played.utilities  # the env's noise tape, the same whatever is submitted
