@@ -167,7 +167,8 @@ def main(args: Args) -> None:
     regrets_array = np.array(regrets)
     half = len(horizons) // 2
     print(f"slope over the whole grid: {fitted_slope(horizons, regrets_array):.3f}")
-    print(f"slope over the upper half (T >= {horizons[half]}): {fitted_slope(horizons[half:], regrets_array[half:]):.3f}")
+    upper = fitted_slope(horizons[half:], regrets_array[half:])
+    print(f"slope over the upper half (T >= {horizons[half]}): {upper:.3f}")
 
 
 def parse_args() -> Args:

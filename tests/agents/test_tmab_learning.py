@@ -18,7 +18,7 @@ import pytest
 from tmab_play import play, random_agent_expected_regret
 
 import tokenized_bandit_gym  # noqa: F401  (registers the envs)
-from agents import make
+from agents import Agent, list_agents, make
 
 ROUNDS = 600
 THRESHOLD = 0.02
@@ -51,3 +51,11 @@ def test_random_agent_regret_matches_its_expectation(env: gym.Env) -> None:
     """The exact enumeration above agrees with RandomAgent's empirical regret (a check of the helper)."""
     played = play(env, make("random"), 300, seed=0)
     assert abs(played.regrets.mean() - random_agent_expected_regret(env)) < 0.03
+
+
+@pytest.mark.parametrize("name", ["greedy_etc", "lookahead_etc", "greedy_ucb", "uct"])
+def test_registered_under_their_names(name: str) -> None:
+    assert name in list_agents()
+    agent = make(name)
+    assert agent.name == name
+    assert isinstance(agent, Agent)
