@@ -166,7 +166,10 @@ class GreedyETC:
     def _completion(self) -> int:
         """The padding token under ``fixed_length``."""
         if self.completion_token is None:
-            raise ValueError("EOS is not allowed here and no completion_token was given")
+            raise ValueError(
+                f"EOS (id {self._require_task().eos_token_id}) is not an allowed candidate here and no "
+                "completion_token was given: GreedyETC submits stopped sequences and needs EOS among the candidates"
+            )
         return self.completion_token
 
     def _require_task(self) -> Task:

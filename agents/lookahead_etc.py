@@ -126,7 +126,10 @@ class LookaheadETC:
         if is_allowed(observation, task.eos_token_id):
             return candidate_index(observation, task.eos_token_id)
         if self.completion_token is None:
-            raise ValueError("EOS is not allowed here and no completion_token was given")
+            raise ValueError(
+                f"EOS (id {self._require_task().eos_token_id}) is not an allowed candidate here and no "
+                "completion_token was given: LookaheadETC submits stopped sequences and needs EOS among the candidates"
+            )
         return candidate_index(observation, self.completion_token)
 
     def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
