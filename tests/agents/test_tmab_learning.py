@@ -5,7 +5,7 @@
 uniformly random agent's expected regret per round (0.133) is computed exactly by enumeration.
 Each learner must average, over the last 20% of 600 rounds, below ``THRESHOLD`` = 0.02 and
 below 15% of the random agent's regret. Parameters are scaled to T = 600: the default
-``N = T^(2/3) (log T)^(1/3)`` = 132 would not finish exploring two levels (2 n N = 792 > 600)
+``N = T^(2/3) (log T)^(1/3)`` = 133 would not finish exploring two levels (2 n N = 798 > 600)
 and UCB radii are set near the noise scale.
 """
 
