@@ -36,13 +36,6 @@ def test_noise_free_commits_early_to_greedy_decoding() -> None:
     assert exploring < (problem.max_length - 1) * problem.vocab_size  # one round per arm, not GreedyETC's n N
 
 
-def test_same_seed_same_actions() -> None:
-    env = gym.make("TokenizedMultiArmedBandit-v0", vocab_size=3, max_length=3, instance_seed=6)
-    first = play(env, GreedyUCB(exploration=0.3, exploration_rounds=20), 80, seed=4)
-    second = play(env, GreedyUCB(exploration=0.3, exploration_rounds=20), 80, seed=4)
-    assert first.actions == second.actions
-
-
 def test_fixed_length_raises() -> None:
     env = gym.make("TokenizedMultiArmedBandit-v0", vocab_size=3, max_length=3, fixed_length=True)
     with pytest.raises(ValueError, match="fixed_length"):

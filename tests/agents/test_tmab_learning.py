@@ -59,3 +59,12 @@ def test_registered_under_their_names(name: str) -> None:
     agent = make(name)
     assert agent.name == name
     assert isinstance(agent, Agent)
+
+
+@pytest.mark.parametrize(("name", "kwargs"), LEARNERS, ids=[name for name, _ in LEARNERS])
+def test_same_seed_same_actions(name: str, kwargs: dict[str, Any]) -> None:
+    env = gym.make("TokenizedMultiArmedBanditRandomTable-v0", vocab_size=3, max_length=3, instance_seed=5)
+    small = {**kwargs, "exploration_rounds": 5} if "exploration_rounds" in kwargs else kwargs
+    first = play(env, make(name, **small), 60, seed=4)
+    second = play(env, make(name, **small), 60, seed=4)
+    assert first.actions == second.actions

@@ -44,13 +44,6 @@ def test_finds_the_exact_optimum_without_ddmc() -> None:
     assert sum(response == optimum for response in played.responses[-80:]) >= 70
 
 
-def test_same_seed_same_actions() -> None:
-    env = gym.make("TokenizedMultiArmedBanditRandomTable-v0", vocab_size=3, max_length=3, instance_seed=5)
-    first = play(env, UCT(exploration=0.5), 60, seed=9)
-    second = play(env, UCT(exploration=0.5), 60, seed=9)
-    assert first.actions == second.actions
-
-
 @pytest.mark.parametrize("bad", [0.0, -0.5, float("nan")])
 def test_bad_exploration_raises(bad: float) -> None:
     with pytest.raises(ValueError, match=str(bad)):
