@@ -43,7 +43,8 @@ class GreedyUCB:
     T)^(1/3))`` argument carries over, while easy levels (large gaps) commit after
     ``O(sum_a log T / gap_a^2)`` rounds. Compared with DDMC'-free tree search
     (:class:`~agents.uct.UCT`) it explores only ``O(n L)`` arms and relies on DDMC'.
-    Deterministic (ties go to the first arm in candidate order).
+    Deterministic (ties go to the first arm in candidate order). Like GreedyETC it ignores
+    the query and features and reads a level's tokens from the candidates observed at ``y``.
 
     Args:
         exploration: c > 0, the scale of the confidence radius (rewards in [0, 1] with small

@@ -35,6 +35,9 @@ class UCT:
     DDMC is assumed, so with enough rounds UCT finds the exact optimum of any TMAB instance,
     including ``TokenizedMultiArmedBanditRandomTable-v0``, but it explores up to ``n^L``
     responses (Proposition 4.1), and its worst case is far worse (Coquelin & Munos 2007).
+    Nodes are keyed by token ids only: the query and any features are ignored (on a TLB env
+    with a query pool it learns the query-averaged utility). Actions are mapped through
+    ``observation["candidate_tokens"]``, so LLM envs (k < n) work too.
 
     Args:
         exploration: c > 0, the UCB1 constant; ``sqrt(2)`` is UCB1's for rewards in [0, 1].
