@@ -22,6 +22,10 @@ AGENT_ENTRY_POINTS: dict[str, str] = {
     "dqn": "agents.sb3_agent:DQNAgent",
     "maskable_ppo": "agents.sb3_agent:MaskablePPOAgent",
     "recurrent_ppo": "agents.sb3_agent:RecurrentPPOAgent",
+    "greedy_etc": "agents.greedy_etc:GreedyETC",
+    "lookahead_etc": "agents.lookahead_etc:LookaheadETC",
+    "greedy_ucb": "agents.greedy_ucb:GreedyUCB",
+    "uct": "agents.uct:UCT",
 }
 
 
