@@ -290,7 +290,9 @@ class LanguageModelProblem:
         queries = torch.as_tensor(queries, device=self.device, dtype=torch.int64).reshape(-1)
         responses = torch.as_tensor(responses, device=self.device, dtype=torch.int64)
         if responses.dim() != 2 or responses.shape[0] != queries.shape[0]:
-            raise ValueError(f"responses must have shape (B, T) with B = {queries.shape[0]}, got {tuple(responses.shape)}")
+            raise ValueError(
+                f"responses must have shape (B, T) with B = {queries.shape[0]}, got {tuple(responses.shape)}"
+            )
         if responses.shape[1] > self.max_length:
             raise ValueError(f"responses have {responses.shape[1]} tokens, more than max_length={self.max_length}")
         if queries.numel() and (queries.min() < 0 or queries.max() >= self.num_queries):
@@ -514,7 +516,7 @@ class LanguageModelProblem:
             return ones / ones.norm()
         tensor = torch.as_tensor(theta, dtype=torch.float64, device=self.device)
         if tensor.shape != (self.hidden_size,):
-            raise ValueError(f"theta must have shape ({self.hidden_size},) (the hidden size), got {tuple(tensor.shape)}")
+            raise ValueError(f"theta must have shape ({self.hidden_size},) (hidden size), got {tuple(tensor.shape)}")
         if not bool(torch.isfinite(tensor).all()):
             raise ValueError("theta must be finite")
         return tensor

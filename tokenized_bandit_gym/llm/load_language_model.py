@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,8 @@ def load_language_model(
         trust_remote_code: run code shipped with the model; off unless the user turns it on.
         attn_implementation: ``"sdpa"``, ``"eager"`` or None (transformers' choice).
 
+    Loaded models are cached (four most recent argument tuples) and shared: they are frozen.
+
     Raises:
         ValueError: the model or tokenizer cannot be loaded (unknown name or path), or the
             tokenizer has no EOS token.
@@ -53,10 +56,19 @@ def load_language_model(
         raise TypeError(f"trust_remote_code must be a bool, got {trust_remote_code!r}")
     if not isinstance(model, (str, os.PathLike)):
         raise TypeError(f"model must be a hub name or a local path, got {model!r}")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     torch_dtype = resolve_dtype(dtype)
     name = os.fspath(model)
+    return _load(name, torch_dtype, str(torch.device(device)), trust_remote_code, attn_implementation)
+
+
+@functools.lru_cache(maxsize=4)
+def _load(
+    name: str, torch_dtype: torch.dtype, device: str, trust_remote_code: bool, attn_implementation: str | None
+) -> tuple[Any, Any]:
+    """Load once per argument tuple: the frozen model is shared by every env built on it."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     looks_local = name.startswith((".", "/", "~")) or os.sep in name and not _looks_like_hub_id(name)
     if looks_local and not Path(name).expanduser().is_dir():
         raise ValueError(f"model path {name!r} does not exist or is not a directory")
