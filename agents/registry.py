@@ -11,6 +11,7 @@ from tokenized_bandit_gym.agent import Agent
 AGENT_ENTRY_POINTS: dict[str, str] = {
     "random": "agents.random_agent:RandomAgent",
     "oracle_greedy": "agents.oracle_greedy:OracleGreedy",
+    "misaligned_greedy": "agents.misaligned_greedy:MisalignedGreedy",
 }
 
 
