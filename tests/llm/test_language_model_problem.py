@@ -62,10 +62,17 @@ def play_and_compare(problem: LanguageModelProblem, queries: list[int], seed: in
 
 
 @pytest.mark.parametrize("model_name", ["stories", "tiny_llama", "tiny_gpt2"])
-@pytest.mark.parametrize("queries", [[1], [0, 2, 3]], ids=["B1", "B3"])
-def test_cached_step_equals_full_forward(request: pytest.FixtureRequest, model_name: str, queries: list[int]) -> None:
+@pytest.mark.parametrize(
+    ("queries", "batching"),
+    [([1], "mask"), ([0, 2, 3], "mask"), ([0, 2, 3], "expand")],
+    ids=["B1-mask", "B3-mask", "B3-expand"],
+)
+def test_cached_step_equals_full_forward(
+    request: pytest.FixtureRequest, model_name: str, queries: list[int], batching: str
+) -> None:
     model, tokenizer = request.getfixturevalue(model_name)
-    problem = LanguageModelProblem(model, tokenizer, QUERIES, max_length=5, top_k=3)
+    problem = LanguageModelProblem(model, tokenizer, QUERIES, max_length=5, top_k=3, candidate_batching=batching)
+    assert problem.candidate_batching == batching
     lengths = problem.query_lengths[torch.tensor(queries)]
     assert len(queries) == 1 or len(set(lengths.tolist())) > 1  # different prefix lengths in the batch
     assert play_and_compare(problem, queries, seed=len(queries)) >= len(queries)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import doctest
+import os
 from typing import Any
 
 import gymnasium as gym
@@ -185,3 +186,27 @@ def test_empty_text_file(tmp_path: Any) -> None:
 def test_docstring_examples_run(module: Any) -> None:
     failures, tried = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
     assert tried > 0 and failures == 0
+
+
+def test_example_runs() -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    script = root / "examples" / "llm_alignment_baselines.py"
+    command = [sys.executable, str(script), "--rounds", "2", "--max-length", "3", "--top-k", "2"]
+    output = subprocess.run(
+        command, check=True, capture_output=True, text=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root)}
+    )
+    assert "misaligned_greedy: cumulative regret" in output.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env_id", sorted(SMALL))
+def test_check_env_with_defaults(env_id: str) -> None:
+    from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+    env = gym.make(env_id)
+    check_env(env.unwrapped, skip_render_check=True)
+    sb3_check_env(env.unwrapped, warn=False)

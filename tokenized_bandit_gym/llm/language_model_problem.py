@@ -7,12 +7,13 @@ LLM decoding problem of section 2 (``u = v(p(x, y))``).
 
 How a step works (one batched forward per step, no token encoded twice): the state holds the KV
 cache of ``x:y`` and the last-layer hidden state of its last token, whose LM-head output gives the
-top-k candidates and their log-probs. The k candidates of every row are then run together as one
-batch of ``B * k`` single-token sequences over the prefix cache expanded along the batch, which
-gives each candidate's hidden state (so ``e(x, y:tau) = (sum_{x:y} h + h_tau) / (|x:y| + 1)`` from a
-running sum) and its own key/value entries. Choosing a candidate appends its entries to the
-prefix cache, and its hidden state gives the next distribution: the next step only runs the next
-candidates.
+top-k candidates and their log-probs. The k candidates of every row are then run together in one
+forward over the prefix cache (as k tokens per row at the same position under a 4-D attention
+mask that lets each see only the prefix and itself, or as ``B * k`` one-token rows over the cache
+expanded along the batch), which gives each candidate's hidden state (so
+``e(x, y:tau) = (sum_{x:y} h + h_tau) / (|x:y| + 1)`` from a running sum) and its own key/value
+entries. Choosing a candidate appends its entries to the prefix cache, and its hidden state gives
+the next distribution: the next step only runs the next candidates.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from tokenized_bandit_gym.llm.language_model_state import KeyValues, LanguageMod
 from tokenized_bandit_gym.llm.value_map import ValueMap
 
 POOLING_SPANS = ("query_response", "response")
+CANDIDATE_BATCHING = ("auto", "mask", "expand")
 EMBEDDING_NORMS = ("l2", "none")
 
 
@@ -54,6 +56,10 @@ class LanguageModelProblem:
         eos_candidate: EOS is always one of the k candidates (it replaces the k-th when not in the
             top-k); at position L and in finished rows it is inserted regardless.
         chat_template: apply the tokenizer's chat template (None: when it has one).
+        candidate_batching: how the k candidates share the prefix cache in the one forward per
+            step: ``"mask"`` (k tokens per row under a 4-D attention mask; the cache is read once),
+            ``"expand"`` (``B * k`` rows over the cache repeated along the batch; works with any
+            attention kernel) or ``"auto"`` (``"mask"`` for the eager and SDPA kernels).
     """
 
     fixed_length = False
@@ -74,6 +80,7 @@ class LanguageModelProblem:
         embedding_norm: str = "l2",
         eos_candidate: bool = True,
         chat_template: bool | None = None,
+        candidate_batching: str = "auto",
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -89,6 +96,11 @@ class LanguageModelProblem:
             raise ValueError(f"embeddings=False needs gamma == 1 (u = v(p) alone), got gamma={gamma}")
         self.embeddings = embeddings
         self.eos_candidate = eos_candidate
+        check_choice("candidate_batching", candidate_batching, CANDIDATE_BATCHING)
+        if candidate_batching == "auto":
+            kernel = getattr(model.config, "_attn_implementation", None)
+            candidate_batching = "mask" if kernel in ("eager", "sdpa") else "expand"
+        self.candidate_batching = candidate_batching
         if tokenizer.eos_token_id is None:
             raise ValueError("the tokenizer has no EOS token: a tokenized bandit needs one to end responses")
         self.eos_token_id = int(tokenizer.eos_token_id)
@@ -435,7 +447,38 @@ class LanguageModelProblem:
         )
 
     def _score(self, state: LanguageModelState, tokens: torch.Tensor) -> tuple[torch.Tensor, KeyValues]:
-        """One forward of the ``B * k`` candidates over the prefix cache expanded along the batch."""
+        """One forward of the ``B * k`` candidates over the prefix cache: hidden ``(B, k, H)`` and their entries."""
+        if self.candidate_batching == "mask":
+            return self._score_with_mask(state, tokens)
+        return self._score_expanded(state, tokens)
+
+    def _score_with_mask(self, state: LanguageModelState, tokens: torch.Tensor) -> tuple[torch.Tensor, KeyValues]:
+        """The k candidates as k tokens of each row, at the same position, under a 4-D mask.
+
+        Candidate j attends to the row's prefix and to itself only, so it sees exactly ``x:y:tau_j``;
+        the prefix cache is read once per row (not copied k times).
+        """
+        batch, k = tokens.shape
+        prefix = state.attention_mask.shape[1]
+        dtype = self._lm_head.weight.dtype
+        allowed_prefix = state.attention_mask.bool()[:, None, None, :].expand(batch, 1, k, prefix)  # (B, 1, k, P)
+        allowed_self = torch.eye(k, dtype=torch.bool, device=self.device).expand(batch, 1, k, k)  # (B, 1, k, k)
+        allowed = torch.cat([allowed_prefix, allowed_self], dim=3)  # (B, 1, k, P + k)
+        mask = torch.zeros(allowed.shape, dtype=dtype, device=self.device)
+        mask = mask.masked_fill(~allowed, torch.finfo(dtype).min)  # additive mask (B, 1, k, P + k)
+        positions = state.next_positions[:, None].expand(batch, k)  # (B, k)
+        hidden, new_past = self._forward(tokens, mask, positions, state.past)  # (B, k, H)
+        candidate_past = tuple(
+            (
+                keys[:, :, prefix:].transpose(1, 2).unsqueeze(3),  # (B, k, h, 1, hd)
+                values[:, :, prefix:].transpose(1, 2).unsqueeze(3),
+            )
+            for keys, values in new_past
+        )
+        return hidden, candidate_past
+
+    def _score_expanded(self, state: LanguageModelState, tokens: torch.Tensor) -> tuple[torch.Tensor, KeyValues]:
+        """The k candidates as ``B * k`` one-token rows over the prefix cache repeated along the batch."""
         batch, k = tokens.shape
         mask = torch.cat([state.attention_mask, torch.ones_like(state.attention_mask[:, :1])], dim=1)  # (B, P + 1)
         past = tuple(
