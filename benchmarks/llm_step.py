@@ -4,7 +4,8 @@ Measured side by side in one run (ratios; these machines are noisy):
 
 * env: ``TokenizedAlignmentEnv.step`` over a whole L-token episode, observation included (the k
   candidates' ``[e : v]`` features, log-probs, mask); one batched forward of the k candidates over
-  the prefix KV cache per step.
+  the prefix KV cache per step, with the candidates under a 4-D mask (default) and with the cache
+  expanded along the batch.
 * (a) ``model.generate`` per token with the KV cache, greedy, same model and device:
   ``(t(L new tokens) - t(1 new token)) / (L - 1)``, so the prefill is excluded as it is for the env.
 * (b) naive: every step recomputes each candidate's full ``x:y:tau`` without a cache (the k
@@ -74,7 +75,7 @@ def load(name: str, device: str) -> tuple[Any, Any]:
     raise ValueError(f"unknown model {name!r}")
 
 
-def time_env(model: Any, tokenizer: Any, args: Args) -> tuple[float, list[int], list[int]]:
+def time_env(model: Any, tokenizer: Any, args: Args, batching: str) -> tuple[float, list[int], list[int]]:
     """Median seconds per env step over whole episodes that never pick EOS early; the query and response ids."""
     from tokenized_bandit_gym.envs.tokenized_alignment_env import TokenizedAlignmentEnv
 
@@ -85,6 +86,7 @@ def time_env(model: Any, tokenizer: Any, args: Args) -> tuple[float, list[int], 
         max_length=args.max_length,
         top_k=args.top_k,
         noise_scale=0.0,
+        candidate_batching=batching,
     )
     eos = env.unwrapped.eos_token_id
     per_step = []
@@ -151,15 +153,19 @@ def main() -> None:
     args = parse_args()
     torch.set_num_threads(args.threads)
     print(f"L={args.max_length}, k={args.top_k}, device={args.device}, threads={args.threads}")
-    print("| model | env step (ms) | (a) generate / token (ms) | (b) naive step (ms) | env / (a) | (b) / env |")
-    print("|---|---|---|---|---|---|")
+    print(
+        "| model | env step, 4-D mask (ms) | env step, expanded cache (ms) | (a) generate / token (ms) "
+        "| (b) naive step (ms) | env / (a) | (b) / env |"
+    )
+    print("|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
         model, tokenizer = load(name, args.device)
-        env_step, query, response = time_env(model, tokenizer, args)
+        env_step, query, response = time_env(model, tokenizer, args, "mask")
+        expanded, _, _ = time_env(model, tokenizer, args, "expand")
         generate = time_generate(model, query, args)
         naive = time_naive(model, query, response, args)
         print(
-            f"| {name} | {1e3 * env_step:.1f} | {1e3 * generate:.1f} | {1e3 * naive:.1f} | "
+            f"| {name} | {1e3 * env_step:.1f} | {1e3 * expanded:.1f} | {1e3 * generate:.1f} | {1e3 * naive:.1f} | "
             f"{env_step / generate:.2f}x | {naive / env_step:.1f}x |",
             flush=True,
         )

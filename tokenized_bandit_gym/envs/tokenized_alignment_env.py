@@ -97,6 +97,7 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
     | ``embedding_norm`` | ``"l2"`` | or ``"none"`` |
     | ``eos_candidate`` | True | EOS always a candidate |
     | ``chat_template`` | None | use the tokenizer's chat template when it has one |
+    | ``candidate_batching`` | ``"auto"`` | ``"mask"`` (4-D mask, eager/SDPA) or ``"expand"`` (any kernel) |
     | ``optimal_kind`` | ``"oracle_greedy"`` | or ``"oracle_beam"`` |
     | ``beam_width`` | 4 | for ``oracle_beam`` |
     | ``noise`` | ``"gaussian"`` | or ``"bounded"`` |
@@ -144,6 +145,7 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
         embedding_norm: str = "l2",
         eos_candidate: bool = True,
         chat_template: bool | None = None,
+        candidate_batching: str = "auto",
         optimal_kind: str = "oracle_greedy",
         beam_width: int = 4,
         noise: str = "gaussian",
@@ -173,6 +175,7 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
             embedding_norm=embedding_norm,
             eos_candidate=eos_candidate,
             chat_template=chat_template,
+            candidate_batching=candidate_batching,
         )
         super().__init__(
             problem,

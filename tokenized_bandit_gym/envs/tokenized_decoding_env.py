@@ -63,7 +63,7 @@ class TokenizedDecodingEnv(LanguageModelBanditEnv):
     | ``observe_logprobs`` | False | add ``candidate_logprobs`` |
     | ``noise``, ``noise_scale`` | ``"gaussian"``, 0.1 | reward noise |
     | ``instance_seed`` | 0 | unused by the defaults (kept for the shared keyword set) |
-    | ``dtype``, ``device``, ``chat_template`` | | as in ``TokenizedAlignment-v0`` |
+    | ``dtype``, ``device``, ``chat_template``, ``candidate_batching`` | | as in ``TokenizedAlignment-v0`` |
     | ``trust_remote_code``, ``strict_actions`` | | as in ``TokenizedAlignment-v0`` |
 
     >>> import gymnasium as gym
@@ -93,6 +93,7 @@ class TokenizedDecodingEnv(LanguageModelBanditEnv):
         value_map: str = "root_prob",
         eos_candidate: bool = True,
         chat_template: bool | None = None,
+        candidate_batching: str = "auto",
         optimal_kind: str = "oracle_beam",
         beam_width: int = 8,
         observe_logprobs: bool = False,
@@ -122,6 +123,7 @@ class TokenizedDecodingEnv(LanguageModelBanditEnv):
             embeddings=False,
             eos_candidate=eos_candidate,
             chat_template=chat_template,
+            candidate_batching=candidate_batching,
         )
         super().__init__(
             problem,
