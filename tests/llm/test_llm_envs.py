@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import doctest
-import os
 from typing import Any
 
 import gymnasium as gym
@@ -188,18 +187,14 @@ def test_docstring_examples_run(module: Any) -> None:
     assert tried > 0 and failures == 0
 
 
-def test_example_runs() -> None:
-    import subprocess
-    import sys
+def test_example_runs(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import runpy
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[2]
-    script = root / "examples" / "llm_alignment_baselines.py"
-    command = [sys.executable, str(script), "--rounds", "2", "--max-length", "3", "--top-k", "2"]
-    output = subprocess.run(
-        command, check=True, capture_output=True, text=True, cwd=root, env={**os.environ, "PYTHONPATH": str(root)}
-    )
-    assert "misaligned_greedy: cumulative regret" in output.stdout
+    script = Path(__file__).resolve().parents[2] / "examples" / "llm_alignment_baselines.py"
+    monkeypatch.setattr("sys.argv", [str(script), "--rounds", "2", "--max-length", "3", "--top-k", "2"])
+    runpy.run_path(str(script), run_name="__main__")
+    assert "misaligned_greedy: cumulative regret" in capsys.readouterr().out
 
 
 @pytest.mark.slow
