@@ -204,3 +204,31 @@ def test_empty_query_pool_and_tokenizer_without_eos(stories: tuple[Any, Any]) ->
 
     with pytest.raises(ValueError, match="no EOS"):
         LanguageModelProblem(stories[0], NoEos(), QUERIES)
+
+
+def test_chat_template_is_applied_when_present(stories: tuple[Any, Any]) -> None:
+    import copy
+
+    tokenizer = copy.deepcopy(stories[1])
+    tokenizer.chat_template = "{% for m in messages %}User: {{ m['content'] }}\n{% endfor %}Story:"
+    problem = LanguageModelProblem(stories[0], tokenizer, QUERIES[:2], max_length=3, top_k=2)
+    assert problem.chat_template
+    expected = tokenizer.apply_chat_template([{"role": "user", "content": QUERIES[1]}], add_generation_prompt=True)
+    expected = expected if isinstance(expected, list) else expected["input_ids"]
+    assert problem.query_tokens[1, : int(problem.query_lengths[1])].tolist() == list(expected)
+    plain = LanguageModelProblem(stories[0], tokenizer, QUERIES[:2], max_length=3, top_k=2, chat_template=False)
+    assert plain.query_tokens[1, : int(plain.query_lengths[1])].tolist() == stories[1](QUERIES[1])["input_ids"]
+    with pytest.raises(ValueError, match="no chat template"):
+        LanguageModelProblem(*stories, QUERIES, chat_template=True)
+
+
+def test_bfloat16_weights_step(stories: tuple[Any, Any]) -> None:
+    import copy
+
+    model = copy.deepcopy(stories[0]).to(torch.bfloat16)
+    problem = LanguageModelProblem(model, stories[1], QUERIES, max_length=3, top_k=3)
+    state = problem.initial_state(torch.tensor([0, 3]))
+    while not bool(state.finished.all()):
+        assert bool(torch.isfinite(problem.candidate_embeddings(state)).all())
+        state = problem.advance(state, problem.action_mask(state).float().argmax(dim=1))
+    assert bool(torch.isfinite(problem.utility_of(state)).all())
