@@ -178,8 +178,8 @@ class LanguageModelProblem:
         position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)  # (B, W)
         hidden, past = self._forward(input_ids, attention_mask, position_ids, ())  # (B, W, H)
         pooled = self.pooling == "query_response"
-        weights = (attention_mask if pooled else torch.zeros_like(attention_mask)).to(torch.float32)  # (B, W)
-        hidden_sum = (hidden.float() * weights[:, :, None]).sum(dim=1)  # (B, H)
+        counted = valid & pooled  # (B, W): padding never enters the sum, even if its hidden state is not finite
+        hidden_sum = torch.where(counted[:, :, None], hidden.float(), 0.0).sum(dim=1)  # (B, H)
         zeros = torch.zeros(batch, dtype=torch.int64, device=self.device)
         state = LanguageModelState(
             queries=queries,
