@@ -26,6 +26,7 @@ AGENT_ENTRY_POINTS: dict[str, str] = {
     "lookahead_etc": "agents.lookahead_etc:LookaheadETC",
     "greedy_ucb": "agents.greedy_ucb:GreedyUCB",
     "uct": "agents.uct:UCT",
+    "misaligned_greedy": "agents.misaligned_greedy:MisalignedGreedy",
 }
 
 
