@@ -16,10 +16,12 @@ from agents.random_agent import RandomAgent
 from agents.sb3_agent import SB3Agent
 from tokenized_bandit_gym.adapters.cumulative_regret_callback import CumulativeRegretCallback
 from tokenized_bandit_gym.evaluation.run_online import run_online
+from tokenized_bandit_gym.registration import SYNTHETIC_ENVS
 from tokenized_bandit_gym.task import Task
 from tokenized_bandit_gym.wrappers import SB3Observation
 
-ENV_IDS = tokenized_bandit_gym.registered_ids()
+# The synthetic ids; the LLM-backed ids have their own tests under tests/llm.
+ENV_IDS = [env_id for env_id in tokenized_bandit_gym.registered_ids() if env_id in SYNTHETIC_ENVS]
 SMOKE_ALGOS = ("ppo", "a2c", "dqn", "maskable_ppo")
 # Small enough that a few dozen rounds see several updates.
 FAST = {

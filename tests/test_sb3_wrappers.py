@@ -12,9 +12,11 @@ from stable_baselines3.common.env_checker import check_env
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 import tokenized_bandit_gym
+from tokenized_bandit_gym.registration import SYNTHETIC_ENVS
 from tokenized_bandit_gym.wrappers import ExposeActionMasks, RegretStatistics, SB3Observation, TokenObservationEncoder
 
-ENV_IDS = tokenized_bandit_gym.registered_ids()
+# The synthetic ids; the LLM-backed ids have their own tests under tests/llm.
+ENV_IDS = [env_id for env_id in tokenized_bandit_gym.registered_ids() if env_id in SYNTHETIC_ENVS]
 
 
 def reference_one_hot(observation: dict, space: spaces.Dict, keys: tuple[str, ...]) -> np.ndarray:
