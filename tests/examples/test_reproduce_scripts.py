@@ -52,6 +52,7 @@ def test_reproduction_script(script, output, tmp_path):
 def test_bound_and_slope_helpers():
     spec = importlib.util.spec_from_file_location("reproduce_regret", ROOT / "examples" / "reproduce_regret.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     import numpy as np
 
