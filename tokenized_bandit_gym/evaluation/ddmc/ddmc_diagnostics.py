@@ -69,8 +69,8 @@ def run_ddmc_diagnostics(
         embedder = PrefixEmbedder(model, device=device, batch_size=batch_size, max_tokens=max_tokens)
     table = build_prefix_pair_table(pairs, embedder)
     settings: dict[str, object] = {
-        "model": os.fspath(model) if embedder.model_path == os.fspath(model) else f"{model} ({embedder.model_path})",
-        "dataset": f"{dataset} ({path.name})" if os.fspath(dataset) != str(path) else path.name,
+        "model": _model_label(embedder.model_path),
+        "dataset": f"{dataset} ({path.name})" if os.fspath(dataset) != path.name else path.name,
         "max_items": max_items,
         "max_tokens": embedder.max_tokens,
         "max_common": max_common,
@@ -89,6 +89,11 @@ def run_ddmc_diagnostics(
         settings=settings,
     )
     return report, table
+
+
+def _model_label(model_path: str) -> str:
+    """A local model directory's name (no local paths in reports), or the hub id."""
+    return Path(model_path).name if Path(model_path).exists() else model_path
 
 
 def add_ddmc_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
