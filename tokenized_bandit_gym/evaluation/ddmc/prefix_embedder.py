@@ -65,7 +65,7 @@ class PrefixEmbedder:
 
     def tokenize(self, text: str) -> list[int]:
         """Return the token ids of ``text`` (the tokenizer's special tokens added), truncated to ``max_tokens``."""
-        return list(self.tokenizer(text)["input_ids"][: self.max_tokens])
+        return list(self.tokenizer(text, truncation=True, max_length=self.max_tokens)["input_ids"])
 
     @torch.no_grad()
     def prefix_embeddings(self, sequences: Sequence[Sequence[int]]) -> list[torch.Tensor]:
