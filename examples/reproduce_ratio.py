@@ -47,6 +47,10 @@ class Args:
     """top-k candidates (0: 15 with --paper, else 8)"""
     gamma: float = 0.8
     """weight of v(p) in the utility"""
+    value_map: str = "logprob"
+    """the env's v: logprob (paper default), scaled_logprob, root_prob, prob"""
+    embedding_norm: str = "l2"
+    """the env's embedding normalisation: l2 (unit norm) or none (raw mean-pooled hidden states)"""
     beta: float = 1.0
     """EOFUL's multiplier on sqrt(beta_t)"""
     noise_scale: float = 0.1
@@ -117,6 +121,8 @@ def main(args: Args) -> dict[str, Any]:
             top_k=args.top_k,
             gamma=args.gamma,
             max_length=args.max_length,
+            value_map=args.value_map,
+            embedding_norm=args.embedding_norm,
             noise_scale=args.noise_scale,
             device=args.device,
         )

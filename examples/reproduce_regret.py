@@ -58,6 +58,10 @@ class Args:
     every coordinate"""
     wrong_theta: float = -0.5
     """WrongTheta's theta' coordinate"""
+    value_map: str = "logprob"
+    """the env's v: logprob (paper default), scaled_logprob, root_prob, prob"""
+    embedding_norm: str = "l2"
+    """the env's embedding normalisation: l2 (unit norm) or none (raw mean-pooled hidden states)"""
     beta: float = 1.0
     """EOFUL's multiplier on sqrt(beta_t) (1: the paper's radius)"""
     noise_scale: float = 0.1
@@ -118,6 +122,8 @@ def make_env(args: Args) -> Any:
             top_k=args.top_k,
             gamma=args.gamma,
             max_length=args.max_length,
+            value_map=args.value_map,
+            embedding_norm=args.embedding_norm,
             theta=[args.theta] * _hidden_size(args.model) if args.theta else None,
             noise_scale=args.noise_scale,
             device=args.device,
