@@ -22,14 +22,26 @@ from tokenized_bandit_gym.evaluation.run_spec import RunSpec
 ProgressCallback = Callable[[str, int], None]
 
 
-class _ProgressAgent:
-    """Forwards to an agent and reports finished rounds (``update`` is called once per round)."""
+class RunInterrupted(Exception):
+    """Raised inside a run when the backend asks it to stop (the run is discarded)."""
 
-    def __init__(self, agent: Any, key: str, callback: ProgressCallback, every: int) -> None:
+
+class _ProgressAgent:
+    """Forwards to an agent; after each round (``update``) reports progress and checks for a stop."""
+
+    def __init__(
+        self,
+        agent: Any,
+        key: str,
+        callback: ProgressCallback | None,
+        every: int,
+        stop: Callable[[], bool] | None,
+    ) -> None:
         self._agent = agent
         self._key = key
         self._callback = callback
         self._every = every
+        self._stop = stop
         self._since = 0
         self.name = getattr(agent, "name", type(agent).__name__)
 
@@ -41,15 +53,16 @@ class _ProgressAgent:
 
     def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
         self._agent.update(observation, reward, info)
+        if self._stop is not None and self._stop():
+            raise RunInterrupted(f"run {self._key} was asked to stop")
         self._since += 1
         if self._since >= self._every:
-            self._callback(self._key, self._since)
-            self._since = 0
+            self.flush()
 
     def flush(self) -> None:
-        if self._since:
+        if self._since and self._callback is not None:
             self._callback(self._key, self._since)
-            self._since = 0
+        self._since = 0
 
 
 def _version(distribution: str) -> str | None:
@@ -97,6 +110,7 @@ def execute_run(
     run: RunSpec,
     threads: int | None = None,
     progress: ProgressCallback | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> RunRecord:
     """Make the env and the agent, play ``run.rounds`` rounds online, return the record.
 
@@ -105,6 +119,8 @@ def execute_run(
         threads: torch intra-op threads for this run (restored afterwards); None keeps the
             current setting. Backends give each of W parallel workers ``cores // W`` threads.
         progress: called with ``(run.key, rounds)`` about 50 times per run.
+        stop: checked after every round; when it returns True the run raises
+            :class:`RunInterrupted` (backends use it to stop workers cleanly on Ctrl-C).
 
     Returns:
         The per-round arrays and the metadata of the run (versions, device, wall time).
@@ -124,8 +140,8 @@ def execute_run(
         start = time.perf_counter()
         env = gym.make(run.env_id, **run.env_kwargs)
         agent: Any = agents.make(run.agent, **run.agent_kwargs)
-        if progress is not None:
-            agent = _ProgressAgent(agent, run.key, progress, every=max(1, run.rounds // 50))
+        if progress is not None or stop is not None:
+            agent = _ProgressAgent(agent, run.key, progress, every=max(1, run.rounds // 50), stop=stop)
         result = run_online(env, agent, rounds=run.rounds, seed=run.seed)
         if isinstance(agent, _ProgressAgent):
             agent.flush()

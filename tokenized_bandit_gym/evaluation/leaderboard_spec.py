@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenized_bandit_gym.evaluation.run_spec import RunSpec
+from tokenized_bandit_gym.evaluation.run_spec import RunSpec, canonical_json
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -258,6 +258,10 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>", check_registry: 
     return spec
 
 
+# canonical JSON of (env id, kwargs) already built successfully in this process
+_VALID_ENVS: set[str] = set()
+
+
 def _check_against_registries(spec: LeaderboardSpec) -> None:
     """Check names against the registries and build every env and agent once."""
     import gymnasium as gym
@@ -269,11 +273,15 @@ def _check_against_registries(spec: LeaderboardSpec) -> None:
         if task.id not in gym.registry:
             known = sorted(tokenized_bandit_gym.registered_ids())
             raise SpecError(f"task[{index}].id {task.id!r} is not a registered env id; registered: {known}")
+        identity = canonical_json([task.id, task.kwargs])
+        if identity in _VALID_ENVS:
+            continue
         try:
             env = gym.make(task.id, **task.kwargs)
         except (TypeError, ValueError) as error:
             raise SpecError(f"task[{index}].kwargs {task.kwargs!r} are invalid for {task.id!r}: {error}") from error
         env.close()
+        _VALID_ENVS.add(identity)
     known_agents = agents.list_agents()
     for index, entry in enumerate(spec.agents):
         if entry.name not in known_agents:
