@@ -137,17 +137,20 @@ def markdown_report(leaderboard: Leaderboard) -> str:
     return "\n".join(parts) + "\n"
 
 
-def _html_table(header: list[str], body: list[list[str]]) -> str:
+def _html_table(header: list[str], body: list[list[str]], matrix: bool = False) -> str:
     head = "".join(f"<th>{html.escape(cell)}</th>" for cell in header)
     rows = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in body)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
+    attributes = ' class="matrix"' if matrix else ""
+    return f"<table{attributes}><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
 
 _STYLE = """
 body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1200px; color: #222; }
 table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; font-size: 0.9rem; }
 th, td { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: right; }
-th:nth-child(2), td:nth-child(2), th:first-child { text-align: left; }
+th:first-child, td:first-child, th:nth-child(2), td:nth-child(2) { text-align: left; }
+table.matrix td, table.matrix th { text-align: center; }
+table.matrix td:first-child { text-align: left; font-weight: 600; }
 thead { background: #f2f2f2; }
 tbody tr:first-child { background: #eef7ee; }
 .note { color: #555; font-size: 0.9rem; }
@@ -166,7 +169,7 @@ def html_report(leaderboard: Leaderboard, svg_by_task: dict[str, str]) -> str:
     for title, note, header, body in _tables(leaderboard):
         sections.append(f"<h2>{html.escape(title)}</h2>")
         sections.append(f'<p class="note">{html.escape(note)}</p>')
-        sections.append(_html_table(header, body))
+        sections.append(_html_table(header, body, matrix=header[0] == "agent"))
         if title in svg_by_task:
             sections.append(f'<figure class="regret-plot">{svg_by_task[title]}</figure>')
     return (
