@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -106,14 +107,12 @@ def test_errors_are_one_line_with_status_2(tmp_path: Path, capsys: pytest.Captur
     assert main(["report", "--store", str(tmp_path / "none.sqlite")]) == 2
 
 
-def test_ray_backend_without_ray_names_the_extra(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    try:
-        import ray  # noqa: F401
-    except ImportError:
-        pass
-    else:
-        pytest.skip("ray is installed")
+def test_ray_backend_without_ray_names_the_extra(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
     spec = tmp_path / "spec.toml"
     spec.write_text(SMALL_SPEC)
     assert main(["run", str(spec), "--store", str(tmp_path / "r.sqlite"), "--backend", "ray"]) == 2
     assert "distributed" in capsys.readouterr().err
+    assert not (tmp_path / "r.sqlite").exists()
