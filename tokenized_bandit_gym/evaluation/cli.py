@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tbg",
         description="tokenized-bandit-gym leaderboards: run specs, report results, list envs and agents.",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,report,list}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,report,list,ddmc}")
 
     run = commands.add_parser(
         "run",
@@ -71,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "list", help="registered env ids and agent names", description="Print the registered env ids and agent names."
     )
+    from tokenized_bandit_gym.evaluation.ddmc.ddmc_diagnostics import add_ddmc_subcommand
+
+    add_ddmc_subcommand(commands)
     return parser
 
 
@@ -182,6 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _command_list()
         if args.command == "run":
             return _command_run(args)
+        if args.command == "ddmc":
+            return args.func(args)
         return _command_report(args)
     except (SpecError, StoreError, RayUnavailableError) as error:
         print(f"tbg: error: {error}", file=sys.stderr)
