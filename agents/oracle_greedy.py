@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 
+from agents.candidate_index import candidate_index
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.task import Task
 
@@ -14,9 +14,12 @@ from tokenized_bandit_gym.task import Task
 class OracleGreedy:
     """At each position, the allowed candidate with the highest true ``u(x, y:tau)``.
 
-    Oracle baseline: it reads the hidden instance (``task.problem``). Its regret against the
-    exact optimum is the greedy gap, the floor under any greedy-based agent (zero on
-    exact-DDMC families with ``fixed_length=True``, Theorem 5.1). Ties go to the lowest id.
+    Oracle baseline: it reads the hidden instance (``task.problem``) and the round's query index
+    (``info["query_index"]``), and emits ``problem.oracle_greedy(x_t)`` token by token: the greedy
+    decode the env itself uses as the ``oracle_greedy_utility`` benchmark (ties to the lowest
+    candidate), computed once per query. Its regret against the exact optimum is the greedy gap,
+    the floor under any greedy-based agent (zero on exact-DDMC families with
+    ``fixed_length=True``, Theorem 5.1).
     """
 
     name = "oracle_greedy"
@@ -29,17 +32,12 @@ class OracleGreedy:
         self._problem = task.problem
 
     def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
-        """The allowed token with the highest true utility after it."""
+        """The candidate holding the greedy response's next token."""
         if self._problem is None:
             raise ValueError("OracleGreedy.act() called before reset(task)")
-        problem = self._problem
-        length = int(observation["length"])
-        query = torch.tensor([int(info["query_index"])], device=problem.device)
-        response = torch.as_tensor(np.asarray(observation["response"])[None, :length], device=problem.device)
-        state = problem.state_for(query, response)
-        scores = problem.candidate_utilities(state)[0]  # (n,)
-        scores = scores.masked_fill(~problem.action_mask(state)[0], float("-inf"))
-        return int(scores.argmax())
+        query = torch.tensor([int(info["query_index"])], device=self._problem.device)
+        response = self._problem.oracle_greedy(query).responses[0]  # (L,)
+        return candidate_index(observation, int(response[int(observation["length"])]))
 
     def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
         """Nothing to learn."""

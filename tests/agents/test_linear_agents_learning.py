@@ -66,12 +66,13 @@ def test_oracle_optimal_has_exactly_zero_regret_on_every_synthetic_env(env_id):
 
 
 def test_fixed_theta_greedy_follows_the_fixed_parameter_and_never_learns():
+    agent = agents.make("fixed_theta_greedy", theta=-0.5)
+    result = run_online(gym.make("TokenizedLinearBandit-v0", **TINY), agent, 40, seed=0)
+    assert torch.equal(agent.theta, torch.full((4,), -0.5, dtype=torch.float64))
+    # Greedy on <theta', e> is what OracleGreedy does on an instance whose theta is theta' (a fresh
+    # instance, so no benchmark was cached with the old theta).
     env = gym.make("TokenizedLinearBandit-v0", **TINY)
     problem = env.unwrapped.problem
-    agent = agents.make("fixed_theta_greedy", theta=-0.5)
-    result = run_online(env, agent, 40, seed=0)
-    assert torch.equal(agent.theta, torch.full((4,), -0.5, dtype=torch.float64))
-    # Greedy on <theta', e> is what OracleGreedy does on an instance whose theta is theta'.
     problem.theta = -problem.theta
     mirrored = agents.make("fixed_theta_greedy", theta=problem.theta.numpy())
     oracle = agents.make("oracle_greedy")
