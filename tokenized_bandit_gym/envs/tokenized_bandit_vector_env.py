@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from numbers import Integral
 from typing import Any, ClassVar
 
@@ -55,8 +56,9 @@ class TokenizedBanditVectorEnv(VectorEnv):
     ``optimal_response`` ``(N, L)`` padded with EOS (the single env trims ``response`` to its
     length), and ``response_embedding`` for TLB. Unmasked rows hold zeros. With the NumPy
     backend the round-end keys appear only in steps where some round ended (as in
-    ``SyncVectorEnv``); with the torch backend they are always present (deciding would cost a
-    host round trip) and ``optimal_kind`` is a plain string.
+    ``SyncVectorEnv``; likewise ``forced_eos`` when every row autoresets); with the torch backend
+    they are always present (deciding would cost a host round trip) and ``optimal_kind`` is a
+    plain string.
 
     Array backends: ``array_backend="numpy"`` (default) returns NumPy arrays; ``"torch"``
     returns tensors on the instance's ``device`` and takes actions as tensors there, so nothing
@@ -195,7 +197,9 @@ class TokenizedBanditVectorEnv(VectorEnv):
         resetting = self._autoreset
         self._rounds.advance(resetting)
         queries, noise = self._rounds.current()
-        state = state.with_rows(resetting, self.problem.initial_state(queries))
+        fresh = self.problem.initial_state(queries)
+        # with_rows keeps the queries (advance never changes them); a new round does
+        state = replace(state.with_rows(resetting, fresh), queries=torch.where(resetting, fresh.queries, state.queries))
         self._noise = torch.where(resetting, noise, self._noise)
         self._state = state
         self._autoreset = terminated
@@ -203,9 +207,9 @@ class TokenizedBanditVectorEnv(VectorEnv):
         infos: dict[str, Any] = {
             "query_index": self._to_backend(state.queries),
             "_query_index": self._to_backend(torch.ones_like(stepping)),
-            "forced_eos": self._to_backend(forced_eos),
-            "_forced_eos": self._to_backend(stepping),
         }
+        if self.array_backend == "torch" or bool(stepping.any()):
+            infos["forced_eos"], infos["_forced_eos"] = self._to_backend(forced_eos), self._to_backend(stepping)
         for key, value in summary.items():
             infos[key] = value if isinstance(value, (str, np.ndarray)) else self._to_backend(value)
             infos[f"_{key}"] = self._to_backend(terminated)
