@@ -7,6 +7,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 
 import tokenized_bandit_gym  # noqa: F401
 from agents.oracle_greedy import OracleGreedy
@@ -14,6 +15,15 @@ from agents.random_agent import RandomAgent
 from tokenized_bandit_gym.batched_agent import BatchedAgent
 from tokenized_bandit_gym.evaluation import run_online, run_online_vector
 from tokenized_bandit_gym.independent_agents import IndependentAgents
+
+
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Small tensors: one intra-op thread is faster, and far faster on a busy shared CPU."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.mark.parametrize("agent_class", [RandomAgent, OracleGreedy])

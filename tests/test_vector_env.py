@@ -20,6 +20,15 @@ from tokenized_bandit_gym.core.round_buffer import RoundBuffer
 VECTOR_IDS = [env_id for env_id in tokenized_bandit_gym.registered_ids() if gym.spec(env_id).vector_entry_point]
 
 
+@pytest.fixture(autouse=True)
+def _one_torch_thread():
+    """Small tensors: one intra-op thread is faster, and far faster on a busy shared CPU."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
 def _policy_actions(rng: np.random.Generator, masks: np.ndarray, eos: int) -> np.ndarray:
     """Mostly allowed tokens, sometimes EOS, and a masked token wherever only EOS is allowed."""
     actions = np.empty(masks.shape[0], dtype=np.int64)

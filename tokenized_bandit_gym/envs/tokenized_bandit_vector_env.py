@@ -96,6 +96,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.device = self.problem.device
+        self._on_host = self.device.type == "cpu"  # host checks are free here, a sync on an accelerator
         self._has_embeddings = isinstance(self.problem, LinearTokenizedProblem)
         self._num_actions = int(self.single_action_space.n)
         self._rounds = RoundBuffer(
@@ -196,11 +197,13 @@ class TokenizedBanditVectorEnv(VectorEnv):
             rewards = torch.where(terminated, utility + self._noise, 0.0)  # (N,)
         resetting = self._autoreset
         self._rounds.advance(resetting)
-        queries, noise = self._rounds.current()
-        fresh = self.problem.initial_state(queries)
-        # with_rows keeps the queries (advance never changes them); a new round does
-        state = replace(state.with_rows(resetting, fresh), queries=torch.where(resetting, fresh.queries, state.queries))
-        self._noise = torch.where(resetting, noise, self._noise)
+        if not self._on_host or bool(resetting.any()):  # on the host, skip the work when no round starts
+            queries, noise = self._rounds.current()
+            fresh = self.problem.initial_state(queries)
+            # with_rows keeps the queries (advance never changes them); a new round does
+            state = state.with_rows(resetting, fresh)
+            state = replace(state, queries=torch.where(resetting, fresh.queries, state.queries))
+            self._noise = torch.where(resetting, noise, self._noise)
         self._state = state
         self._autoreset = terminated
         observations = self._observe(state)
