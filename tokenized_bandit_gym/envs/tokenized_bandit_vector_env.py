@@ -299,8 +299,12 @@ class TokenizedBanditVectorEnv(VectorEnv):
             "action_mask": self._mask.to(torch.int8),  # (N, n)
         }
         if self._has_embeddings:
-            embeddings = problem.candidate_embeddings(state, self._carries).to(torch.float32)  # (N, n, d)
-            observation["candidate_embeddings"] = embeddings.masked_fill(state.finished[:, None, None], 0.0)
+            embeddings = problem.candidate_embeddings(state, self._carries).to(torch.float32, copy=True)  # (N, n, d)
+            if self._on_host:  # zero only the finished rows, as the single env observes them
+                embeddings[state.finished] = 0.0
+            else:  # no host round trip to find them
+                embeddings.masked_fill_(state.finished[:, None, None], 0.0)
+            observation["candidate_embeddings"] = embeddings
         if self.array_backend == "torch":
             observation["candidate_tokens"] = self._candidate_tokens_tensor.clone()
             return observation
