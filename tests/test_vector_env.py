@@ -110,7 +110,9 @@ EQUIVALENCE_CASES = [(env_id, {}) for env_id in VECTOR_IDS] + [
 ]
 
 
-@pytest.mark.parametrize(("env_id", "kwargs"), EQUIVALENCE_CASES)
+@pytest.mark.parametrize(
+    ("env_id", "kwargs"), EQUIVALENCE_CASES, ids=[f"{env_id}{kwargs or ''}" for env_id, kwargs in EQUIVALENCE_CASES]
+)
 def test_vector_env_replays_single_envs_exactly(env_id: str, kwargs: dict[str, Any]) -> None:
     seeds = [3, 11, 12, 40, 7]
     vector = gym.make_vec(

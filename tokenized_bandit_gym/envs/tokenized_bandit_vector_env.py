@@ -213,9 +213,10 @@ class TokenizedBanditVectorEnv(VectorEnv):
         }
         if self.array_backend == "torch" or bool(stepping.any()):
             infos["forced_eos"], infos["_forced_eos"] = self._to_backend(forced_eos), self._to_backend(stepping)
+        ended = self._to_backend(terminated)
         for key, value in summary.items():
             infos[key] = value if isinstance(value, (str, np.ndarray)) else self._to_backend(value)
-            infos[f"_{key}"] = self._to_backend(terminated)
+            infos[f"_{key}"] = ended.clone() if isinstance(ended, torch.Tensor) else ended.copy()
         truncated = torch.zeros_like(terminated)
         return (
             observations,
