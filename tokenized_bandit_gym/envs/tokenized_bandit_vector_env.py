@@ -20,19 +20,6 @@ from tokenized_bandit_gym.envs.tokenized_bandit_env import TokenizedBanditEnv
 
 ARRAY_BACKENDS = ("numpy", "torch")
 
-# Info keys present only on the rows whose round ended in this step (DESIGN.md section 2).
-ROUND_SUMMARY_KEYS = (
-    "utility",
-    "optimal_utility",
-    "regret",
-    "oracle_greedy_utility",
-    "optimal_kind",
-    "noise",
-    "response",
-    "optimal_response",
-    "response_embedding",
-)
-
 
 class TokenizedBanditVectorEnv(VectorEnv):
     """N independent rounds of one tokenized bandit instance, stepped as one batch of the core.
