@@ -11,6 +11,11 @@ from tokenized_bandit_gym.agent import Agent
 AGENT_ENTRY_POINTS: dict[str, str] = {
     "random": "agents.random_agent:RandomAgent",
     "oracle_greedy": "agents.oracle_greedy:OracleGreedy",
+    "eoful": "agents.eoful:EOFUL",
+    "lookahead_eoful": "agents.lookahead_eoful:LookaheadEOFUL",
+    "tokenized_lin_ts": "agents.tokenized_lin_ts:TokenizedLinTS",
+    "fixed_theta_greedy": "agents.fixed_theta_greedy:FixedThetaGreedy",
+    "oracle_optimal": "agents.oracle_optimal:OracleOptimal",
 }
 
 

@@ -9,6 +9,10 @@ from tokenized_bandit_gym.core.query_pool import random_query_pool
 from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses
 from tokenized_bandit_gym.core.validation import check_int, check_real
 
+# Below this many entries (Q * L * n * d) every phi(x, tau, j) is tabulated once at construction,
+# so a step costs one gather instead of a normalisation per candidate.
+FEATURE_TABLE_LIMIT = 1 << 22
+
 
 class DiscountedProblem(LinearTokenizedProblem):
     """TLB family with exact DDMC (paper Assumption 3) on same-length pairs.
@@ -90,6 +94,9 @@ class DiscountedProblem(LinearTokenizedProblem):
         self.position_vectors = position_vectors.to(**to)
         self.token_gains = token_gains.to(**to)
         self.theta = (theta / theta.norm() * theta_norm).to(**to)
+        self._feature_table: torch.Tensor | None = None
+        if self.num_queries * length * n * dimension <= FEATURE_TABLE_LIMIT:
+            self._feature_table = self._compute_feature_table()  # (Q, L, n, d)
 
     def _init_extra_parameters(self, generator: torch.Generator, dimension: int) -> None:
         """Hook for subclasses that draw more CPU parameters from the instance generator."""
@@ -107,13 +114,30 @@ class DiscountedProblem(LinearTokenizedProblem):
             tokens: ``(B, m)`` candidate tokens.
             positions: ``(B,)`` 1-based positions.
         """
+        rows = self._position_index(positions)  # (B,)
+        if self._feature_table is not None:
+            return self._feature_table[queries[:, None], rows[:, None], tokens]  # (B, m, d)
+        return self._compute_token_features(queries, tokens, rows)
+
+    def _compute_token_features(self, queries: torch.Tensor, tokens: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """``phi / c`` from the parameters for ``(B,)`` queries, ``(B, m)`` tokens, ``(B,)`` 0-based rows."""
         raw = (
             self.token_vectors[tokens]  # (B, m, d)
             + self.query_vectors[queries][:, None, :]  # (B, 1, d)
-            + self.position_vectors[self._position_index(positions)][:, None, :]  # (B, 1, d)
+            + self.position_vectors[rows][:, None, :]  # (B, 1, d)
         )
         unit = raw / raw.norm(dim=-1, keepdim=True).clamp_min(1e-12)  # (B, m, d)
         return unit * self.token_gains[tokens][..., None]  # (B, m, d)
+
+    def _compute_feature_table(self) -> torch.Tensor:
+        """Every ``phi / c``, ``(Q, L, n, d)``."""
+        queries = torch.arange(self.num_queries, device=self.device)  # (Q,)
+        tokens = torch.arange(self.vocab_size, device=self.device).expand(self.num_queries, -1)  # (Q, n)
+        columns = [
+            self._compute_token_features(queries, tokens, torch.full_like(queries, row))
+            for row in range(self.max_length)
+        ]  # L x (Q, n, d)
+        return torch.stack(columns, dim=1)
 
     def initial_carry(self, queries: torch.Tensor) -> torch.Tensor:
         """``e(x, empty) = 0``, ``(B, d)``."""

@@ -50,7 +50,9 @@ class LinearTokenizedProblem(TokenizedProblem):
         finished: torch.Tensor,
     ) -> torch.Tensor:
         """``<theta, e(x, y)>`` for N sequences, ``(N,)``."""
-        return self.embedding_of_states(queries, carry, lengths) @ self.theta  # (N,)
+        # A row-wise product and sum, not a matrix-vector product: the value of a response must not
+        # depend on the batch it is computed in (BLAS picks kernels by size).
+        return (self.embedding_of_states(queries, carry, lengths) * self.theta).sum(dim=-1)  # (N,)
 
     def embedding_of(self, state: DecodingState) -> torch.Tensor:
         """``e(x, y)`` of the responses in ``state``, ``(B, d)``."""

@@ -158,14 +158,10 @@ class TokenizedProblem(ABC):
         A finished response allows only EOS (appending EOS to a complete response changes
         nothing, paper Assumption 1).
         """
-        batch = state.batch_size
-        mask = torch.ones(batch, self.vocab_size, dtype=torch.bool, device=self.device)  # (B, n)
-        only_eos = state.finished | (state.lengths >= self.max_length - 1)  # (B,)
-        mask[only_eos] = False
-        mask[only_eos, self.eos_token_id] = True
-        if self.fixed_length:
-            mask[~only_eos, self.eos_token_id] = False
-        return mask
+        is_eos = torch.arange(self.vocab_size, device=self.device) == self.eos_token_id  # (n,)
+        only_eos = (state.finished | (state.lengths >= self.max_length - 1))[:, None]  # (B, 1)
+        otherwise = ~is_eos if self.fixed_length else torch.ones_like(is_eos)  # (n,)
+        return torch.where(only_eos, is_eos, otherwise)  # (B, n)
 
     def candidate_carries(self, state: DecodingState) -> torch.Tensor:
         """Carries of ``x:y:tau`` for every token tau, ``(B, n, *c)``."""
@@ -205,7 +201,8 @@ class TokenizedProblem(ABC):
         Returns:
             The new state (a new object; ``state`` is unchanged).
         """
-        tokens = tokens.to(self.device, torch.int64)
+        if tokens.dtype != torch.int64 or tokens.device != self.device:
+            tokens = tokens.to(self.device, torch.int64)
         grow = ~state.finished & (state.lengths < self.max_length)  # (B,)
         if active is not None:
             grow = grow & active
@@ -280,10 +277,14 @@ class TokenizedProblem(ABC):
         """The exact optimum (utility ``(B,)`` and response ``(B, L)``) for ``queries`` ``(B,)``.
 
         Computed once for the whole query pool, by the family's dynamic program or by
-        enumeration; never sampled.
+        enumeration (never sampled); the utility is that of the optimal response replayed.
         """
         if self._optimum is None:
-            self._optimum = self._exact_optimum(torch.arange(self.num_queries, device=self.device))
+            pool = torch.arange(self.num_queries, device=self.device)
+            exact = self._exact_optimum(pool)
+            # Replay the optimal responses so their utility is computed exactly as an agent's
+            # response is (regret of the optimal response is then exactly 0, not 1e-17).
+            self._optimum = DecodedResponses(self.utility(pool, exact.responses), exact.responses)
         queries = queries.to(self.device, torch.int64)
         return DecodedResponses(self._optimum.utility[queries], self._optimum.responses[queries])
 

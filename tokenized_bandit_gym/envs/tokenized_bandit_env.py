@@ -148,7 +148,7 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
                     f"allowed actions are {np.flatnonzero(self._mask).tolist()}"
                 )
             token, forced_eos = self.eos_token_id, True
-        tokens = torch.tensor([token], dtype=torch.int64, device=self.problem.device)
+        tokens = torch.full((1,), token, dtype=torch.int64, device=self.problem.device)
         self._state = self.problem.advance(self._state, tokens, candidate_carries=self._candidate_carries)
         terminated = bool(self._state.finished[0])
         info: dict[str, Any] = {"query_index": self._query, "forced_eos": forced_eos}

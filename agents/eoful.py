@@ -1,0 +1,155 @@
+"""EOFUL: excessive optimism under the face of uncertainty (paper Algorithm 1)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import torch
+
+from agents.linear_confidence import LinearConfidence
+from tokenized_bandit_gym.core.validation import check_int, check_real
+from tokenized_bandit_gym.task import Task
+
+
+def beta_scale(beta: str | float) -> float:
+    """The factor on ``sqrt(beta_t)``: 1 for ``"theory"``, else ``beta`` itself (>= 0).
+
+    Raises:
+        ValueError: a string other than ``"theory"``, or a negative or non-finite number.
+        TypeError: neither a string nor a real number.
+    """
+    if isinstance(beta, str):
+        if beta != "theory":
+            raise ValueError(f"beta must be 'theory' or a non-negative number, got {beta!r}")
+        return 1.0
+    return check_real("beta", beta, low=0.0)
+
+
+class EOFUL:
+    """Greedy decoding with optimistic token scores from a linear confidence set (Algorithm 1).
+
+    In round t every allowed candidate tau is scored by ``max_{v in C_t} <v, e(x_t, y:tau)>
+    = <theta_hat_t, e> + sqrt(beta_t) ||e||_{Sigma_t^-1}`` (eq. update-c) and the best one is
+    appended, until EOS; then the response embedding ``y_t = e(x_t, y_t)`` and reward ``r_t``
+    update ``Sigma``, ``theta_hat`` (eq. update-theta) and ``C_{t+1}``. The linear algebra is in
+    :class:`agents.linear_confidence.LinearConfidence` (Sherman-Morrison updates, periodic
+    refactorisation). ``C_1 = {0}`` as in the paper, so in round 1 every score is 0 and the
+    lowest allowed index wins (the first round is arbitrary); ties always go to the lowest index.
+
+    Works on any env whose observation carries ``candidate_embeddings`` ``(k, d)`` and
+    ``action_mask`` ``(k,)`` (k need not equal n): the action is a candidate index.
+
+    Diagnostics of Assumption 4 (the paper's Figure 2, right): after each round, with ``y^(1:l)``
+    the embedding of the chosen candidate at step l (the prefix of length l) and ``Sigma_t`` the
+    design matrix *used in that round* (before its update), ``rho_l = ||y^(1:l)||_{Sigma_t} /
+    ||y||_{Sigma_t}`` with ``||x||_{Sigma_t} = sqrt(x^T Sigma_t x)`` (Sigma_t itself, not its
+    inverse, as the paper writes); ``prefix_ratio_max[t]`` and ``prefix_ratio_mean[t]`` are the
+    max and mean over ``l = 1 .. |y_t|``.
+
+    Batched learning (vector envs): :meth:`select` scores ``(B, k, d)`` candidates with one
+    confidence set and :meth:`learn` updates with B rounds at once.
+
+    Args:
+        beta: ``"theory"`` for the paper's ``beta_t``, or a number multiplying ``sqrt(beta_t)``
+            (practitioners shrink it; 0 is greedy on ``theta_hat``).
+        lambda_: ridge parameter, ``Sigma_1 = lambda I``.
+        delta: failure probability in ``beta_t``.
+        sigma: noise scale in ``beta_t`` (0.1 is the envs' default ``noise_scale``).
+        refactor_every: exact refactorisation period of ``Sigma^-1`` in rounds.
+        device: torch device of the confidence set.
+    """
+
+    name = "eoful"
+
+    def __init__(
+        self,
+        beta: str | float = "theory",
+        lambda_: float = 1.0,
+        delta: float = 0.05,
+        sigma: float = 0.1,
+        refactor_every: int = 1000,
+        device: str | torch.device = "cpu",
+    ) -> None:
+        self.beta_scale = beta_scale(beta)
+        self.lambda_ = check_real("lambda_", lambda_, low=0.0)
+        self.delta = check_real("delta", delta, low=0.0, high=1.0)
+        self.sigma = check_real("sigma", sigma, low=0.0)
+        self.refactor_every = check_int("refactor_every", refactor_every, minimum=1)
+        self.device = torch.device(device)
+        self.confidence: LinearConfidence | None = None
+        self.prefix_ratio_max: list[float] = []
+        self.prefix_ratio_mean: list[float] = []
+        self._prefixes: list[torch.Tensor] = []
+
+    def reset(self, task: Task, seed: int | None = None) -> None:
+        """Start from ``Sigma_1 = lambda I``, ``theta_hat_1 = 0`` (EOFUL is deterministic; seed unused)."""
+        if task.embedding_dim is None:
+            raise ValueError(f"EOFUL needs candidate embeddings; task {task.env_id!r} has none (embedding_dim=None)")
+        self.confidence = LinearConfidence(
+            task.embedding_dim,
+            task.max_length,
+            lambda_=self.lambda_,
+            sigma=self.sigma,
+            delta=self.delta,
+            refactor_every=self.refactor_every,
+            device=self.device,
+        )
+        self.prefix_ratio_max = []
+        self.prefix_ratio_mean = []
+        self._prefixes = []
+
+    def _require_confidence(self) -> LinearConfidence:
+        if self.confidence is None:
+            raise ValueError("EOFUL used before reset(task)")
+        return self.confidence
+
+    def select(self, candidate_embeddings: object, action_mask: object) -> torch.Tensor:
+        """Optimistic greedy choice for B rounds decoded with the current ``C_t``.
+
+        Args:
+            candidate_embeddings: ``(B, k, d)`` ``e(x, y:tau)`` per candidate.
+            action_mask: ``(B, k)`` allowed candidates (bool or 0/1).
+
+        Returns:
+            ``(B,)`` int64 candidate indices (lowest index on ties).
+        """
+        confidence = self._require_confidence()
+        scores = confidence.ucb(candidate_embeddings, self.beta_scale)  # (B, k)
+        mask = torch.as_tensor(action_mask, device=confidence.device).bool()  # (B, k)
+        if mask.shape != scores.shape:
+            raise ValueError(f"action_mask has shape {tuple(mask.shape)}, scores have {tuple(scores.shape)}")
+        if not mask.any(dim=-1).all():
+            raise ValueError("every row of action_mask must allow at least one candidate")
+        return scores.masked_fill(~mask, float("-inf")).argmax(dim=-1)  # (B,)
+
+    def learn(self, response_embeddings: object, rewards: object) -> None:
+        """Update ``C_t`` with B rounds: ``(B, d)`` response embeddings and ``(B,)`` rewards."""
+        self._require_confidence().update(response_embeddings, rewards)
+
+    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
+        """The allowed candidate with the highest UCB score."""
+        confidence = self._require_confidence()
+        embeddings = confidence.as_tensor(observation["candidate_embeddings"])  # (k, d)
+        index = int(self.select(embeddings[None], np.asarray(observation["action_mask"])[None])[0])
+        self._prefixes.append(embeddings[index])
+        return index
+
+    def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
+        """Record the Assumption 4 ratios under ``Sigma_t``, then learn from ``(y_t, r_t)``."""
+        confidence = self._require_confidence()
+        if "response_embedding" in info:
+            response = confidence.as_tensor(info["response_embedding"])  # (d,)
+        elif self._prefixes:
+            response = self._prefixes[-1]  # (d,) the last chosen candidate is the whole response
+        else:
+            raise ValueError("update() needs info['response_embedding'] or a round played with act()")
+        if self._prefixes:
+            norms = confidence.mahalanobis(torch.stack(self._prefixes))  # (|y|,)
+            total = float(confidence.mahalanobis(response))
+            ratios = norms / total if total > 0.0 else torch.full_like(norms, math.nan)  # (|y|,)
+            self.prefix_ratio_max.append(float(ratios.max()))
+            self.prefix_ratio_mean.append(float(ratios.mean()))
+        confidence.update(response, float(reward))
+        self._prefixes = []

@@ -1,0 +1,187 @@
+"""k-Lookahead-EOFUL: EOFUL that commits blocks of k tokens (paper appendix B, Algorithm k-Lookahead-EOFUL)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+import torch
+
+from agents.candidate_index import candidate_index
+from agents.eoful import beta_scale
+from agents.linear_confidence import LinearConfidence
+from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
+from tokenized_bandit_gym.core.validation import check_int, check_real
+from tokenized_bandit_gym.task import Task
+
+
+def lookahead_blocks(
+    vocab_size: int,
+    eos_token_id: int,
+    max_length: int,
+    fixed_length: bool,
+    length: int,
+    k: int,
+) -> list[tuple[int, ...]]:
+    """Every allowed continuation ``z`` of a response of ``length`` tokens, with ``|z| = k`` up to EOS.
+
+    Blocks have ``min(k, L - length)`` tokens, with tokens after the first EOS dropped (they are
+    ignored, paper Assumption 1), so a block may be shorter when it ends with EOS. A non-EOS token
+    is allowed at positions ``< L`` and EOS at any position (only at ``L`` when ``fixed_length``).
+    Ordered lexicographically by token id, so ties go to the lowest ids as in EOFUL.
+
+    Returns:
+        The blocks, as tuples of token ids (distinct).
+    """
+    width = min(k, max_length - length)
+    blocks: list[tuple[int, ...]] = []
+    seen: set[tuple[int, ...]] = set()
+    for sequence in itertools.product(range(vocab_size), repeat=width):
+        block = sequence[: sequence.index(eos_token_id) + 1] if eos_token_id in sequence else sequence
+        if block in seen:
+            continue
+        allowed = True
+        for offset, token in enumerate(block):
+            position = length + offset + 1  # 1-based position in the response
+            if token == eos_token_id:
+                allowed = not fixed_length or position == max_length
+            else:
+                allowed = position < max_length
+            if not allowed:
+                break
+        if allowed:
+            seen.add(block)
+            blocks.append(block)
+    return blocks
+
+
+class LookaheadEOFUL:
+    """EOFUL whose decoding step maximises the optimistic utility over k-token continuations.
+
+    At each decision point with response ``y`` it computes ``z* = argmax_{|z| = k, v in C_t}
+    <v, e(x_t, y:z)>`` over every allowed block (see :func:`lookahead_blocks`), scoring all of
+    them with one call of the embedding oracle ``task.problem.embed`` (the TLB's public query
+    access to ``e``) and one UCB matrix product, then emits ``z*`` one token per :meth:`act`
+    call. The confidence set, ``beta_t`` and updates are EOFUL's (eq. update-theta,
+    update-c). k = 1 is EOFUL. The number of blocks grows like ``n^k``; construction refuses
+    more than ``max_blocks``.
+
+    Needs the round's query index (``info["query_index"]``, which every env info carries) and a
+    problem with the embedding oracle (TLB).
+
+    Args:
+        k: lookahead depth (>= 1).
+        beta: ``"theory"`` or a number multiplying ``sqrt(beta_t)``.
+        lambda_: ridge parameter.
+        delta: failure probability in ``beta_t``.
+        sigma: noise scale in ``beta_t``.
+        refactor_every: exact refactorisation period of ``Sigma^-1``.
+        max_blocks: refuse tasks with more blocks per decision than this.
+    """
+
+    name = "lookahead_eoful"
+
+    def __init__(
+        self,
+        k: int = 2,
+        beta: str | float = "theory",
+        lambda_: float = 1.0,
+        delta: float = 0.05,
+        sigma: float = 0.1,
+        refactor_every: int = 1000,
+        max_blocks: int = 100_000,
+    ) -> None:
+        self.k = check_int("k", k, minimum=1)
+        self.beta_scale = beta_scale(beta)
+        self.lambda_ = check_real("lambda_", lambda_, low=0.0)
+        self.delta = check_real("delta", delta, low=0.0, high=1.0)
+        self.sigma = check_real("sigma", sigma, low=0.0)
+        self.refactor_every = check_int("refactor_every", refactor_every, minimum=1)
+        self.max_blocks = check_int("max_blocks", max_blocks, minimum=1)
+        self.confidence: LinearConfidence | None = None
+        self._problem: LinearTokenizedProblem | None = None
+        self._blocks: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._pending: list[int] = []
+
+    def reset(self, task: Task, seed: int | None = None) -> None:
+        """Start from ``Sigma_1 = lambda I`` (deterministic; seed unused)."""
+        problem = task.problem
+        if not isinstance(problem, LinearTokenizedProblem):
+            raise ValueError(
+                f"LookaheadEOFUL needs a TLB problem with an embedding oracle, got {type(problem).__name__}"
+            )
+        width = min(self.k, task.max_length)
+        count = (task.vocab_size) ** width
+        if count > self.max_blocks:
+            raise ValueError(
+                f"k={self.k} gives up to {count} blocks per decision, more than max_blocks={self.max_blocks}"
+            )
+        self._problem = problem
+        self.confidence = LinearConfidence(
+            problem.embedding_dim,
+            task.max_length,
+            lambda_=self.lambda_,
+            sigma=self.sigma,
+            delta=self.delta,
+            refactor_every=self.refactor_every,
+            device=problem.device,
+        )
+        self._blocks = {}
+        self._pending = []
+
+    def _blocks_at(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(N, w)`` blocks padded with EOS and ``(N,)`` their lengths, for a response of ``length`` tokens."""
+        if length not in self._blocks:
+            problem = self._problem
+            if problem is None:
+                raise ValueError("LookaheadEOFUL used before reset(task)")
+            blocks = lookahead_blocks(
+                problem.vocab_size, problem.eos_token_id, problem.max_length, problem.fixed_length, length, self.k
+            )
+            width = max(len(block) for block in blocks)
+            padded = [list(block) + [problem.eos_token_id] * (width - len(block)) for block in blocks]
+            self._blocks[length] = (
+                torch.tensor(padded, dtype=torch.int64, device=problem.device),  # (N, w)
+                torch.tensor([len(block) for block in blocks], dtype=torch.int64, device=problem.device),  # (N,)
+            )
+        return self._blocks[length]
+
+    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
+        """The next token of the committed block, choosing a new block when the last one is spent."""
+        if self.confidence is None or self._problem is None:
+            raise ValueError("LookaheadEOFUL.act() called before reset(task)")
+        if not self._pending:
+            if "query_index" not in info:
+                raise ValueError("LookaheadEOFUL needs info['query_index'] to query the embedding oracle")
+            self._pending = self._best_block(observation, int(info["query_index"]))
+        return candidate_index(observation, self._pending.pop(0))
+
+    def _best_block(self, observation: dict[str, Any], query_index: int) -> list[int]:
+        """``z*``: the allowed block with the highest UCB score of ``e(x, y:z)``."""
+        problem, confidence = self._problem, self.confidence
+        if problem is None or confidence is None:
+            raise ValueError("LookaheadEOFUL used before reset(task)")
+        length = int(observation["length"])
+        blocks, block_lengths = self._blocks_at(length)  # (N, w), (N,)
+        count = blocks.shape[0]
+        prefix = torch.as_tensor(np.asarray(observation["response"])[:length], device=problem.device)  # (m,)
+        responses = torch.cat([prefix.expand(count, -1), blocks], dim=1)  # (N, m + w)
+        queries = torch.full((count,), query_index, dtype=torch.int64, device=problem.device)  # (N,)
+        embeddings = problem.embed(queries, responses, length + block_lengths)  # (N, d)
+        scores = confidence.ucb(embeddings, self.beta_scale)  # (N,)
+        best = int(scores.argmax())
+        return blocks[best, : int(block_lengths[best])].tolist()
+
+    def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
+        """Learn from ``(e(x_t, y_t), r_t)`` as EOFUL does."""
+        if self.confidence is None or self._problem is None:
+            raise ValueError("LookaheadEOFUL.update() called before reset(task)")
+        if "response_embedding" in info:
+            response = info["response_embedding"]
+        else:
+            tokens = torch.as_tensor(np.asarray(info["response"]), device=self._problem.device)[None]  # (1, m)
+            query = torch.tensor([int(info["query_index"])], device=self._problem.device)
+            response = self._problem.embed(query, tokens)[0]  # (d,)
+        self.confidence.update(response, float(reward))
+        self._pending = []

@@ -1,0 +1,188 @@
+"""Every registered id, tested the moment it is registered (Gymnasium's tests/envs style)."""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env as gym_check_env
+from stable_baselines3.common.env_checker import check_env as sb3_check_env
+
+import tokenized_bandit_gym
+from tokenized_bandit_gym.registration import SYNTHETIC_ENVS
+
+ENV_IDS = [env_id for env_id in tokenized_bandit_gym.registered_ids() if env_id in SYNTHETIC_ENVS]
+
+
+def play(env: gym.Env, seed: int, policy_seed: int, rounds: int = 3) -> list:
+    """Trajectories of ``rounds`` episodes with a seeded random policy over allowed actions."""
+    rng = np.random.default_rng(policy_seed)
+    trajectory = []
+    observation, info = env.reset(seed=seed)
+    for round_index in range(rounds):
+        if round_index:
+            observation, info = env.reset()
+        trajectory.append(("reset", info["query_index"], observation))
+        terminated = False
+        while not terminated:
+            action = int(rng.choice(np.flatnonzero(observation["action_mask"])))
+            observation, reward, terminated, truncated, info = env.step(action)
+            assert truncated is False
+            trajectory.append((action, reward, observation, info))
+    return trajectory
+
+
+def assert_same(first: object, second: object) -> None:
+    if isinstance(first, dict):
+        assert first.keys() == second.keys()
+        for key in first:
+            assert_same(first[key], second[key])
+    elif isinstance(first, (list, tuple)):
+        assert len(first) == len(second)
+        for a, b in zip(first, second, strict=True):
+            assert_same(a, b)
+    elif isinstance(first, np.ndarray):
+        np.testing.assert_array_equal(first, second)
+    else:
+        assert first == second
+
+
+def test_every_synthetic_id_is_registered() -> None:
+    assert set(ENV_IDS) == set(SYNTHETIC_ENVS)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_gymnasium_check_env(env_id: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", category=UserWarning)
+        gym_check_env(gym.make(env_id).unwrapped, skip_render_check=False)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_sb3_check_env(env_id: str) -> None:
+    sb3_check_env(gym.make(env_id).unwrapped, warn=True)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_make_with_module_prefix(env_id: str) -> None:
+    env = gym.make(f"tokenized_bandit_gym:{env_id}")
+    assert env.unwrapped.spec.id == env_id
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_same_seeds_give_identical_trajectories(env_id: str) -> None:
+    assert_same(play(gym.make(env_id), seed=7, policy_seed=1), play(gym.make(env_id), seed=7, policy_seed=1))
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_common_random_numbers_under_different_actions(env_id: str) -> None:
+    """Two envs with the same seed and different policies see the same queries and noise."""
+
+    def queries_and_noise(policy_seed: int) -> list:
+        steps = play(gym.make(env_id), seed=11, policy_seed=policy_seed, rounds=6)
+        queries = [step[1] for step in steps if step[0] == "reset"]
+        noise = [step[3]["noise"] for step in steps if step[0] != "reset" and "noise" in step[3]]
+        return [queries, noise]
+
+    first, second = queries_and_noise(1), queries_and_noise(2)
+    assert_same(first, second)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_pickled_env_continues_identically(env_id: str) -> None:
+    env = gym.make(env_id)
+    env.reset(seed=3)
+    copy = pickle.loads(pickle.dumps(env))
+    assert_same(play(env, seed=5, policy_seed=0), play(copy, seed=5, policy_seed=0))
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_episode_end_reports_exact_regret(env_id: str) -> None:
+    for step in play(gym.make(env_id), seed=0, policy_seed=4, rounds=5):
+        if step[0] == "reset" or "utility" not in step[3]:
+            if step[0] != "reset":
+                assert step[1] == 0.0
+            continue
+        info = step[3]
+        assert info["optimal_kind"] == "exact"
+        assert info["regret"] == pytest.approx(info["optimal_utility"] - info["utility"], abs=1e-12)
+        assert info["regret"] >= -1e-12
+        assert info["oracle_greedy_utility"] <= info["optimal_utility"] + 1e-12
+        assert step[1] == pytest.approx(info["utility"] + info["noise"], abs=1e-12)
+        assert info["response"][-1] == gym.make(env_id).unwrapped.eos_token_id
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_action_masks_reachable_through_wrappers(env_id: str) -> None:
+    env = gym.make(env_id)
+    observation, _ = env.reset(seed=0)
+    np.testing.assert_array_equal(env.get_wrapper_attr("action_masks")(), observation["action_mask"].astype(bool))
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_forced_eos_at_last_position(env_id: str) -> None:
+    env = gym.make(env_id)
+    env.reset(seed=0)
+    eos = env.unwrapped.eos_token_id
+    length = env.unwrapped.problem.max_length
+    non_eos = 0 if eos != 0 else 1
+    info: dict = {}
+    for step_index in range(length):
+        _, _, terminated, _, info = env.step(non_eos)
+        assert terminated == (step_index == length - 1)
+    assert info["forced_eos"] is True
+    assert info["response"][-1] == eos and len(info["response"]) == length
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_ansi_render_shows_the_response(env_id: str) -> None:
+    env = gym.make(env_id, render_mode="ansi")
+    env.reset(seed=0)
+    env.step(env.unwrapped.eos_token_id)
+    assert "EOS" in env.render()
+
+
+def test_noise_free_reward_equals_utility() -> None:
+    env = gym.make("TokenizedLinearBandit-v0", noise_scale=0.0)
+    for step in play(env, seed=2, policy_seed=2):
+        if step[0] != "reset" and "utility" in step[3]:
+            assert step[1] == step[3]["utility"]
+
+
+def test_bounded_noise_stays_within_scale() -> None:
+    env = gym.make("TokenizedMultiArmedBandit-v0", noise="bounded", noise_scale=0.05)
+    noise = [
+        step[3]["noise"]
+        for step in play(env, seed=0, policy_seed=0, rounds=50)
+        if step[0] != "reset" and "noise" in step[3]
+    ]
+    assert max(abs(value) for value in noise) <= 0.05
+    assert np.std(noise) > 0.01
+
+
+def test_instance_seed_fixes_the_instance_and_reset_seed_does_not_change_it() -> None:
+    first = gym.make("TokenizedLinearBandit-v0", instance_seed=4).unwrapped
+    second = gym.make("TokenizedLinearBandit-v0", instance_seed=4).unwrapped
+    other = gym.make("TokenizedLinearBandit-v0", instance_seed=5).unwrapped
+    first.reset(seed=1)
+    second.reset(seed=99)
+    assert np.array_equal(first.problem.theta.numpy(), second.problem.theta.numpy())
+    assert not np.array_equal(first.problem.theta.numpy(), other.problem.theta.numpy())
+
+
+def test_fixed_length_masks_early_eos_and_ends_at_length() -> None:
+    env = gym.make("TokenizedLinearBandit-v0", fixed_length=True)
+    observation, _ = env.reset(seed=0)
+    eos = env.unwrapped.eos_token_id
+    assert observation["action_mask"][eos] == 0
+    with pytest.raises(ValueError, match="masked"):
+        env.step(eos)
+    steps = 0
+    terminated = False
+    while not terminated:
+        _, _, terminated, _, info = env.step(0)
+        steps += 1
+    assert steps == env.unwrapped.problem.max_length
