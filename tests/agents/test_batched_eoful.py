@@ -17,15 +17,6 @@ from tokenized_bandit_gym.evaluation import run_online, run_online_vector
 from tokenized_bandit_gym.evaluation.run_online_vector import vector_task
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Small tensors: one intra-op thread is faster, and far faster on a busy shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 @pytest.mark.parametrize("refactor_every", [1, 3, 1000])
 def test_woodbury_updates_match_the_exact_ridge_solution(refactor_every: int) -> None:
     envs = gym.make_vec("TokenizedLinearBandit-v0", num_envs=2, embedding_dim=5)

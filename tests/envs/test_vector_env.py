@@ -20,15 +20,6 @@ from tokenized_bandit_gym.core.round_buffer import RoundBuffer
 VECTOR_IDS = [env_id for env_id in tokenized_bandit_gym.registered_ids() if gym.spec(env_id).vector_entry_point]
 
 
-@pytest.fixture(autouse=True)
-def _one_torch_thread():
-    """Small tensors: one intra-op thread is faster, and far faster on a busy shared CPU."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _policy_actions(rng: np.random.Generator, masks: np.ndarray, eos: int) -> np.ndarray:
     """Mostly allowed tokens, sometimes EOS, and a masked token wherever only EOS is allowed."""
     actions = np.empty(masks.shape[0], dtype=np.int64)
@@ -69,18 +60,9 @@ class _Reference:
         return observations, rewards, terminated, infos
 
 
-def _assert_same(actual: Any, expected: Any, message: str, rtol: float = 1e-12) -> None:
-    """Exact for tokens, masks, lengths, observations; float64 values within ``rtol``.
-
-    Utilities are inner products ``<theta, e>``, and BLAS sums them in a different order at
-    batch 1 (single env) and batch N (vector env): the last bit (of the instance's dtype) may
-    differ.
-    """
-    expected_array = np.asarray(expected)
-    if expected_array.dtype.kind == "f" and expected_array.dtype.itemsize == 8:
-        np.testing.assert_allclose(actual, expected_array, rtol=rtol, atol=rtol * 1e-3, err_msg=message)
-    else:
-        np.testing.assert_array_equal(actual, expected_array, err_msg=message)
+def _assert_same(actual: Any, expected: Any, message: str) -> None:
+    """Bit for bit: the core computes a response's utility the same way at any batch size."""
+    np.testing.assert_array_equal(actual, np.asarray(expected), err_msg=message)
 
 
 def _assert_rows_equal(batched: dict[str, Any], singles: list[dict[str, Any]]) -> None:
@@ -90,7 +72,7 @@ def _assert_rows_equal(batched: dict[str, Any], singles: list[dict[str, Any]]) -
             np.testing.assert_array_equal(batched[key][row], value, err_msg=f"observation {key!r}, row {row}")
 
 
-def _assert_infos_equal(batched: dict[str, Any], singles: list[dict[str, Any]], rtol: float = 1e-12) -> None:
+def _assert_infos_equal(batched: dict[str, Any], singles: list[dict[str, Any]]) -> None:
     keys = {key for info in singles for key in info}
     assert {key for key in batched if not key.startswith("_")} == keys
     for key in keys:
@@ -102,7 +84,7 @@ def _assert_infos_equal(batched: dict[str, Any], singles: list[dict[str, Any]], 
             if key == "response":
                 value = value[: len(info[key])]
                 assert np.all(batched[key][row][len(info[key]) :] == info[key][-1])  # padded with EOS
-            _assert_same(value, info[key], f"info {key!r}, row {row}", rtol)
+            _assert_same(value, info[key], f"info {key!r}, row {row}")
 
 
 EQUIVALENCE_CASES = [(env_id, {}) for env_id in VECTOR_IDS] + [
@@ -119,7 +101,6 @@ def test_vector_env_replays_single_envs_exactly(env_id: str, kwargs: dict[str, A
         env_id, num_envs=len(seeds), vectorization_mode="vector_entry_point", round_buffer=4, **kwargs
     )
     reference = _Reference(env_id, seeds, **kwargs)
-    rtol = 1e-5 if kwargs.get("dtype") == "float32" else 1e-12
     observations, infos = vector.reset(seed=seeds)
     expected_observations, expected_infos = reference.reset()
     _assert_rows_equal(observations, expected_observations)
@@ -132,10 +113,10 @@ def test_vector_env_replays_single_envs_exactly(env_id: str, kwargs: dict[str, A
         observations, rewards, terminated, truncated, infos = vector.step(actions)
         expected_observations, expected_rewards, expected_terminated, expected_infos = reference.step(actions)
         _assert_rows_equal(observations, expected_observations)
-        _assert_same(rewards, expected_rewards, "rewards", rtol)
+        _assert_same(rewards, expected_rewards, "rewards")
         np.testing.assert_array_equal(terminated, expected_terminated)
         assert not truncated.any()
-        _assert_infos_equal(infos, expected_infos, rtol)
+        _assert_infos_equal(infos, expected_infos)
         episodes += terminated
     assert episodes.min() >= 3
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 @pytest.fixture(autouse=True)
