@@ -2,8 +2,10 @@
 
 Sequential EOFUL (one sub-env, an update after every round) against BatchedEOFUL on N
 sub-envs with one update per N ended rounds, same T rounds in all, same seeds, side by side in
-one run. Reports cumulative regret at T (mean over seeds), its ratio to sequential, the mean
-regret of the last quarter of rounds, rounds per second and the share of time in the agent.
+one run; EOFUL is ``agents.eoful.EOFUL`` with its defaults (beta "theory", lambda 1,
+delta 0.05) and sigma set to the env's noise scale. Reports cumulative regret at T (mean over
+seeds), its ratio to sequential, the mean regret of the last quarter of rounds, rounds per
+second and the share of time in the agent.
 
 Run: ``PYTHONPATH=. python benchmarks/batched_eoful_regret.py`` (a few minutes on a 2-core CPU).
 """
@@ -77,7 +79,7 @@ def main(args: Args) -> None:
         for seed in args.seeds:
             envs = gym.make_vec(args.env_id, num_envs=num_envs, device=args.device)
             noise_scale = envs.unwrapped.noise_model.scale
-            agent = TimedAgent(BatchedEOFUL(noise_scale=noise_scale, batch_size=num_envs, device=args.device))
+            agent = TimedAgent(BatchedEOFUL(batch_size=num_envs, sigma=noise_scale, device=args.device))
             start = time.perf_counter()
             result = run_online_vector(envs, agent, args.rounds, seed=seed)
             elapsed = time.perf_counter() - start
