@@ -8,6 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+import agents
 import tokenized_bandit_gym  # noqa: F401
 from agents.oracle_greedy import OracleGreedy
 from agents.random_agent import RandomAgent
@@ -16,8 +17,10 @@ from tokenized_bandit_gym.evaluation import run_online, run_online_vector
 from tokenized_bandit_gym.independent_agents import IndependentAgents
 
 
-@pytest.mark.parametrize("agent_class", [RandomAgent, OracleGreedy])
-@pytest.mark.parametrize("env_id", ["TokenizedLinearBandit-v0", "TokenizedMultiArmedBandit-v0"])
+@pytest.mark.parametrize(
+    ("env_id", "agent_class"),
+    [("TokenizedLinearBandit-v0", RandomAgent), ("TokenizedMultiArmedBandit-v0", OracleGreedy)],
+)
 def test_independent_copies_replay_single_env_runs(env_id: str, agent_class: type) -> None:
     num_envs, rounds, seed = 3, 24, 5
     vector = gym.make_vec(env_id, num_envs=num_envs)
@@ -86,3 +89,13 @@ def test_bad_arguments_raise() -> None:
         run_online_vector(sync, RandomAgent, 4)
     with pytest.raises(TypeError, match="agent_factory must be callable"):
         IndependentAgents(3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", agents.list_agents())
+def test_every_registered_agent_runs_on_the_vector_env_as_on_single_envs(name: str) -> None:
+    env_id, num_envs, rounds, seed = "TokenizedLinearBandit-v0", 2, 8, 1
+    result = run_online_vector(gym.make_vec(env_id, num_envs=num_envs), lambda: agents.make(name), rounds, seed=seed)
+    for row in range(num_envs):
+        mine = result.metadata["env_index"] == row
+        single = run_online(gym.make(env_id), agents.make(name), int(mine.sum()), seed=seed + row)
+        np.testing.assert_array_equal(result.utility[mine], single.utility)
