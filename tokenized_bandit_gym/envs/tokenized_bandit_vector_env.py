@@ -48,8 +48,9 @@ class TokenizedBanditVectorEnv(VectorEnv):
     plain string.
 
     Array backends: ``array_backend="numpy"`` (default) returns NumPy arrays; ``"torch"``
-    returns tensors on the instance's ``device`` and takes actions as tensors there, so nothing
-    is copied to the host per step except one flag: whether any action is invalid.
+    returns tensors on the instance's ``device`` and takes actions as tensors there. On an
+    accelerator nothing is copied to the host per step but one flag (whether any action is
+    invalid), plus the round buffer's cursors once every ``round_buffer - 1`` steps.
 
     Args:
         num_envs: N >= 1.
