@@ -4,7 +4,18 @@
 agent implements :class:`tokenized_bandit_gym.agent.Agent`.
 """
 
+from typing import Any
+
 from agents.registry import list_agents, make, register_agent
 from tokenized_bandit_gym.agent import Agent
 
-__all__ = ["Agent", "list_agents", "make", "register_agent"]
+__all__ = ["Agent", "SB3Agent", "list_agents", "make", "register_agent"]
+
+
+def __getattr__(name: str) -> Any:
+    """Import ``SB3Agent`` on first use, so ``import agents`` does not load Stable-Baselines3."""
+    if name == "SB3Agent":
+        from agents.sb3_agent import SB3Agent
+
+        return SB3Agent
+    raise AttributeError(f"module 'agents' has no attribute {name!r}")

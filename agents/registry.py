@@ -16,6 +16,17 @@ AGENT_ENTRY_POINTS: dict[str, str] = {
     "tokenized_lin_ts": "agents.tokenized_lin_ts:TokenizedLinTS",
     "fixed_theta_greedy": "agents.fixed_theta_greedy:FixedThetaGreedy",
     "oracle_optimal": "agents.oracle_optimal:OracleOptimal",
+    "sb3": "agents.sb3_agent:SB3Agent",
+    "ppo": "agents.sb3_agent:PPOAgent",
+    "a2c": "agents.sb3_agent:A2CAgent",
+    "dqn": "agents.sb3_agent:DQNAgent",
+    "maskable_ppo": "agents.sb3_agent:MaskablePPOAgent",
+    "recurrent_ppo": "agents.sb3_agent:RecurrentPPOAgent",
+    "greedy_etc": "agents.greedy_etc:GreedyETC",
+    "lookahead_etc": "agents.lookahead_etc:LookaheadETC",
+    "greedy_ucb": "agents.greedy_ucb:GreedyUCB",
+    "uct": "agents.uct:UCT",
+    "misaligned_greedy": "agents.misaligned_greedy:MisalignedGreedy",
 }
 
 

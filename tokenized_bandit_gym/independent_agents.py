@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -31,8 +29,11 @@ class IndependentAgents:
     sub-env's row of the observation, an ``info`` dict holding the row's valid entries as
     Python scalars (``response`` trimmed to the round's length), and ``update`` once per round.
     With ``reset(task, N, seed)`` copy i is reset with ``seed + i`` (the seed sub-env i gets
-    from ``vector_env.reset(seed=seed)``) and a task whose horizon is ``ceil(T / N)``. So
-    every :class:`~tokenized_bandit_gym.agent.Agent` runs on a vector env; sharing nothing
+    from ``vector_env.reset(seed=seed)``) and the run's task unchanged: its horizon T is the
+    only safe bound on the rounds one copy plays (sub-envs with shorter rounds play more of
+    them), and agents that stop at their horizon (SB3 learners) must not run out. Agents that
+    tune on the horizon (explore-then-commit) therefore plan for T rounds, not about T / N.
+    So every :class:`~tokenized_bandit_gym.agent.Agent` runs on a vector env; sharing nothing
     between copies, it learns N times slower per round than a batched learner would.
 
     The copies are called in a Python loop over sub-envs: this adapter is for coverage and
@@ -50,12 +51,11 @@ class IndependentAgents:
         self.name = "independent"
 
     def reset(self, task: Task, num_envs: int, seed: int | None = None) -> None:
-        """Build and reset N copies; copy i gets ``seed + i`` and horizon ``ceil(T / N)``."""
+        """Build and reset N copies on ``task``; copy i gets ``seed + i``."""
         self.agents = [self._factory() for _ in range(num_envs)]
         self.name = f"independent[{getattr(self.agents[0], 'name', type(self.agents[0]).__name__)}]"
-        share = dataclasses.replace(task, horizon=math.ceil(task.horizon / num_envs))
         for row, agent in enumerate(self.agents):
-            agent.reset(share, None if seed is None else seed + row)
+            agent.reset(task, None if seed is None else seed + row)
 
     def act_batch(self, observations: dict[str, Any], infos: dict[str, Any], needs_action: Any) -> np.ndarray:
         """Ask copy i for its action on every row that needs one (0 elsewhere)."""

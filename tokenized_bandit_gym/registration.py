@@ -10,6 +10,8 @@ from gymnasium.envs.registration import register, registry
 
 _TLB = "tokenized_bandit_gym.envs.tokenized_linear_bandit_env:TokenizedLinearBanditEnv"
 _TMAB = "tokenized_bandit_gym.envs.tokenized_multi_armed_bandit_env:TokenizedMultiArmedBanditEnv"
+_ALIGNMENT = "tokenized_bandit_gym.envs.tokenized_alignment_env:TokenizedAlignmentEnv"
+_DECODING = "tokenized_bandit_gym.envs.tokenized_decoding_env:TokenizedDecodingEnv"
 
 # single-env entry point -> its native vector env (``gym.make_vec`` uses it by default)
 VECTOR_ENTRY_POINTS: dict[str, str] = {
@@ -33,10 +35,16 @@ SYNTHETIC_ENVS: dict[str, tuple[str, dict[str, object]]] = {
     ),
 }
 
+# LLM-backed ids (transformers is imported only when one is made); default model: shipped stories260K.
+LLM_ENVS: dict[str, tuple[str, dict[str, object]]] = {
+    "TokenizedAlignment-v0": (_ALIGNMENT, {}),
+    "TokenizedDecoding-v0": (_DECODING, {}),
+}
+
 
 def register_envs() -> None:
     """Register every id once (safe to call again)."""
-    for env_id, (entry_point, kwargs) in SYNTHETIC_ENVS.items():
+    for env_id, (entry_point, kwargs) in {**SYNTHETIC_ENVS, **LLM_ENVS}.items():
         if env_id not in registry:
             register(
                 id=env_id,
@@ -48,4 +56,4 @@ def register_envs() -> None:
 
 def registered_ids() -> list[str]:
     """Every id this package registers."""
-    return [env_id for env_id in registry if env_id in SYNTHETIC_ENVS]
+    return [env_id for env_id in registry if env_id in SYNTHETIC_ENVS or env_id in LLM_ENVS]

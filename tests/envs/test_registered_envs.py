@@ -138,6 +138,27 @@ def test_forced_eos_at_last_position(env_id: str) -> None:
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
+def test_rgb_array_render_draws_one_cell_per_token(env_id: str) -> None:
+    env = gym.make(env_id, render_mode="rgb_array")
+    env.reset(seed=0)
+    before = env.render()
+    env.step(env.unwrapped.eos_token_id)
+    after = env.render()
+    assert after.dtype == np.uint8 and after.ndim == 3 and after.shape[2] == 3
+    assert after.shape == before.shape
+    assert np.all(after[8:15, 0:7] == 0)  # the response's first cell is EOS, drawn black
+    assert np.all(before[8:15, 0:7] == 255)  # and was empty before the step
+
+
+def test_make_vec_env_from_sb3_works_with_its_default_render_mode() -> None:
+    from stable_baselines3.common.env_util import make_vec_env
+
+    vec_env = make_vec_env("TokenizedLinearBandit-v0", n_envs=2, seed=0)
+    observations = vec_env.reset()
+    assert observations["action_mask"].shape == (2, 16)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
 def test_ansi_render_shows_the_response(env_id: str) -> None:
     env = gym.make(env_id, render_mode="ansi")
     env.reset(seed=0)

@@ -34,12 +34,12 @@ class LinearTokenizedProblem(TokenizedProblem):
         carry: torch.Tensor,
         lengths: torch.Tensor,
     ) -> torch.Tensor:
-        """Embeddings ``(N, d)`` of N sequences.
+        """Embeddings ``(*N, d)`` of a batch of sequences.
 
         Args:
-            queries: ``(N,)`` query indices.
-            carry: ``(N, *c)`` carries.
-            lengths: ``(N,)`` response lengths.
+            queries: ``(*N,)`` query indices (broadcastable against ``lengths``).
+            carry: ``(*N, *c)`` carries.
+            lengths: ``(*N,)`` response lengths.
         """
 
     def utility_of_states(
@@ -67,13 +67,7 @@ class LinearTokenizedProblem(TokenizedProblem):
         """
         if carries is None:
             carries = self.candidate_carries(state)  # (B, n, *c)
-        batch, n = carries.shape[:2]
-        embeddings = self.embedding_of_states(
-            state.queries.repeat_interleave(n),
-            carries.reshape(batch * n, *carries.shape[2:]),
-            (state.lengths + 1).repeat_interleave(n),
-        )  # (B * n, d)
-        return embeddings.view(batch, n, -1)
+        return self.embedding_of_states(state.queries[:, None], carries, (state.lengths + 1)[:, None])  # (B, n, d)
 
     def embed(
         self,

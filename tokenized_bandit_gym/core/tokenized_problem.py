@@ -190,6 +190,9 @@ class TokenizedProblem(ABC):
     ) -> DecodingState:
         """Append ``tokens`` ``(B,)`` to the rows of ``state`` that are active and unfinished.
 
+        The token of a row at position L is EOS whatever ``tokens`` says (only EOS is allowed
+        there), so every row that reaches L tokens is complete.
+
         Args:
             state: the current state.
             tokens: ``(B,)`` int64 token per row.
@@ -203,6 +206,9 @@ class TokenizedProblem(ABC):
         """
         if tokens.dtype != torch.int64 or tokens.device != self.device:
             tokens = tokens.to(self.device, torch.int64)
+        # Position L admits only EOS: a row reaching it always ends (the env's forced EOS), so no
+        # row can hold L tokens without being complete.
+        tokens = torch.where(state.lengths >= self.max_length - 1, self.eos_token_id, tokens)  # (B,)
         grow = ~state.finished & (state.lengths < self.max_length)  # (B,)
         if active is not None:
             grow = grow & active

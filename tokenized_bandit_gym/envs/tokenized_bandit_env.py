@@ -20,6 +20,11 @@ from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 Observation = dict[str, np.ndarray | np.int64]
 
 
+def to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A host NumPy view of ``tensor`` (a copy only when it lives on an accelerator)."""
+    return tensor.numpy() if tensor.device.type == "cpu" else tensor.cpu().numpy()
+
+
 def validate_action(action: object, num_actions: int) -> int:
     """Return ``action`` as an ``int`` in ``[0, num_actions)`` or raise naming it.
 
@@ -58,10 +63,11 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         noise: ``"gaussian"`` or ``"bounded"``.
         noise_scale: sigma >= 0.
         strict_actions: raise on a masked action instead of the forced EOS at position L.
-        render_mode: None or ``"ansi"``.
+        render_mode: None, ``"ansi"`` (text) or ``"rgb_array"`` (one coloured cell per token:
+            the query on the top row, the response below; what SB3's ``make_vec_env`` asks for).
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
     def __init__(
         self,
@@ -96,6 +102,9 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         self.observation_space = spaces.Dict(observation)
         self.action_space = spaces.Discrete(n)
         self._candidate_tokens = np.arange(n, dtype=np.int64)
+        self._query_tokens = to_numpy(problem.query_tokens).astype(np.int64)  # (Q, Lq), host copy
+        self._query_lengths = to_numpy(problem.query_lengths).astype(np.int64)  # (Q,)
+        self._finished = False
         self._streams: RoundStreams | None = None
         self._state: DecodingState | None = None
         self._candidate_carries: torch.Tensor | None = None
@@ -121,8 +130,9 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
             stream_seed = seed if seed is not None else int(self.np_random.integers(2**63 - 1))
             self._streams = RoundStreams.from_seed(stream_seed)
         self._query, self._noise = self._streams.draw(self.problem.num_queries, self.noise_model)
-        queries = torch.tensor([self._query], dtype=torch.int64, device=self.problem.device)
+        queries = torch.full((1,), self._query, dtype=torch.int64, device=self.problem.device)
         self._state = self.problem.initial_state(queries)
+        self._finished = False
         return self._observe(), {"query_index": self._query}
 
     def step(self, action: object) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
@@ -136,7 +146,7 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         """
         if self._state is None:
             raise ValueError("step() called before reset(): call reset() to start a round")
-        if bool(self._state.finished[0]):
+        if self._finished:
             raise ValueError("step() called after the episode ended: call reset() to start a new round")
         token = validate_action(action, self.action_space.n)
         forced_eos = False
@@ -150,7 +160,7 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
             token, forced_eos = self.eos_token_id, True
         tokens = torch.full((1,), token, dtype=torch.int64, device=self.problem.device)
         self._state = self.problem.advance(self._state, tokens, candidate_carries=self._candidate_carries)
-        terminated = bool(self._state.finished[0])
+        terminated = self._finished = bool(self._state.finished[0])
         info: dict[str, Any] = {"query_index": self._query, "forced_eos": forced_eos}
         reward = 0.0
         if terminated:
@@ -162,15 +172,35 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         """Allowed actions now, ``(k,)`` bool (sb3-contrib's MaskablePPO reads this)."""
         return self._mask.copy()
 
-    def render(self) -> str | None:
-        """With ``render_mode="ansi"``, the query and the response so far as text."""
-        if self.render_mode != "ansi" or self._state is None:
+    def render(self) -> str | np.ndarray | None:
+        """The query and the response so far: text (``"ansi"``) or an image (``"rgb_array"``).
+
+        The image is ``(2 * 8, max(Lq, L) * 8, 3)`` uint8: one 8x8 cell per token, coloured by
+        token id (EOS black, padding white), the query on the top row and the response below.
+        """
+        if self.render_mode is None or self._state is None:
             return None
         query_length = int(self.problem.query_lengths[self._query])
         query = self.problem.query_tokens[self._query, :query_length].tolist()
         length = int(self._state.lengths[0])
-        response = ["EOS" if t == self.eos_token_id else str(t) for t in self._state.tokens[0, :length].tolist()]
-        return f"query {query} -> response [{' '.join(response)}]"
+        response = self._state.tokens[0, :length].tolist()
+        if self.render_mode == "ansi":
+            words = ["EOS" if t == self.eos_token_id else str(t) for t in response]
+            return f"query {query} -> response [{' '.join(words)}]"
+        return self._token_image([query, response])
+
+    def _token_image(self, rows: list[list[int]]) -> np.ndarray:
+        """One 8x8 cell per token, ``(8 * len(rows), 8 * width, 3)`` uint8."""
+        cell = 8
+        width = max(int(self.problem.query_tokens.shape[1]), self.problem.max_length)
+        palette = np.random.default_rng(0).integers(64, 256, size=(self.problem.vocab_size, 3), dtype=np.uint8)
+        palette[self.eos_token_id] = 0
+        image = np.full((cell * len(rows), cell * width, 3), 255, dtype=np.uint8)
+        for row_index, tokens in enumerate(rows):
+            for column, token in enumerate(tokens):
+                top, left = row_index * cell, column * cell
+                image[top : top + cell - 1, left : left + cell - 1] = palette[token]
+        return image
 
     # ------------------------------------------------------------------ helpers
     def _require_state(self) -> DecodingState:
@@ -182,17 +212,16 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
     def _observe(self) -> Observation:
         """Build the observation of the current state (and cache the candidates' carries)."""
         state = self._require_state()
-        self._mask = self.problem.action_mask(state)[0].cpu().numpy()
-        query_tokens = self.problem.query_tokens[self._query].cpu().numpy()
+        self._mask = to_numpy(self.problem.action_mask(state)[0])
         observation: Observation = {
-            "query": query_tokens.astype(np.int64),
-            "query_length": np.int64(self.problem.query_lengths[self._query]),
-            "response": state.tokens[0].cpu().numpy(),
+            "query": self._query_tokens[self._query].copy(),
+            "query_length": self._query_lengths[self._query].copy(),
+            "response": to_numpy(state.tokens[0]).copy(),
             "length": np.int64(state.lengths[0]),
             "candidate_tokens": self._candidate_tokens.copy(),
             "action_mask": self._mask.astype(np.int8),
         }
-        if bool(state.finished[0]):
+        if self._finished:
             self._candidate_carries = None
         else:
             self._candidate_carries = self.problem.candidate_carries(state)  # (1, n, *c)
@@ -201,7 +230,7 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
                 embeddings = np.zeros(self.observation_space["candidate_embeddings"].shape, dtype=np.float32)
             else:
                 embeddings = self.problem.candidate_embeddings(state, self._candidate_carries)[0]  # (n, d)
-                embeddings = embeddings.to(torch.float32).cpu().numpy()
+                embeddings = to_numpy(embeddings.to(torch.float32))
             observation["candidate_embeddings"] = embeddings
         return observation
 
@@ -221,9 +250,9 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
             "oracle_greedy_utility": float(greedy.utility[0]),
             "optimal_kind": "exact",
             "noise": self._noise,
-            "response": state.tokens[0, :length].cpu().numpy(),
-            "optimal_response": optimum.responses[0].cpu().numpy(),
+            "response": to_numpy(state.tokens[0, :length]).copy(),
+            "optimal_response": to_numpy(optimum.responses[0]).copy(),
         }
         if isinstance(self.problem, LinearTokenizedProblem):
-            summary["response_embedding"] = self.problem.embedding_of(state)[0].to(torch.float32).cpu().numpy()
+            summary["response_embedding"] = to_numpy(self.problem.embedding_of(state)[0].to(torch.float32)).copy()
         return summary

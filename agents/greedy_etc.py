@@ -1,0 +1,179 @@
+"""GreedyETC: greedy decoding with explore-then-commit per level (paper Algorithm 2)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from agents.candidates import allowed_tokens, candidate_index, is_allowed
+from tokenized_bandit_gym.core.validation import check_int
+from tokenized_bandit_gym.task import Task
+
+
+def default_exploration_rounds(horizon: int) -> int:
+    """The paper's exploration parameter ``N = T^(2/3) (log T)^(1/3)``, rounded up, at least 1.
+
+    Theorem 4.2's proof plugs ``N = T^{2/3} (log T)^{1/3}`` (natural log) into
+    ``nLN + 2LT sqrt(2 log T / N)``. ``N`` counts submissions, so it is rounded up to an
+    integer; ``T = 1`` gives ``log T = 0`` and hence ``N = 1``.
+
+    Args:
+        horizon: T >= 1, the number of rounds.
+
+    Raises:
+        ValueError: ``horizon`` < 1.
+    """
+    horizon = check_int("horizon", horizon, minimum=1)
+    return max(1, math.ceil(horizon ** (2.0 / 3.0) * math.log(horizon) ** (1.0 / 3.0)))
+
+
+class GreedyETC:
+    """Greedy decoding with explore-then-commit at each level (paper Algorithm 2, Theorem 4.2).
+
+    For the tokenized multi-armed bandit (section 4). Starting from ``y = ()``, level by level:
+    if ``|y| = L - 1`` the response is ``y:EOS``; otherwise every allowed token ``t`` (EOS
+    included, whose submission is ``y:EOS``) is submitted as ``y:t:EOS`` for ``N`` consecutive
+    rounds, in candidate order, the rewards are averaged into ``r_bar(y:t)``, and the agent
+    commits to ``tau* = argmax_t r_bar(y:t)`` (ties go to the first in candidate order): ``y <-
+    y:tau*``, and exploration stops if ``tau* = EOS``. For the rest of the rounds the committed
+    ``y`` is submitted. Exploration takes at most ``(L - 1) n N`` rounds. With DDMC' (appendix
+    assumption "DDMC'") the regret is ``O(n L T^(2/3) (log T)^(1/3))`` for
+    ``N = T^(2/3) (log T)^(1/3)`` (:func:`default_exploration_rounds` of ``task.horizon``).
+
+    "Submitting" a sequence means playing it token by token across one episode. The agent
+    ignores features and the query, so it also runs on TLB envs (as a TMAB learner of the
+    query-averaged utility). Actions are indices into ``observation["candidate_tokens"]``; the
+    tokens explored at a level are the allowed candidates observed at ``y``, so on LLM envs
+    (k < n) it needs the candidates at ``y`` to stay the same across rounds (a fixed query).
+
+    ``fixed_length=True`` (EOS only at position L) forbids the stopped sequences ``y:t:EOS`` that
+    Algorithm 2 learns from, so by default :meth:`reset` raises ``ValueError``. With
+    ``completion_token=c`` the agent instead submits ``y:t:c...c:EOS`` (padded with ``c`` up
+    to length L): a heuristic outside Theorem 4.2, which compares stopped values; it ranks the
+    level's tokens correctly when the completion shifts every ``u(y:t:...)`` by the same
+    increasing map (the discounted family, for instance).
+
+    Args:
+        exploration_rounds: N, submissions of each ``y:t:EOS``; None means
+            :func:`default_exploration_rounds` of the horizon.
+        completion_token: token id that pads submissions under ``fixed_length`` (see above);
+            must not be EOS.
+    """
+
+    name = "greedy_etc"
+
+    def __init__(self, exploration_rounds: int | None = None, completion_token: int | None = None) -> None:
+        if exploration_rounds is not None:
+            check_int("exploration_rounds", exploration_rounds, minimum=1)
+        if completion_token is not None:
+            check_int("completion_token", completion_token, minimum=0)
+        self.exploration_rounds_override = exploration_rounds
+        self.completion_token = completion_token
+        self._task: Task | None = None
+        self.exploration_rounds = 0
+        self.prefix: list[int] = []
+        self.committed = False
+        self.level_tokens: list[int] | None = None
+        self._sums = np.zeros(0)
+        self._counts = np.zeros(0, dtype=np.int64)
+        self._arm = 0
+
+    def reset(self, task: Task, seed: int | None = None) -> None:
+        """Start over with ``y = ()`` and ``N`` from ``task.horizon`` (the seed is unused: no randomness).
+
+        Raises:
+            ValueError: the env has ``fixed_length=True`` and no ``completion_token`` was
+                given, or ``completion_token`` is EOS or out of the vocabulary.
+        """
+        if getattr(task.problem, "fixed_length", False) and self.completion_token is None:
+            raise ValueError(
+                f"{type(self).__name__} explores stopped sequences y:t:EOS (paper Algorithm 2), but this env has "
+                "fixed_length=True (EOS only at position L); pass completion_token=c to submit y:t:c...c:EOS instead"
+            )
+        if self.completion_token is not None and not (
+            0 <= self.completion_token < task.vocab_size and self.completion_token != task.eos_token_id
+        ):
+            raise ValueError(
+                f"completion_token must be a non-EOS token id below {task.vocab_size}, got {self.completion_token!r}"
+            )
+        self._task = task
+        self.exploration_rounds = (
+            self.exploration_rounds_override
+            if self.exploration_rounds_override is not None
+            else default_exploration_rounds(task.horizon)
+        )
+        self.prefix = []
+        self.committed = task.max_length == 1
+        if self.committed:
+            self.prefix = [task.eos_token_id]
+        self._start_level()
+
+    @property
+    def committed_response(self) -> tuple[int, ...] | None:
+        """The committed response (ending with EOS) once exploration is over, else None."""
+        return tuple(self.prefix) if self.committed else None
+
+    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
+        """The next token of this round's submission, as a candidate index.
+
+        Raises:
+            ValueError: before :meth:`reset`, or when the planned token is not an allowed candidate.
+        """
+        task = self._require_task()
+        position = int(observation["length"])
+        if position < len(self.prefix):
+            return candidate_index(observation, self.prefix[position])
+        if position == len(self.prefix) and not self.committed:
+            if self.level_tokens is None:
+                self.level_tokens = allowed_tokens(observation)
+                self._sums = np.zeros(len(self.level_tokens))
+                self._counts = np.zeros(len(self.level_tokens), dtype=np.int64)
+            return candidate_index(observation, self.level_tokens[self._arm])
+        if is_allowed(observation, task.eos_token_id):
+            return candidate_index(observation, task.eos_token_id)
+        return candidate_index(observation, self._completion())
+
+    def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
+        """Credit the reward to the token explored this round; commit once all had N rounds."""
+        task = self._require_task()
+        if self.committed or self.level_tokens is None:
+            return
+        self._sums[self._arm] += reward
+        self._counts[self._arm] += 1
+        if self._counts[self._arm] < self.exploration_rounds:
+            return
+        self._arm += 1
+        if self._arm < len(self.level_tokens):
+            return
+        best = self.level_tokens[int(np.argmax(self._sums / self._counts))]  # ties: first in candidate order
+        self.prefix.append(best)
+        if best == task.eos_token_id:
+            self.committed = True
+        elif len(self.prefix) == task.max_length - 1:
+            self.prefix.append(task.eos_token_id)
+            self.committed = True
+        self._start_level()
+
+    def _start_level(self) -> None:
+        """Forget the level's statistics; its tokens are read at the next visit of ``y``."""
+        self.level_tokens = None
+        self._arm = 0
+        self._sums = np.zeros(0)
+        self._counts = np.zeros(0, dtype=np.int64)
+
+    def _completion(self) -> int:
+        """The padding token under ``fixed_length``."""
+        if self.completion_token is None:
+            raise ValueError(
+                f"EOS (id {self._require_task().eos_token_id}) is not an allowed candidate here and no "
+                "completion_token was given: GreedyETC submits stopped sequences and needs EOS among the candidates"
+            )
+        return self.completion_token
+
+    def _require_task(self) -> Task:
+        """The task from :meth:`reset`."""
+        if self._task is None:
+            raise ValueError(f"{type(self).__name__}.act()/update() called before reset(task)")
+        return self._task

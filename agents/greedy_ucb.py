@@ -1,0 +1,161 @@
+"""GreedyUCB: GreedyETC with UCB sampling and a confident early commit at each level."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from agents.candidates import allowed_tokens, candidate_index
+from agents.greedy_etc import default_exploration_rounds
+from tokenized_bandit_gym.core.validation import check_int, check_real
+from tokenized_bandit_gym.task import Task
+
+
+class GreedyUCB:
+    """Greedy decoding that learns each level with UCB1 instead of uniform exploration.
+
+    Beyond the paper (issue "GreedyUCB for TMAB"). The design keeps what makes GreedyETC (paper
+    Algorithm 2) sound and changes only how a level is explored:
+
+    * **What a reward measures.** The reward of a round is ``u(y_t) + eta_t`` for the complete
+      response submitted; it says nothing about other prefixes or their extensions. So, as in
+      GreedyETC, the arms of a level with committed prefix ``y`` are the stopped responses
+      ``y:t:EOS`` for every allowed token ``t`` (``t = EOS`` is ``y:EOS``), and a round's reward
+      is credited only to the arm it submitted. DDMC' (appendix "DDMC'") is what makes the
+      best stopped value ``u(y:t:EOS)`` the right greedy choice, exactly as for GreedyETC.
+    * **Sampling.** Within a level each round submits the arm maximising the UCB index
+      ``mean_a + c sqrt(2 log T / n_a)`` (unplayed arms first, in candidate order), with ``T``
+      the horizon: the paper's clean-event radius ``sqrt(2 log T / N)`` (proof of Theorem 4.2)
+      scaled by ``c`` (``exploration``). Good arms get most of the level's rounds, so the level
+      costs less regret than uniform exploration.
+    * **Commit.** The agent commits to the level's leader ``tau*`` (``y <- y:tau*``, stopping if
+      ``tau* = EOS``, appending EOS at ``|y| = L - 1``) as soon as its lower confidence bound
+      reaches every other arm's upper bound (then, on the clean event, ``tau*`` is the exact
+      best arm), or at the latest after ``n N`` rounds at the level, GreedyETC's budget (then
+      it takes the most-played arm: UCB1 plays an arm ``m`` times only if its gap is at most
+      about ``sqrt(8 log T / m)``, and the most-played arm has ``m >= N``, the same order as
+      GreedyETC's error ``sqrt(2 log T / N)``). Levels are never revisited, as in GreedyETC,
+      because later rounds submit longer responses that carry no information on ``y:t:EOS``.
+
+    So each level costs at most GreedyETC's ``n N`` rounds and the ``O(n L T^(2/3) (log
+    T)^(1/3))`` argument carries over, while easy levels (large gaps) commit after
+    ``O(sum_a log T / gap_a^2)`` rounds. Compared with DDMC'-free tree search
+    (:class:`~agents.uct.UCT`) it explores only ``O(n L)`` arms and relies on DDMC'.
+    Deterministic (ties go to the first arm in candidate order). Like GreedyETC it ignores
+    the query and features and reads a level's tokens from the candidates observed at ``y``.
+
+    Args:
+        exploration: c > 0, the scale of the confidence radius (rewards in [0, 1] with small
+            noise can take c < 1).
+        exploration_rounds: N in the per-level cap ``n N``; None means ``T^(2/3) (log T)^(1/3)``.
+    """
+
+    name = "greedy_ucb"
+
+    def __init__(self, exploration: float = 1.0, exploration_rounds: int | None = None) -> None:
+        self.exploration = check_real("exploration", exploration, low=0.0)
+        if self.exploration <= 0.0:
+            raise ValueError(f"exploration must be > 0, got {exploration!r}")
+        if exploration_rounds is not None:
+            check_int("exploration_rounds", exploration_rounds, minimum=1)
+        self.exploration_rounds_override = exploration_rounds
+        self._task: Task | None = None
+        self.exploration_rounds = 0
+        self._log_horizon = 0.0
+        self.prefix: list[int] = []
+        self.committed = False
+        self.level_tokens: list[int] | None = None
+        self._sums = np.zeros(0)
+        self._counts = np.zeros(0, dtype=np.int64)
+        self._arm = 0
+
+    def reset(self, task: Task, seed: int | None = None) -> None:
+        """Start over with ``y = ()`` (the seed is unused: no randomness).
+
+        Raises:
+            ValueError: the env has ``fixed_length=True`` (no stopped sequences to learn from).
+        """
+        if getattr(task.problem, "fixed_length", False):
+            raise ValueError(
+                "GreedyUCB learns from stopped sequences y:t:EOS, but this env has fixed_length=True "
+                "(EOS only at position L); use UCT instead"
+            )
+        self._task = task
+        self.exploration_rounds = (
+            self.exploration_rounds_override
+            if self.exploration_rounds_override is not None
+            else default_exploration_rounds(task.horizon)
+        )
+        self._log_horizon = math.log(max(task.horizon, 2))
+        self.prefix = [] if task.max_length > 1 else [task.eos_token_id]
+        self.committed = task.max_length == 1
+        self._start_level()
+
+    @property
+    def committed_response(self) -> tuple[int, ...] | None:
+        """The committed response (ending with EOS) once every level is decided, else None."""
+        return tuple(self.prefix) if self.committed else None
+
+    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
+        """The next token of this round's submission ``y:t:EOS`` (or of the committed y)."""
+        task = self._require_task()
+        position = int(observation["length"])
+        if position < len(self.prefix):
+            return candidate_index(observation, self.prefix[position])
+        if position == len(self.prefix) and not self.committed:
+            if self.level_tokens is None:
+                self.level_tokens = allowed_tokens(observation)
+                self._sums = np.zeros(len(self.level_tokens))
+                self._counts = np.zeros(len(self.level_tokens), dtype=np.int64)
+            self._arm = self._choose_arm()
+            return candidate_index(observation, self.level_tokens[self._arm])
+        return candidate_index(observation, task.eos_token_id)
+
+    def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
+        """Credit the reward to the arm submitted; commit when confident or at the cap."""
+        task = self._require_task()
+        if self.committed or self.level_tokens is None:
+            return
+        self._sums[self._arm] += reward
+        self._counts[self._arm] += 1
+        if np.any(self._counts == 0):
+            return
+        means = self._sums / self._counts  # (arms,)
+        radius = self.exploration * np.sqrt(2.0 * self._log_horizon / self._counts)  # (arms,)
+        leader = int(np.argmax(means))
+        others = np.delete(means + radius, leader)
+        confident = others.size == 0 or means[leader] - radius[leader] >= others.max()
+        if not confident and self._counts.sum() < len(self.level_tokens) * self.exploration_rounds:
+            return
+        best = self.level_tokens[leader if confident else int(np.argmax(self._counts))]
+        self.prefix.append(best)
+        if best == task.eos_token_id:
+            self.committed = True
+        elif len(self.prefix) == task.max_length - 1:
+            self.prefix.append(task.eos_token_id)
+            self.committed = True
+        self._start_level()
+
+    def _choose_arm(self) -> int:
+        """The first unplayed arm, else the UCB1 argmax (first on ties)."""
+        unplayed = np.flatnonzero(self._counts == 0)
+        if unplayed.size:
+            return int(unplayed[0])
+        means = self._sums / self._counts  # (arms,)
+        bonus = self.exploration * np.sqrt(2.0 * self._log_horizon / self._counts)  # (arms,)
+        return int(np.argmax(means + bonus))
+
+    def _start_level(self) -> None:
+        """Forget the level's statistics; its tokens are read at the next visit of ``y``."""
+        self.level_tokens = None
+        self._arm = 0
+        self._sums = np.zeros(0)
+        self._counts = np.zeros(0, dtype=np.int64)
+
+    def _require_task(self) -> Task:
+        """The task from :meth:`reset`."""
+        if self._task is None:
+            raise ValueError("GreedyUCB.act()/update() called before reset(task)")
+        return self._task

@@ -1,0 +1,186 @@
+"""k-LookaheadETC: explore-then-commit over k-token blocks per level (paper appendix B)."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+from agents.candidates import allowed_tokens, candidate_index, is_allowed
+from agents.greedy_etc import default_exploration_rounds
+from tokenized_bandit_gym.core.validation import check_int
+from tokenized_bandit_gym.task import Task
+
+
+class LookaheadETC:
+    """k-LookaheadETC (paper appendix B, Algorithm "k-LookaheadETC"), for k-DDMC utilities.
+
+    Like :class:`~agents.greedy_etc.GreedyETC`, level by level from ``y = ()``: if ``|y| = L - 1``
+    the response is ``y:EOS``; otherwise every k-token block ``z`` is submitted as ``y:z:EOS``
+    (or as ``y:z`` when ``z`` ends with EOS) for ``N`` consecutive rounds, and the agent commits
+    to the best average: ``y <- y:z*``, stopping if ``z*`` holds EOS. After exploration the
+    committed ``y`` is submitted forever. ``k = 1`` is GreedyETC, round for round.
+
+    Choices where the pseudocode is loose (documented, and tested):
+
+    * The algorithm's loop reads "submit ``y:t:EOS``"; the block version ``y:z:EOS`` is meant.
+    * Blocks with an EOS inside name the same response as their prefix up to the first EOS
+      (tokens after EOS are ignored, paper Assumption 1), so each distinct response is
+      explored once: the arms are ``y:w:EOS`` for every EOS-free ``w`` with ``|w| <= k``,
+      ``sum_{j <= k} (n - 1)^j`` of them, ordered as the blocks ``w:EOS...EOS`` are
+      lexicographically in candidate order. Ties go to the first.
+    * Near the end the block shrinks to ``k' = min(k, L - 1 - |y|)`` so that ``y:z:EOS`` fits
+      in L tokens.
+    * The block alphabet is the allowed candidates observed at ``y``, so the candidate set must
+      not depend on the prefix (synthetic envs; not LLM top-k candidates).
+    * ``fixed_length=True`` forbids early EOS; as in GreedyETC, :meth:`reset` raises unless a
+      ``completion_token`` pads submissions to length L (a heuristic outside the analysis).
+
+    Exploration per level takes ``N sum_{j <= k'} (n - 1)^j`` rounds, so k trades exploration
+    cost (exponential in k) for the weaker k-DDMC assumption.
+
+    Args:
+        lookahead: k >= 1, the block length.
+        exploration_rounds: N; None means ``T^(2/3) (log T)^(1/3)`` of the horizon, rounded up.
+        completion_token: padding token under ``fixed_length`` (not EOS).
+    """
+
+    name = "lookahead_etc"
+
+    def __init__(
+        self,
+        lookahead: int = 2,
+        exploration_rounds: int | None = None,
+        completion_token: int | None = None,
+    ) -> None:
+        self.lookahead = check_int("lookahead", lookahead, minimum=1)
+        if exploration_rounds is not None:
+            check_int("exploration_rounds", exploration_rounds, minimum=1)
+        if completion_token is not None:
+            check_int("completion_token", completion_token, minimum=0)
+        self.exploration_rounds_override = exploration_rounds
+        self.completion_token = completion_token
+        self._task: Task | None = None
+        self.exploration_rounds = 0
+        self.prefix: list[int] = []
+        self.committed = False
+        self.level_arms: list[tuple[int, ...]] | None = None
+        self._sums = np.zeros(0)
+        self._counts = np.zeros(0, dtype=np.int64)
+        self._arm = 0
+
+    def reset(self, task: Task, seed: int | None = None) -> None:
+        """Start over with ``y = ()`` and ``N`` from ``task.horizon`` (the seed is unused: no randomness).
+
+        Raises:
+            ValueError: ``fixed_length=True`` without ``completion_token``, or a bad ``completion_token``.
+        """
+        if getattr(task.problem, "fixed_length", False) and self.completion_token is None:
+            raise ValueError(
+                "LookaheadETC explores stopped sequences y:z:EOS (paper appendix B), but this env has "
+                "fixed_length=True (EOS only at position L); pass completion_token=c to submit y:z:c...c:EOS instead"
+            )
+        if self.completion_token is not None and not (
+            0 <= self.completion_token < task.vocab_size and self.completion_token != task.eos_token_id
+        ):
+            raise ValueError(
+                f"completion_token must be a non-EOS token id below {task.vocab_size}, got {self.completion_token!r}"
+            )
+        self._task = task
+        self.exploration_rounds = (
+            self.exploration_rounds_override
+            if self.exploration_rounds_override is not None
+            else default_exploration_rounds(task.horizon)
+        )
+        self.prefix = []
+        self.committed = task.max_length == 1
+        if self.committed:
+            self.prefix = [task.eos_token_id]
+        self._start_level()
+
+    @property
+    def committed_response(self) -> tuple[int, ...] | None:
+        """The committed response (ending with EOS) once exploration is over, else None."""
+        return tuple(self.prefix) if self.committed else None
+
+    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
+        """The next token of this round's submission, as a candidate index.
+
+        Raises:
+            ValueError: before :meth:`reset`, or when the planned token is not an allowed candidate.
+        """
+        task = self._require_task()
+        position = int(observation["length"])
+        if position < len(self.prefix):
+            return candidate_index(observation, self.prefix[position])
+        if not self.committed:
+            if self.level_arms is None:
+                self.level_arms = self._block_arms(allowed_tokens(observation))
+                self._sums = np.zeros(len(self.level_arms))
+                self._counts = np.zeros(len(self.level_arms), dtype=np.int64)
+            block = self.level_arms[self._arm]
+            offset = position - len(self.prefix)
+            if offset < len(block):
+                return candidate_index(observation, block[offset])
+        if is_allowed(observation, task.eos_token_id):
+            return candidate_index(observation, task.eos_token_id)
+        if self.completion_token is None:
+            raise ValueError(
+                f"EOS (id {self._require_task().eos_token_id}) is not an allowed candidate here and no "
+                "completion_token was given: LookaheadETC submits stopped sequences and needs EOS among the candidates"
+            )
+        return candidate_index(observation, self.completion_token)
+
+    def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
+        """Credit the reward to the block explored this round; commit once all had N rounds."""
+        task = self._require_task()
+        if self.committed or self.level_arms is None:
+            return
+        self._sums[self._arm] += reward
+        self._counts[self._arm] += 1
+        if self._counts[self._arm] < self.exploration_rounds:
+            return
+        self._arm += 1
+        if self._arm < len(self.level_arms):
+            return
+        best = self.level_arms[int(np.argmax(self._sums / self._counts))]  # ties: first block
+        self.prefix.extend(best)
+        if best and best[-1] == task.eos_token_id:
+            self.committed = True
+        elif len(self.prefix) == task.max_length - 1:
+            self.prefix.append(task.eos_token_id)
+            self.committed = True
+        self._start_level()
+
+    def _block_arms(self, alphabet: list[int]) -> list[tuple[int, ...]]:
+        """Distinct blocks at this level: EOS-free ``w`` with ``|w| = k'``, or ``w:EOS`` with ``|w| < k'``.
+
+        Enumerated as the length-``k'`` blocks over ``alphabet`` in lexicographic candidate
+        order, keeping those with only EOS after their first EOS, cut after that EOS.
+        """
+        task = self._require_task()
+        eos = task.eos_token_id
+        width = min(self.lookahead, task.max_length - 1 - len(self.prefix))
+        arms = []
+        for block in itertools.product(alphabet, repeat=width):
+            if eos in block:
+                first = block.index(eos)
+                if any(token != eos for token in block[first:]):
+                    continue
+                block = block[: first + 1]
+            arms.append(tuple(int(token) for token in block))
+        return arms
+
+    def _start_level(self) -> None:
+        """Forget the level's statistics; its blocks are built at the next visit of ``y``."""
+        self.level_arms = None
+        self._arm = 0
+        self._sums = np.zeros(0)
+        self._counts = np.zeros(0, dtype=np.int64)
+
+    def _require_task(self) -> Task:
+        """The task from :meth:`reset`."""
+        if self._task is None:
+            raise ValueError("LookaheadETC.act()/update() called before reset(task)")
+        return self._task

@@ -1,0 +1,234 @@
+"""The KV-cached batched core equals a plain no-cache forward of every x:y:tau, over whole episodes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
+from tokenized_bandit_gym.llm.language_model_state import LanguageModelState
+from tokenized_bandit_gym.llm.query_sources import STORY_OPENINGS
+
+QUERIES = ["Once upon a time", "Tom saw a dog.", "The little girl named Lily went to the big park with mom.", "Hi"]
+
+
+def reference(problem: LanguageModelProblem, state: LanguageModelState) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean-pooled last-layer hidden states ``(B, k, H)`` and ``log p(y:tau | x)`` ``(B, k)``, no cache."""
+    batch, k = state.candidate_tokens.shape
+    pooled = torch.zeros(batch, k, problem.hidden_size)
+    logprobs = torch.zeros(batch, k, dtype=torch.float64)
+    for row in range(batch):
+        query = int(state.queries[row])
+        query_length = int(problem.query_lengths[query])
+        length = int(state.lengths[row])
+        for slot in range(k):
+            ids = torch.cat(
+                [
+                    problem.query_tokens[query, :query_length],
+                    state.tokens[row, :length],
+                    state.candidate_tokens[row, slot : slot + 1],
+                ]
+            )[None]  # (1, T)
+            with torch.no_grad():
+                hidden = problem.model.base_model(input_ids=ids).last_hidden_state[0]  # (T, H)
+                logits = problem.model(input_ids=ids).logits[0].float()  # (T, n)
+            start = 0 if problem.pooling == "query_response" else query_length
+            pooled[row, slot] = hidden[start:].mean(dim=0)
+            token_logprobs = logits.log_softmax(dim=-1)[query_length - 1 : -1]  # (|y| + 1, n)
+            logprobs[row, slot] = token_logprobs.gather(1, ids[0, query_length:, None]).sum()
+    return pooled, logprobs
+
+
+def play_and_compare(problem: LanguageModelProblem, queries: list[int], seed: int) -> int:
+    """Play whole episodes with seeded random valid actions; compare every live row at every step."""
+    generator = torch.Generator().manual_seed(seed)
+    state = problem.initial_state(torch.tensor(queries))
+    compared = 0
+    while not bool(state.finished.all()):
+        live = ~state.finished
+        pooled, logprobs = reference(problem, state)
+        torch.testing.assert_close(problem.candidate_pooled(state)[live], pooled[live], atol=1e-4, rtol=0)
+        torch.testing.assert_close(problem.candidate_sequence_logprobs(state)[live], logprobs[live], atol=1e-4, rtol=0)
+        features = problem.candidate_embeddings(state)  # (B, k, d + 1)
+        torch.testing.assert_close(
+            features @ problem.theta, problem.candidate_utilities(state), atol=1e-9, rtol=0
+        )  # the TLB reduction u = <theta', [e : v]>
+        compared += int(live.sum())
+        mask = problem.action_mask(state).float()  # (B, k)
+        state = problem.advance(state, torch.multinomial(mask, 1, generator=generator)[:, 0])
+    return compared
+
+
+@pytest.mark.parametrize("model_name", ["stories", "tiny_llama", "tiny_gpt2"])
+@pytest.mark.parametrize(
+    ("queries", "batching"),
+    [([1], "mask"), ([0, 2, 3], "mask"), ([0, 2, 3], "expand")],
+    ids=["B1-mask", "B3-mask", "B3-expand"],
+)
+def test_cached_step_equals_full_forward(
+    request: pytest.FixtureRequest, model_name: str, queries: list[int], batching: str
+) -> None:
+    model, tokenizer = request.getfixturevalue(model_name)
+    problem = LanguageModelProblem(model, tokenizer, QUERIES, max_length=5, top_k=3, candidate_batching=batching)
+    assert problem.candidate_batching == batching
+    lengths = problem.query_lengths[torch.tensor(queries)]
+    assert len(queries) == 1 or len(set(lengths.tolist())) > 1  # different prefix lengths in the batch
+    assert play_and_compare(problem, queries, seed=len(queries)) >= len(queries)
+
+
+def test_response_pooling_and_no_eos_candidate(stories: tuple[Any, Any]) -> None:
+    problem = LanguageModelProblem(
+        *stories, QUERIES, max_length=4, top_k=3, pooling="response", eos_candidate=False, embedding_norm="none"
+    )
+    play_and_compare(problem, [0, 3], seed=5)
+
+
+def test_each_step_encodes_only_the_new_candidates(stories: tuple[Any, Any]) -> None:
+    """No token is encoded twice: after the prefill, every step runs exactly the B * k candidates."""
+    problem = LanguageModelProblem(*stories, QUERIES, max_length=6, top_k=4)
+    seen: list[int] = []
+    handle = problem.model.base_model.register_forward_pre_hook(
+        lambda module, args, kwargs: seen.append(int(kwargs["input_ids"].numel())), with_kwargs=True
+    )
+    try:
+        state = problem.initial_state(torch.tensor([0, 2]))
+        width = int(problem.query_lengths[torch.tensor([0, 2])].max())
+        assert seen == [2 * width, 2 * 4]
+        seen.clear()
+        state = problem.advance(state, torch.tensor([0, 1]))
+        assert seen == [2 * 4]
+    finally:
+        handle.remove()
+
+
+def test_candidates_and_mask(stories: tuple[Any, Any]) -> None:
+    problem = LanguageModelProblem(*stories, QUERIES, max_length=3, top_k=5)
+    state = problem.initial_state(torch.tensor([0]))
+    logprobs = problem._logprobs(state.last_hidden)[0]
+    eos = problem.eos_token_id
+    top = logprobs.topk(5).indices
+    expected = top if eos in top.tolist() else torch.cat([top[:4], torch.tensor([eos])])
+    assert state.candidate_tokens[0].tolist() == expected.tolist()
+    assert problem.action_mask(state).all()
+    state = problem.advance(problem.advance(state, torch.tensor([0])), torch.tensor([0]))  # position L next
+    mask = problem.action_mask(state)[0]
+    assert mask.sum() == 1 and int(state.candidate_tokens[0][mask][0]) == eos
+
+
+def test_replay_matches_cached_step(stories: tuple[Any, Any]) -> None:
+    """state_for (token replay, one forward per token) gives the same candidates and utilities."""
+    problem = LanguageModelProblem(*stories, QUERIES, max_length=6, top_k=4)
+    state = problem.initial_state(torch.tensor([2, 0]))
+    for action in (1, 0, 2):
+        state = problem.advance(state, torch.full((2,), action))
+    replayed = problem.state_for(state.queries, state.tokens[:, :3])
+    assert torch.equal(replayed.candidate_tokens, state.candidate_tokens)
+    torch.testing.assert_close(
+        problem.candidate_utilities(replayed), problem.candidate_utilities(state), atol=1e-5, rtol=0
+    )
+    torch.testing.assert_close(problem.utility_of(replayed), problem.utility_of(state), atol=1e-5, rtol=0)
+    single = problem.state_for(state.queries[:1], state.tokens[:1, :3])  # memoised single-row path
+    torch.testing.assert_close(
+        problem.candidate_utilities(single), problem.candidate_utilities(state)[:1], atol=1e-5, rtol=0
+    )
+
+
+def test_batched_greedy_equals_single_rows_and_beam_is_no_worse(stories: tuple[Any, Any]) -> None:
+    problem = LanguageModelProblem(*stories, list(STORY_OPENINGS[:3]), max_length=6, top_k=4)
+    batched = problem.greedy_decode(torch.arange(3))
+    for query in range(3):
+        single = problem.greedy_decode(torch.tensor([query]))
+        assert torch.equal(single.responses[0], batched.responses[query])
+        torch.testing.assert_close(single.utility[0], batched.utility[query], atol=1e-5, rtol=0)
+        torch.testing.assert_close(
+            problem.utility(torch.tensor([query]), single.responses), single.utility, atol=1e-5, rtol=0
+        )
+    beam = problem.oracle_beam(torch.arange(3), width=3)
+    assert bool((beam.utility >= problem.oracle_greedy(torch.arange(3)).utility - 1e-12).all())
+
+
+def test_decoding_problem_without_embeddings(stories: tuple[Any, Any]) -> None:
+    """gamma = 1 and no embeddings: one forward of the chosen token per step; u = v(p)."""
+    problem = LanguageModelProblem(
+        *stories, QUERIES, max_length=4, top_k=3, gamma=1.0, embeddings=False, value_map="prob"
+    )
+    state = problem.initial_state(torch.tensor([0, 1]))
+    while not bool(state.finished.all()):
+        expected = problem.candidate_sequence_logprobs(state).exp()
+        torch.testing.assert_close(problem.candidate_utilities(state), expected)
+        preferred = torch.tensor([[0.0, 2.0, 1.0], [2.0, 1.0, 0.0]])  # (B, k): rows prefer slots 1 and 0
+        state = problem.advance(state, preferred.masked_fill(~problem.action_mask(state), -1.0).argmax(dim=1))
+    _, logprobs = reference_sequence(problem, state)
+    torch.testing.assert_close(problem.utility_of(state), logprobs.exp(), atol=1e-5, rtol=0)
+
+
+def reference_sequence(problem: LanguageModelProblem, state: LanguageModelState) -> tuple[None, torch.Tensor]:
+    """``log p(y | x)`` ``(B,)`` by a no-cache forward."""
+    values = []
+    for row in range(state.batch_size):
+        query = int(state.queries[row])
+        query_length = int(problem.query_lengths[query])
+        ids = torch.cat([problem.query_tokens[query, :query_length], state.tokens[row, : int(state.lengths[row])]])
+        with torch.no_grad():
+            logits = problem.model(input_ids=ids[None]).logits[0].float().log_softmax(dim=-1)
+        values.append(logits[query_length - 1 : -1].gather(1, ids[query_length:, None]).sum().double())
+    return None, torch.stack(values)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"top_k": 0}, "top_k"),
+        ({"top_k": 513}, "larger than the vocabulary"),
+        ({"gamma": 1.5}, "gamma"),
+        ({"gamma": -0.1}, "gamma"),
+        ({"value_map": "log"}, "value_map"),
+        ({"pooling": "max"}, "pooling"),
+        ({"theta": [1.0, 2.0]}, "theta"),
+        ({"embeddings": False}, "gamma == 1"),
+    ],
+)
+def test_bad_arguments(stories: tuple[Any, Any], kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        LanguageModelProblem(*stories, QUERIES, **kwargs)
+
+
+def test_empty_query_pool_and_tokenizer_without_eos(stories: tuple[Any, Any]) -> None:
+    with pytest.raises(ValueError, match="empty"):
+        LanguageModelProblem(*stories, [])
+
+    class NoEos:
+        eos_token_id = None
+
+    with pytest.raises(ValueError, match="no EOS"):
+        LanguageModelProblem(stories[0], NoEos(), QUERIES)
+
+
+def test_chat_template_is_applied_when_present(stories: tuple[Any, Any]) -> None:
+    import copy
+
+    tokenizer = copy.deepcopy(stories[1])
+    tokenizer.chat_template = "{% for m in messages %}User: {{ m['content'] }}\n{% endfor %}Story:"
+    problem = LanguageModelProblem(stories[0], tokenizer, QUERIES[:2], max_length=3, top_k=2)
+    assert problem.chat_template
+    expected = tokenizer.apply_chat_template([{"role": "user", "content": QUERIES[1]}], add_generation_prompt=True)
+    expected = expected if isinstance(expected, list) else expected["input_ids"]
+    assert problem.query_tokens[1, : int(problem.query_lengths[1])].tolist() == list(expected)
+    plain = LanguageModelProblem(stories[0], tokenizer, QUERIES[:2], max_length=3, top_k=2, chat_template=False)
+    assert plain.query_tokens[1, : int(plain.query_lengths[1])].tolist() == stories[1](QUERIES[1])["input_ids"]
+    with pytest.raises(ValueError, match="no chat template"):
+        LanguageModelProblem(*stories, QUERIES, chat_template=True)
+
+
+def test_bfloat16_weights_step(stories: tuple[Any, Any]) -> None:
+    import copy
+
+    model = copy.deepcopy(stories[0]).to(torch.bfloat16)
+    problem = LanguageModelProblem(model, stories[1], QUERIES, max_length=3, top_k=3)
+    state = problem.initial_state(torch.tensor([0, 3]))
+    while not bool(state.finished.all()):
+        assert bool(torch.isfinite(problem.candidate_embeddings(state)).all())
+        state = problem.advance(state, problem.action_mask(state).float().argmax(dim=1))
+    assert bool(torch.isfinite(problem.utility_of(state)).all())

@@ -1,0 +1,116 @@
+"""The PettingZoo arena: API and seed conformance, common random numbers, equivalence with the single env."""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from pettingzoo.test import parallel_api_test, parallel_seed_test
+
+import tokenized_bandit_gym
+from agents.oracle_greedy import OracleGreedy
+from agents.random_agent import RandomAgent
+from agents.sb3_agent import SB3Agent
+from tokenized_bandit_gym.adapters.pettingzoo_arena import TokenizedBanditArena
+from tokenized_bandit_gym.evaluation.run_arena import run_arena
+from tokenized_bandit_gym.evaluation.run_online import run_online
+from tokenized_bandit_gym.registration import SYNTHETIC_ENVS
+
+# The synthetic ids; the LLM-backed ids have their own tests under tests/llm.
+ENV_IDS = [env_id for env_id in tokenized_bandit_gym.registered_ids() if env_id in SYNTHETIC_ENVS]
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_parallel_api_and_seed_tests(env_id):
+    parallel_api_test(TokenizedBanditArena(env_id, ["a", "b", "c"]), num_cycles=50)
+    parallel_seed_test(lambda: TokenizedBanditArena(env_id, ["a", "b"]))
+
+
+def test_fixed_length_arena_passes_the_api_test():
+    parallel_api_test(TokenizedBanditArena("TokenizedLinearBandit-v0", ["a", "b"], fixed_length=True), num_cycles=50)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_each_player_sees_what_it_would_see_alone(env_id):
+    """Step for step, every player's observation, reward and info equal the single env's."""
+    env = gym.make(env_id)
+    arena = TokenizedBanditArena(env_id, ["same", "twin", "other"])
+    rng = np.random.default_rng(0)
+    for episode in range(6):
+        seed = 7 if episode == 0 else None
+        observation, info = env.reset(seed=seed)
+        observations, infos = arena.reset(seed=seed)
+        assert infos["same"] == info
+        terminated = False
+        while not terminated:
+            for key, value in observation.items():
+                np.testing.assert_array_equal(observations["same"][key], value)
+                np.testing.assert_array_equal(observations["twin"][key], value)
+            action = int(rng.integers(env.action_space.n))
+            other = int(rng.integers(env.action_space.n))
+            actions = {name: action for name in ("same", "twin")}
+            if "other" in arena.agents:
+                actions["other"] = other
+            observation, reward, terminated, _, info = env.step(action)
+            observations, rewards, terminations, _, infos = arena.step(actions)
+            assert rewards["same"] == rewards["twin"] == reward
+            assert terminations["same"] == terminations["twin"] == terminated
+            for key, value in info.items():
+                np.testing.assert_array_equal(infos["same"][key], value)
+        assert "same" not in arena.agents
+        while arena.agents:
+            observations, rewards, *_ = arena.step({"other": int(rng.integers(env.action_space.n))})
+        if "noise" in infos.get("other", {}):
+            assert infos["other"]["noise"] == info["noise"]  # one noise draw for everyone
+
+
+@pytest.mark.parametrize("env_id", ["TokenizedLinearBandit-v0", "TokenizedMultiArmedBandit-v0"])
+def test_run_arena_equals_run_online_for_every_player(env_id):
+    arena = TokenizedBanditArena(env_id, ["random", "random_twin", "greedy"])
+    players = {"random": RandomAgent(), "random_twin": RandomAgent(), "greedy": OracleGreedy()}
+    results = run_arena(arena, players, 25, seed=2)
+    np.testing.assert_array_equal(results["random"].reward, results["random_twin"].reward)
+    alone = run_online(gym.make(env_id), RandomAgent(), 25, seed=2)
+    np.testing.assert_array_equal(results["random"].reward, alone.reward)
+    np.testing.assert_array_equal(results["random"].regret, alone.regret)
+    greedy_alone = run_online(gym.make(env_id), OracleGreedy(), 25, seed=2)
+    np.testing.assert_array_equal(results["greedy"].regret, greedy_alone.regret)
+    noise = results["random"].reward - results["random"].utility
+    np.testing.assert_allclose(results["greedy"].reward - results["greedy"].utility, noise, atol=1e-12)
+
+
+def test_two_sb3_agents_with_one_policy_get_identical_rewards_every_round():
+    arena = TokenizedBanditArena("TokenizedMultiArmedBanditRandomTable-v0", ["ppo_a", "ppo_b", "dqn"])
+    players = {"ppo_a": SB3Agent("ppo"), "ppo_b": SB3Agent("ppo"), "dqn": SB3Agent("dqn")}
+    results = run_arena(arena, players, 30, seed=5)
+    np.testing.assert_array_equal(results["ppo_a"].reward, results["ppo_b"].reward)
+    np.testing.assert_array_equal(results["ppo_a"].utility, results["ppo_b"].utility)
+
+
+def test_arena_rejects_bad_input():
+    with pytest.raises(ValueError, match="distinct"):
+        TokenizedBanditArena("TokenizedMultiArmedBandit-v0", ["a", "a"])
+    with pytest.raises(ValueError, match="only used with an env id"):
+        TokenizedBanditArena(gym.make("TokenizedMultiArmedBandit-v0"), ["a"], vocab_size=5)
+    arena = TokenizedBanditArena("TokenizedMultiArmedBandit-v0", ["a", "b"])
+    with pytest.raises(ValueError, match="reset"):
+        arena.step({"a": 0, "b": 0})
+    arena.reset(seed=0)
+    with pytest.raises(ValueError, match="missing"):
+        arena.step({"a": 0})
+    with pytest.raises(ValueError, match="out of range"):
+        arena.step({"a": 0, "b": 99})
+    with pytest.raises(TypeError):
+        arena.step({"a": 0, "b": 1.5})
+    strict = TokenizedBanditArena("TokenizedMultiArmedBandit-v0", ["a"], fixed_length=True)
+    strict.reset(seed=0)
+    with pytest.raises(ValueError, match="masked"):
+        strict.step({"a": strict.eos_token_id})
+
+
+def test_render_ansi_lists_every_player():
+    arena = TokenizedBanditArena("TokenizedMultiArmedBandit-v0", ["a", "b"], render_mode="ansi")
+    arena.reset(seed=0)
+    arena.step({"a": 0, "b": arena.eos_token_id})
+    text = arena.render()
+    assert "a: [0]" in text and "b: [EOS]" in text

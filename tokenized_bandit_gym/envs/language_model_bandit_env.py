@@ -1,0 +1,227 @@
+"""The Gymnasium shell shared by the LLM-backed envs (a batch of one over the LLM core)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from tokenized_bandit_gym.core.noise_model import NoiseModel
+from tokenized_bandit_gym.core.round_streams import RoundStreams
+from tokenized_bandit_gym.core.validation import check_choice, check_int
+from tokenized_bandit_gym.envs.tokenized_bandit_env import validate_action
+from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
+from tokenized_bandit_gym.llm.language_model_state import LanguageModelState
+
+Observation = dict[str, np.ndarray | np.int64]
+OPTIMAL_KINDS = ("oracle_greedy", "oracle_beam")
+
+
+class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
+    """One round is one episode: answer the drawn query token by token among the LM's top-k.
+
+    Subclasses build the :class:`LanguageModelProblem` and call this constructor. Same dynamics,
+    streams, noise and action checks as the synthetic shell (``validate_action``,
+    :class:`RoundStreams`, :class:`NoiseModel`); the action is an index into the k candidates.
+
+    Args:
+        problem: the fixed LLM-backed instance.
+        noise: ``"gaussian"`` or ``"bounded"``.
+        noise_scale: sigma >= 0.
+        optimal_kind: ``"oracle_greedy"`` or ``"oracle_beam"`` (the better of beam and greedy).
+        beam_width: width of the beam for ``"oracle_beam"``.
+        observe_features: include ``candidate_embeddings`` (``[e : v(p)]``, ``(k, d + 1)``).
+        observe_logprobs: include ``candidate_logprobs`` (``log p(tau | x, y)``, ``(k,)``).
+        strict_actions: raise on a masked action instead of the forced EOS at position L.
+        render_mode: None or ``"ansi"``.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(
+        self,
+        problem: LanguageModelProblem,
+        noise: str,
+        noise_scale: float,
+        optimal_kind: str,
+        beam_width: int,
+        observe_features: bool,
+        observe_logprobs: bool,
+        strict_actions: bool,
+        render_mode: str | None,
+    ) -> None:
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
+        for name, flag in (
+            ("strict_actions", strict_actions),
+            ("observe_features", observe_features),
+            ("observe_logprobs", observe_logprobs),
+        ):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be a bool, got {flag!r}")
+        self.problem = problem
+        self.noise_model = NoiseModel(noise, noise_scale)
+        self.optimal_kind = check_choice("optimal_kind", optimal_kind, OPTIMAL_KINDS)
+        self.beam_width = check_int("beam_width", beam_width, minimum=1)
+        self.strict_actions = strict_actions
+        self.render_mode = render_mode
+        self.observe_features = observe_features and problem.embeddings
+        self.observe_logprobs = observe_logprobs
+        n, length, k = problem.vocab_size, problem.max_length, problem.num_candidates
+        query_width = int(problem.query_tokens.shape[1])
+        observation: dict[str, spaces.Space[Any]] = {
+            "query": spaces.MultiDiscrete(np.full(query_width, n, dtype=np.int64)),
+            "query_length": spaces.Discrete(query_width + 1),
+            "response": spaces.MultiDiscrete(np.full(length, n, dtype=np.int64)),
+            "length": spaces.Discrete(length + 1),
+            "candidate_tokens": spaces.MultiDiscrete(np.full(k, n, dtype=np.int64)),
+            "action_mask": spaces.MultiBinary(k),
+        }
+        if self.observe_features:
+            bound = 1.0 if problem.embedding_norm == "l2" else math.inf
+            low_v, high_v = problem.value_map.bounds
+            low = np.concatenate([np.full(problem.hidden_size, -bound), [low_v]]).astype(np.float32)
+            high = np.concatenate([np.full(problem.hidden_size, bound), [high_v]]).astype(np.float32)
+            observation["candidate_embeddings"] = spaces.Box(
+                np.tile(low, (k, 1)), np.tile(high, (k, 1)), shape=(k, problem.hidden_size + 1), dtype=np.float32
+            )
+        if self.observe_logprobs:
+            observation["candidate_logprobs"] = spaces.Box(-np.inf, 0.0, shape=(k,), dtype=np.float32)
+        self.observation_space = spaces.Dict(observation)
+        self.action_space = spaces.Discrete(k)
+        self._streams: RoundStreams | None = None
+        self._state: LanguageModelState | None = None
+        self._mask = np.zeros(k, dtype=bool)
+        self._noise = 0.0
+        self._query = 0
+
+    @property
+    def eos_token_id(self) -> int:
+        """The EOS token id (a token id, not an action: see ``candidate_tokens``)."""
+        return self.problem.eos_token_id
+
+    # ------------------------------------------------------------------ Gymnasium API
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Observation, dict[str, Any]]:
+        """Start a round: draw the query x_t and the round's noise from their own streams.
+
+        ``seed`` reseeds both streams (never the instance, which the constructor fixes).
+        """
+        super().reset(seed=seed)
+        if seed is not None or self._streams is None:
+            stream_seed = seed if seed is not None else int(self.np_random.integers(2**63 - 1))
+            self._streams = RoundStreams.from_seed(stream_seed)
+        self._query, self._noise = self._streams.draw(self.problem.num_queries, self.noise_model)
+        queries = torch.tensor([self._query], dtype=torch.int64, device=self.problem.device)
+        self._state = self.problem.initial_state(queries)
+        return self._observe(), {"query_index": self._query}
+
+    def step(self, action: object) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        """Append the chosen candidate; the reward is 0 until the response is complete.
+
+        Raises:
+            ValueError: before :meth:`reset`, after the episode ended, for an out-of-range or
+                NaN action, or a masked action (except the documented forced EOS at position L).
+            TypeError: a non-integer action.
+        """
+        if self._state is None:
+            raise ValueError("step() called before reset(): call reset() to start a round")
+        if bool(self._state.finished[0]):
+            raise ValueError("step() called after the episode ended: call reset() to start a new round")
+        index = validate_action(action, self.problem.num_candidates)
+        forced_eos = False
+        if not self._mask[index]:
+            at_last_position = int(self._state.lengths[0]) >= self.problem.max_length - 1
+            if self.strict_actions or not at_last_position:
+                raise ValueError(
+                    f"action {index} is masked at position {int(self._state.lengths[0]) + 1}: "
+                    f"allowed actions are {np.flatnonzero(self._mask).tolist()}"
+                )
+            index, forced_eos = int(np.flatnonzero(self._mask)[0]), True
+        actions = torch.tensor([index], dtype=torch.int64, device=self.problem.device)
+        self._state = self.problem.advance(self._state, actions)
+        terminated = bool(self._state.finished[0])
+        info: dict[str, Any] = {"query_index": self._query, "forced_eos": forced_eos}
+        reward = 0.0
+        if terminated:
+            info.update(self._round_summary())
+            reward = info["utility"] + self._noise
+        return self._observe(), reward, terminated, False, info
+
+    def action_masks(self) -> np.ndarray:
+        """Allowed actions now, ``(k,)`` bool (sb3-contrib's MaskablePPO reads this)."""
+        return self._mask.copy()
+
+    def render(self) -> str | None:
+        """With ``render_mode="ansi"``, the query and the response so far as text."""
+        if self.render_mode != "ansi" or self._state is None:
+            return None
+        length = int(self._state.lengths[0])
+        response = self.problem.decode(self._state.tokens[0, :length])
+        return f"{self.problem.query_texts[self._query]!r} -> {response!r}"
+
+    # ------------------------------------------------------------------ helpers
+    def _observe(self) -> Observation:
+        """Build the observation of the current state."""
+        state = self._state
+        if state is None:
+            raise ValueError("the environment has no round yet: call reset() first")
+        problem = self.problem
+        self._mask = problem.action_mask(state)[0].cpu().numpy()
+        observation: Observation = {
+            "query": problem.query_tokens[self._query].cpu().numpy().astype(np.int64),
+            "query_length": np.int64(problem.query_lengths[self._query]),
+            "response": state.tokens[0].cpu().numpy(),
+            "length": np.int64(state.lengths[0]),
+            "candidate_tokens": state.candidate_tokens[0].cpu().numpy(),
+            "action_mask": self._mask.astype(np.int8),
+        }
+        finished = bool(state.finished[0])
+        if self.observe_features:
+            space = self.observation_space["candidate_embeddings"]
+            if finished:
+                features = np.zeros(space.shape, dtype=np.float32)
+            else:
+                features = problem.candidate_embeddings(state)[0].to(torch.float32).cpu().numpy()  # (k, d + 1)
+                features = np.clip(features, space.low, space.high)  # rounding of unit-norm e only
+            observation["candidate_embeddings"] = features
+        if self.observe_logprobs:
+            logprobs = np.zeros(problem.num_candidates, dtype=np.float32)
+            if not finished:
+                logprobs = state.candidate_logprobs[0].to(torch.float32).cpu().numpy()
+            observation["candidate_logprobs"] = logprobs
+        return observation
+
+    def _round_summary(self) -> dict[str, Any]:
+        """Info entries of the round just completed (DESIGN.md section 2)."""
+        state = self._state
+        if state is None:
+            raise ValueError("the environment has no round yet: call reset() first")
+        problem = self.problem
+        queries = state.queries
+        utility = float(problem.utility_of(state)[0])
+        greedy = problem.oracle_greedy(queries)
+        optimum = problem.oracle_beam(queries, self.beam_width) if self.optimal_kind == "oracle_beam" else greedy
+        optimal_utility = float(optimum.utility[0])
+        length = int(state.lengths[0])
+        response = state.tokens[0, :length].cpu().numpy()
+        summary: dict[str, Any] = {
+            "utility": utility,
+            "optimal_utility": optimal_utility,
+            "regret": optimal_utility - utility,
+            "oracle_greedy_utility": float(greedy.utility[0]),
+            "optimal_kind": self.optimal_kind,
+            "noise": self._noise,
+            "response": response,
+            "optimal_response": optimum.responses[0].cpu().numpy(),
+            "text": problem.decode(response),
+            "response_logprob": float(state.sequence_logprob[0]),
+        }
+        if problem.embeddings:
+            summary["response_embedding"] = problem.embedding_of(state)[0].to(torch.float32).cpu().numpy()
+        return summary

@@ -1,0 +1,190 @@
+"""Decoding-time LLM alignment as a tokenized linear bandit (paper section 5.1)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from tokenized_bandit_gym.envs.language_model_bandit_env import LanguageModelBanditEnv
+from tokenized_bandit_gym.llm.load_language_model import DEFAULT_MODEL
+from tokenized_bandit_gym.llm.make_language_model_problem import make_language_model_problem
+
+
+class TokenizedAlignmentEnv(LanguageModelBanditEnv):
+    """Align a frozen causal LM at decoding time: learn the user's hidden theta from noisy rewards.
+
+    ## Description
+
+    Paper section 5.1 and the experiments of section 6: a frozen causal LM (Hugging Face
+    transformers) proposes its top-k next tokens; the agent picks one per step until EOS or
+    ``max_length`` tokens; then it receives ``r_t = u(x_t, y_t) + eta_t`` with
+
+    ``u(x, y) = gamma * v(p(x, y)) + (1 - gamma) * <theta, e(x, y)>``,
+
+    ``p(x, y)`` the LM's probability of ``y`` given ``x``, ``v`` a known monotone map (log-prob by
+    default) and ``e`` the mean-pooled last-layer hidden state of ``x:y`` (after the final norm,
+    unit L2 norm by default). The paper's reduction to a TLB is built in:
+    ``u = <theta', [e : v(p)]>`` with ``theta' = [(1 - gamma) * theta : gamma]``
+    (``env.unwrapped.problem.theta``), and the observation's ``candidate_embeddings`` are the
+    ``d + 1`` features ``[e(x, y:tau) : v(p(x, y:tau))]`` of every candidate, so any TLB agent
+    (EOFUL, FixedThetaGreedy with ``theta' = problem.reduced_theta(-0.5 * ones)``) runs unchanged.
+    The raw mean-pooled hidden states (``problem.candidate_pooled``), token log-probs and
+    sequence log-probs (``problem.candidate_sequence_logprobs``) stay available on the problem.
+
+    ## Action Space
+
+    ``Discrete(k)``: an index into ``candidate_tokens`` (sorted by LM probability; EOS is always a
+    candidate unless ``eos_candidate=False``: it takes the k-th slot when not in the top-k).
+
+    ## Observation Space
+
+    A flat ``Dict`` (n = vocabulary size, Lq = longest query, d = hidden size):
+
+    | key | space | meaning |
+    |---|---|---|
+    | ``query`` | ``MultiDiscrete([n] * Lq)`` | ids the model is conditioned on (template, BOS), EOS-padded |
+    | ``query_length`` | ``Discrete(Lq + 1)`` | number of query ids |
+    | ``response`` | ``MultiDiscrete([n] * L)`` | response so far, EOS-padded |
+    | ``length`` | ``Discrete(L + 1)`` | tokens chosen so far |
+    | ``candidate_tokens`` | ``MultiDiscrete([n] * k)`` | token id of each action |
+    | ``candidate_embeddings`` | ``Box((k, d + 1), float32)`` | ``[e(x, y:tau) : v(p(x, y:tau))]`` |
+    | ``candidate_logprobs`` | ``Box(-inf, 0, (k,), float32)`` | ``log p(tau given x, y)`` |
+    | ``action_mask`` | ``MultiBinary(k)`` | allowed actions |
+
+    ## Rewards
+
+    0 on every step but the last; there ``u(x_t, y_t) + eta_t`` (gaussian or bounded noise).
+
+    ## Starting State
+
+    An empty response to a query drawn uniformly from the pool. The instance (model, theta,
+    queries) is fixed by the constructor; ``reset(seed=s)`` seeds the query and noise streams
+    only, separately (common random numbers across agents).
+
+    ## Episode End
+
+    Termination: the response ends with EOS. At position L only EOS is allowed; any action there
+    ends the response with EOS (``info["forced_eos"]``) unless ``strict_actions=True``.
+    Truncation: never. The last ``info`` holds ``utility``, ``optimal_utility`` and ``regret``
+    against the benchmark ``optimal_kind`` (``"oracle_greedy"``: greedy decoding with the true
+    utility over the same top-k candidates, the paper's plotted benchmark; ``"oracle_beam"``: the
+    better of a beam search of ``beam_width`` and greedy; agents can beat either, so regret can be
+    negative), ``oracle_greedy_utility``, ``noise``, ``response``, ``optimal_response``, ``text``
+    (the decoded response), ``response_logprob`` and ``response_embedding`` (``[e : v]``).
+    Benchmarks are computed once per query on first use and cached.
+
+    ## Arguments
+
+    Query sources: the built-in story openings (suit ``stories260K``); ``"paper"``, the appendix-D
+    generator (20 templates x 20 interests, 1,000 queries seeded by ``instance_seed``); a
+    TruthfulQA ``.csv``, an HH-RLHF ``.jsonl``/``.jsonl.gz`` or a plain text file (one query a
+    line); ``"hf:<dataset>"`` (needs ``datasets`` and network); or a list of strings.
+
+    | keyword | default | meaning |
+    |---|---|---|
+    | ``model`` | shipped ``stories260K`` | hub name or local path (safetensors), or a loaded model |
+    | ``tokenizer`` | None | tokenizer of a loaded ``model`` |
+    | ``top_k`` | 15 | k (paper) |
+    | ``gamma`` | 0.8 | weight of ``v(p)`` (paper) |
+    | ``max_length`` | 30 | L (paper) |
+    | ``queries`` | story openings | a source: ``"stories"``, ``"paper"`` (see below), ``"hf:<name>"``, a path, a list |
+    | ``theta`` | ``0.5 * 1`` unit-normed | ``1 / sqrt(d)`` per coordinate; ``"random"``; or a ``(d,)`` vector |
+    | ``value_map`` | ``"logprob"`` | ``v``: ``logprob``, ``scaled_logprob``, ``root_prob``, ``prob`` |
+    | ``pooling`` | ``"query_response"`` | or ``"response"`` |
+    | ``embedding_norm`` | ``"l2"`` | or ``"none"`` |
+    | ``eos_candidate`` | True | EOS always a candidate |
+    | ``chat_template`` | None | use the tokenizer's chat template when it has one |
+    | ``candidate_batching`` | ``"auto"`` | ``"mask"`` (4-D mask, eager/SDPA) or ``"expand"`` (any kernel) |
+    | ``optimal_kind`` | ``"oracle_greedy"`` | or ``"oracle_beam"`` |
+    | ``beam_width`` | 4 | for ``oracle_beam`` |
+    | ``noise`` | ``"gaussian"`` | or ``"bounded"`` |
+    | ``noise_scale`` | 0.1 | sigma |
+    | ``instance_seed`` | 0 | seeds ``queries="paper"`` and ``theta="random"`` |
+    | ``dtype`` | ``"float32"`` | weights: ``float32``, ``bfloat16``, ``float16``, ``float64`` |
+    | ``device`` | ``"cpu"`` | torch device |
+    | ``trust_remote_code`` | False | run model code from the hub |
+    | ``strict_actions`` | False | raise on masked actions |
+
+    >>> import gymnasium as gym
+    >>> import tokenized_bandit_gym
+    >>> env = gym.make("TokenizedAlignment-v0", max_length=8, top_k=4, noise_scale=0.0)
+    >>> observation, info = env.reset(seed=0)
+    >>> d = env.unwrapped.problem.hidden_size
+    >>> observation["candidate_embeddings"].shape == (4, d + 1)
+    True
+    >>> terminated = False
+    >>> while not terminated:
+    ...     observation, reward, terminated, truncated, info = env.step(0)
+    >>> info["optimal_kind"], abs(info["regret"] - (info["optimal_utility"] - info["utility"])) < 1e-12
+    ('oracle_greedy', True)
+
+    ## Vectorized environment
+
+    The core (:class:`~tokenized_bandit_gym.llm.language_model_problem.LanguageModelProblem`)
+    steps B rounds in one forward; the single env is the batch of one.
+
+    ## Version History
+
+    * v0: initial release.
+    """
+
+    def __init__(
+        self,
+        model: Any = DEFAULT_MODEL,
+        tokenizer: Any = None,
+        top_k: int = 15,
+        gamma: float = 0.8,
+        max_length: int = 30,
+        queries: str | os.PathLike[str] | Sequence[str] | None = None,
+        theta: str | torch.Tensor | Sequence[float] | None = None,
+        value_map: str = "logprob",
+        pooling: str = "query_response",
+        embedding_norm: str = "l2",
+        eos_candidate: bool = True,
+        chat_template: bool | None = None,
+        candidate_batching: str = "auto",
+        optimal_kind: str = "oracle_greedy",
+        beam_width: int = 4,
+        noise: str = "gaussian",
+        noise_scale: float = 0.1,
+        instance_seed: int = 0,
+        dtype: str | torch.dtype = "float32",
+        device: str | torch.device = "cpu",
+        trust_remote_code: bool = False,
+        strict_actions: bool = False,
+        render_mode: str | None = None,
+    ) -> None:
+        problem = make_language_model_problem(
+            model,
+            tokenizer,
+            queries=queries,
+            theta=theta,
+            instance_seed=instance_seed,
+            dtype=dtype,
+            device=device,
+            trust_remote_code=trust_remote_code,
+            max_length=max_length,
+            top_k=top_k,
+            gamma=gamma,
+            value_map=value_map,
+            embeddings=True,
+            pooling=pooling,
+            embedding_norm=embedding_norm,
+            eos_candidate=eos_candidate,
+            chat_template=chat_template,
+            candidate_batching=candidate_batching,
+        )
+        super().__init__(
+            problem,
+            noise,
+            noise_scale,
+            optimal_kind,
+            beam_width,
+            observe_features=True,
+            observe_logprobs=True,
+            strict_actions=strict_actions,
+            render_mode=render_mode,
+        )

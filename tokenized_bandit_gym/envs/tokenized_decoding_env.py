@@ -1,0 +1,138 @@
+"""LLM decoding as a tokenized multi-armed bandit: find a likely response to one fixed query (section 2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from tokenized_bandit_gym.envs.language_model_bandit_env import LanguageModelBanditEnv
+from tokenized_bandit_gym.llm.load_language_model import DEFAULT_MODEL
+from tokenized_bandit_gym.llm.make_language_model_problem import make_language_model_problem
+from tokenized_bandit_gym.llm.query_sources import STORY_OPENINGS
+
+
+class TokenizedDecodingEnv(LanguageModelBanditEnv):
+    """LLM decoding learned online: the utility is the LM's own sequence probability, unseen by the agent.
+
+    ## Description
+
+    Paper section 2 (LLM decoding as sequence-function maximisation) played as a tokenized
+    multi-armed bandit: one fixed query ``x``; each round the agent picks a response among the
+    LM's top-k candidates per step and receives ``r_t = v(p(x, y_t)) + eta_t``. The agent sees
+    token ids only (no log-probs, no features, as in TMAB), so it must learn which sequences are
+    likely from rewards. ``v`` defaults to ``root_prob``, ``p ** (1 / L)``, a monotone map into
+    ``[0, 1]`` (TMAB utilities are bounded; ``p`` itself is too small to learn from).
+
+    ## Action Space
+
+    ``Discrete(k)``: an index into ``candidate_tokens`` (EOS is always a candidate).
+
+    ## Observation Space
+
+    A flat ``Dict``: ``query``, ``query_length``, ``response``, ``length``, ``candidate_tokens``,
+    ``action_mask`` as in ``TokenizedAlignment-v0``; ``candidate_logprobs`` only with
+    ``observe_logprobs=True`` (which makes the task a known-utility decoding problem).
+
+    ## Rewards
+
+    0 on every step but the last; there ``v(p(x, y_t)) + eta_t``.
+
+    ## Starting State
+
+    An empty response to the fixed query. ``reset(seed=s)`` seeds the noise stream.
+
+    ## Episode End
+
+    As in ``TokenizedAlignment-v0``: EOS ends the round, forced at position L; the last ``info``
+    holds ``utility``, ``optimal_utility``, ``regret`` against ``optimal_kind`` (greedy decoding,
+    the LM's own greedy output, or the better of beam search and greedy), ``text`` and the rest.
+
+    ## Arguments
+
+    | keyword | default | meaning |
+    |---|---|---|
+    | ``model`` | shipped ``stories260K`` | hub name or local path, or a loaded model |
+    | ``tokenizer`` | None | tokenizer of a loaded ``model`` |
+    | ``query`` | first story opening | the fixed query |
+    | ``top_k`` | 4 | k |
+    | ``max_length`` | 8 | L: k^L = 65,536 responses, small enough for TMAB agents to explore |
+    | ``value_map`` | ``"root_prob"`` | ``v``: ``root_prob``, ``prob``, ``logprob``, ``scaled_logprob`` |
+    | ``optimal_kind`` | ``"oracle_beam"`` | or ``"oracle_greedy"`` |
+    | ``beam_width`` | 8 | for ``oracle_beam`` |
+    | ``observe_logprobs`` | False | add ``candidate_logprobs`` |
+    | ``noise``, ``noise_scale`` | ``"gaussian"``, 0.1 | reward noise |
+    | ``instance_seed`` | 0 | unused by the defaults (kept for the shared keyword set) |
+    | ``dtype``, ``device``, ``chat_template``, ``candidate_batching`` | | as in ``TokenizedAlignment-v0`` |
+    | ``trust_remote_code``, ``strict_actions`` | | as in ``TokenizedAlignment-v0`` |
+
+    >>> import gymnasium as gym
+    >>> import tokenized_bandit_gym
+    >>> env = gym.make("TokenizedDecoding-v0", noise_scale=0.0)
+    >>> observation, info = env.reset(seed=0)
+    >>> sorted(observation)
+    ['action_mask', 'candidate_tokens', 'length', 'query', 'query_length', 'response']
+    >>> terminated = False
+    >>> while not terminated:
+    ...     observation, reward, terminated, truncated, info = env.step(0)
+    >>> 0.0 <= info["utility"] <= 1.0 and info["regret"] >= -1e-12
+    True
+
+    ## Version History
+
+    * v0: initial release.
+    """
+
+    def __init__(
+        self,
+        model: Any = DEFAULT_MODEL,
+        tokenizer: Any = None,
+        query: str = STORY_OPENINGS[0],
+        top_k: int = 4,
+        max_length: int = 8,
+        value_map: str = "root_prob",
+        eos_candidate: bool = True,
+        chat_template: bool | None = None,
+        candidate_batching: str = "auto",
+        optimal_kind: str = "oracle_beam",
+        beam_width: int = 8,
+        observe_logprobs: bool = False,
+        noise: str = "gaussian",
+        noise_scale: float = 0.1,
+        instance_seed: int = 0,
+        dtype: str | torch.dtype = "float32",
+        device: str | torch.device = "cpu",
+        trust_remote_code: bool = False,
+        strict_actions: bool = False,
+        render_mode: str | None = None,
+    ) -> None:
+        if not isinstance(query, str) or not query.strip():
+            raise ValueError(f"query must be a non-empty string, got {query!r}")
+        problem = make_language_model_problem(
+            model,
+            tokenizer,
+            queries=[query],
+            instance_seed=instance_seed,
+            dtype=dtype,
+            device=device,
+            trust_remote_code=trust_remote_code,
+            max_length=max_length,
+            top_k=top_k,
+            gamma=1.0,
+            value_map=value_map,
+            embeddings=False,
+            eos_candidate=eos_candidate,
+            chat_template=chat_template,
+            candidate_batching=candidate_batching,
+        )
+        super().__init__(
+            problem,
+            noise,
+            noise_scale,
+            optimal_kind,
+            beam_width,
+            observe_features=False,
+            observe_logprobs=observe_logprobs,
+            strict_actions=strict_actions,
+            render_mode=render_mode,
+        )

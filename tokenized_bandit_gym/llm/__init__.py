@@ -1,0 +1,34 @@
+"""The transformers backend of the LLM-backed envs (imports transformers only when a model is loaded).
+
+Batched core API (:class:`LanguageModelProblem`, B independent rounds per call, one forward per
+step; the single envs are the batch of one, vector envs call the same methods):
+
+* ``initial_state(queries (B,)) -> LanguageModelState``: encode the queries (left-padded) and score
+  the first top-k candidates;
+* ``action_mask(state) -> (B, k)``, ``state.candidate_tokens (B, k)``,
+  ``state.candidate_logprobs (B, k)``, ``candidate_embeddings(state) -> (B, k, d + 1)`` (the TLB
+  features ``[e : v(p)]``), ``candidate_pooled(state) -> (B, k, d)`` (raw mean-pooled hidden
+  states), ``candidate_utilities(state) -> (B, k)`` (true utility, oracles only);
+* ``advance(state, actions (B,), active=None) -> LanguageModelState``: append the chosen
+  candidates, reusing their cache entries, and score the next candidates;
+* ``utility_of(state) -> (B,)``, ``embedding_of(state) -> (B, d + 1)``, ``state_for``, ``embed``,
+  ``oracle_greedy(queries)``, ``oracle_beam(queries, width)``.
+"""
+
+from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
+from tokenized_bandit_gym.llm.language_model_state import LanguageModelState
+from tokenized_bandit_gym.llm.load_language_model import DEFAULT_MODEL, load_language_model
+from tokenized_bandit_gym.llm.make_language_model_problem import make_language_model_problem
+from tokenized_bandit_gym.llm.query_sources import paper_queries, resolve_queries
+from tokenized_bandit_gym.llm.value_map import ValueMap
+
+__all__ = [
+    "DEFAULT_MODEL",
+    "LanguageModelProblem",
+    "LanguageModelState",
+    "ValueMap",
+    "load_language_model",
+    "make_language_model_problem",
+    "paper_queries",
+    "resolve_queries",
+]

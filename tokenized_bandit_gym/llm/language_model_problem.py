@@ -1,0 +1,618 @@
+"""A frozen causal LM as a tokenized bandit instance, stepped B rounds at a time with the KV cache.
+
+Paper section 5.1: ``u(x, y) = gamma * v(p(x, y)) + (1 - gamma) * <theta, e(x, y)>`` where ``p`` is the
+LM's sequence probability, ``v`` a known monotone map and ``e`` the mean-pooled last-layer hidden
+state; candidates are the LM's top-k next tokens. With ``gamma = 1`` and no embeddings this is the
+LLM decoding problem of section 2 (``u = v(p(x, y))``).
+
+How a step works (one batched forward per step, no token encoded twice): the state holds the KV
+cache of ``x:y`` and the last-layer hidden state of its last token, whose LM-head output gives the
+top-k candidates and their log-probs. The k candidates of every row are then run together in one
+forward over the prefix cache (as k tokens per row at the same position under a 4-D attention
+mask that lets each see only the prefix and itself, or as ``B * k`` one-token rows over the cache
+expanded along the batch), which gives each candidate's hidden state (so
+``e(x, y:tau) = (sum_{x:y} h + h_tau) / (|x:y| + 1)`` from a running sum) and its own key/value
+entries. Choosing a candidate appends its entries to the prefix cache, and its hidden state gives
+the next distribution: the next step only runs the next candidates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses
+from tokenized_bandit_gym.core.validation import check_choice, check_int, check_real
+from tokenized_bandit_gym.llm.language_model_state import KeyValues, LanguageModelState
+from tokenized_bandit_gym.llm.value_map import ValueMap
+
+POOLING_SPANS = ("query_response", "response")
+CANDIDATE_BATCHING = ("auto", "mask", "expand")
+EMBEDDING_NORMS = ("l2", "none")
+
+
+class LanguageModelProblem:
+    """Batched LLM-backed tokenized bandit instance (the core the LLM envs and vector envs share).
+
+    The utility is the paper's TLB reduction ``u = <theta', [e(x, y) : v(p(x, y))]>`` with
+    ``theta' = [(1 - gamma) * theta : gamma]`` (:attr:`theta`, dimension ``d + 1`` with ``d`` the
+    hidden size); :meth:`candidate_embeddings` returns those ``d + 1`` features for every candidate,
+    so any TLB agent runs on it unchanged. An action is an index into the ``k`` candidates.
+
+    Args:
+        model: a loaded causal LM (``transformers`` ``PreTrainedModel``), in eval mode.
+        tokenizer: its tokenizer (must have an EOS token).
+        queries: the query pool, as strings.
+        max_length: L.
+        top_k: k, the number of candidates per step (``1 <= k <= vocabulary size``).
+        gamma: weight of ``v(p)`` in ``[0, 1]``.
+        theta: latent ``theta`` ``(d,)``; None gives the paper's ``0.5 * 1`` rescaled to unit norm.
+        value_map: ``v``, see :class:`~tokenized_bandit_gym.llm.value_map.ValueMap`.
+        embeddings: compute ``e`` (False only when ``gamma == 1``, the decoding problem).
+        pooling: ``"query_response"`` (the paper: mean over ``x:y``) or ``"response"`` (over ``y``).
+        embedding_norm: ``"l2"`` (``e`` = mean / ||mean||, so ``||e|| = 1``) or ``"none"``.
+        eos_candidate: EOS is always one of the k candidates (it replaces the k-th when not in the
+            top-k); at position L and in finished rows it is inserted regardless.
+        chat_template: apply the tokenizer's chat template (None: when it has one).
+        candidate_batching: how the k candidates share the prefix cache in the one forward per
+            step: ``"mask"`` (k tokens per row under a 4-D attention mask; the cache is read once),
+            ``"expand"`` (``B * k`` rows over the cache repeated along the batch; works with any
+            attention kernel) or ``"auto"`` (``"mask"`` for the eager and SDPA kernels).
+    """
+
+    fixed_length = False
+    ddmc = False
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        queries: Sequence[str],
+        max_length: int = 30,
+        top_k: int = 15,
+        gamma: float = 0.8,
+        theta: torch.Tensor | Sequence[float] | None = None,
+        value_map: str = "logprob",
+        embeddings: bool = True,
+        pooling: str = "query_response",
+        embedding_norm: str = "l2",
+        eos_candidate: bool = True,
+        chat_template: bool | None = None,
+        candidate_batching: str = "auto",
+    ) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_length = check_int("max_length", max_length, minimum=1)
+        self.gamma = check_real("gamma", gamma, low=0.0, high=1.0)
+        self.pooling = check_choice("pooling", pooling, POOLING_SPANS)
+        self.embedding_norm = check_choice("embedding_norm", embedding_norm, EMBEDDING_NORMS)
+        self.value_map = ValueMap(value_map, self.max_length)
+        for name, flag in (("embeddings", embeddings), ("eos_candidate", eos_candidate)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be a bool, got {flag!r}")
+        if not embeddings and self.gamma != 1.0:
+            raise ValueError(f"embeddings=False needs gamma == 1 (u = v(p) alone), got gamma={gamma}")
+        self.embeddings = embeddings
+        self.eos_candidate = eos_candidate
+        check_choice("candidate_batching", candidate_batching, CANDIDATE_BATCHING)
+        if candidate_batching == "auto":
+            kernel = getattr(model.config, "_attn_implementation", None)
+            candidate_batching = "mask" if kernel in ("eager", "sdpa") else "expand"
+        self.candidate_batching = candidate_batching
+        if tokenizer.eos_token_id is None:
+            raise ValueError("the tokenizer has no EOS token: a tokenized bandit needs one to end responses")
+        self.eos_token_id = int(tokenizer.eos_token_id)
+        self._lm_head = model.get_output_embeddings()
+        self._base = model.base_model
+        self.vocab_size = int(self._lm_head.weight.shape[0])
+        self.top_k = check_int("top_k", top_k, minimum=1)
+        if self.top_k > self.vocab_size:
+            raise ValueError(f"top_k={top_k} is larger than the vocabulary ({self.vocab_size} tokens)")
+        if self.eos_token_id >= self.vocab_size:
+            raise ValueError(f"eos_token_id={self.eos_token_id} is outside the model's vocabulary of {self.vocab_size}")
+        self._softcap = getattr(model.config.get_text_config(), "final_logit_softcapping", None)
+        self.device = next(model.parameters()).device
+        self.hidden_size = int(self._lm_head.weight.shape[1])
+        self.latent_theta = self._make_theta(theta)  # (d,)
+        self.query_texts = list(queries)
+        if not self.query_texts:
+            raise ValueError("the query pool is empty")
+        self.chat_template = self._check_chat_template(chat_template)
+        self.query_tokens, self.query_lengths = self._tokenize_queries(self.query_texts)  # (Q, Lq), (Q,)
+        self._greedy: dict[int, tuple[float, torch.Tensor]] = {}
+        self._beam: dict[tuple[int, int], tuple[float, torch.Tensor]] = {}
+        self._memo: dict[tuple[int, tuple[int, ...]], LanguageModelState] = {}
+
+    # ------------------------------------------------------------------ public attributes
+    @property
+    def num_candidates(self) -> int:
+        """k, the number of actions per step."""
+        return self.top_k
+
+    @property
+    def num_queries(self) -> int:
+        """Q, the size of the query pool."""
+        return int(self.query_tokens.shape[0])
+
+    @property
+    def embedding_dim(self) -> int | None:
+        """``d + 1``: the hidden size plus the ``v(p)`` coordinate (None without embeddings)."""
+        return self.hidden_size + 1 if self.embeddings else None
+
+    @property
+    def theta(self) -> torch.Tensor:
+        """``theta' = [(1 - gamma) * theta : gamma]`` ``(d + 1,)``: ``u = <theta', features>``."""
+        return self.reduced_theta(self.latent_theta)
+
+    def reduced_theta(self, latent: torch.Tensor | Sequence[float]) -> torch.Tensor:
+        """``[(1 - gamma) * latent : gamma]`` ``(d + 1,)`` for any latent ``(d,)`` (e.g. WrongTheta's ``-0.5 * 1``)."""
+        latent = torch.as_tensor(latent, dtype=torch.float64, device=self.device)
+        if latent.shape != (self.hidden_size,):
+            raise ValueError(f"theta must have shape ({self.hidden_size},), got {tuple(latent.shape)}")
+        gamma = torch.tensor([self.gamma], dtype=torch.float64, device=self.device)
+        return torch.cat([(1.0 - self.gamma) * latent, gamma])  # (d + 1,)
+
+    def decode(self, tokens: torch.Tensor | Sequence[int]) -> str:
+        """Text of response ids (the first EOS and what follows are dropped)."""
+        ids = [int(t) for t in torch.as_tensor(tokens).tolist()]
+        if self.eos_token_id in ids:
+            ids = ids[: ids.index(self.eos_token_id)]
+        return str(self.tokenizer.decode(ids, skip_special_tokens=True))
+
+    # ------------------------------------------------------------------ dynamics
+    @torch.no_grad()
+    def initial_state(self, queries: torch.Tensor) -> LanguageModelState:
+        """Encode the queries ``(B,)`` (left-padded, one forward) and score the first candidates."""
+        queries = torch.as_tensor(queries, device=self.device, dtype=torch.int64)
+        batch = queries.shape[0]
+        lengths = self.query_lengths[queries]  # (B,)
+        width = int(lengths.max())
+        shift = width - lengths  # (B,) left padding per row
+        columns = torch.arange(width, device=self.device)[None, :] - shift[:, None]  # (B, W)
+        valid = columns >= 0  # (B, W)
+        input_ids = self.query_tokens[queries[:, None], columns.clamp(min=0)]  # (B, W)
+        input_ids = input_ids.masked_fill(~valid, self.eos_token_id)
+        attention_mask = valid.long()  # (B, W)
+        position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)  # (B, W)
+        hidden, past = self._forward(input_ids, attention_mask, position_ids, ())  # (B, W, H)
+        pooled = self.pooling == "query_response"
+        counted = valid & pooled  # (B, W): padding never enters the sum, even if its hidden state is not finite
+        hidden_sum = torch.where(counted[:, :, None], hidden.float(), 0.0).sum(dim=1)  # (B, H)
+        zeros = torch.zeros(batch, dtype=torch.int64, device=self.device)
+        state = LanguageModelState(
+            queries=queries,
+            tokens=torch.full((batch, self.max_length), self.eos_token_id, dtype=torch.int64, device=self.device),
+            lengths=zeros,
+            finished=torch.zeros(batch, dtype=torch.bool, device=self.device),
+            past=past,
+            attention_mask=attention_mask,
+            next_positions=lengths.clone(),
+            hidden_sum=hidden_sum,
+            pooled_count=lengths.clone() if pooled else zeros,
+            sequence_logprob=torch.zeros(batch, dtype=torch.float64, device=self.device),
+            last_hidden=hidden[:, -1],
+            candidate_tokens=torch.zeros(batch, self.top_k, dtype=torch.int64, device=self.device),
+            candidate_logprobs=torch.zeros(batch, self.top_k, dtype=torch.float32, device=self.device),
+            candidate_hidden=None,
+            candidate_past=None,
+        )
+        return self._with_candidates(state, torch.ones(batch, dtype=torch.bool, device=self.device))
+
+    def action_mask(self, state: LanguageModelState) -> torch.Tensor:
+        """Allowed candidate indices ``(B, k)`` bool: only the EOS slot at position L and once finished."""
+        only_eos = state.finished | (state.lengths >= self.max_length - 1)  # (B,)
+        is_eos = state.candidate_tokens == self.eos_token_id  # (B, k)
+        return torch.where(only_eos[:, None], is_eos, torch.ones_like(is_eos))
+
+    @torch.no_grad()
+    def advance(
+        self, state: LanguageModelState, actions: torch.Tensor, active: torch.Tensor | None = None
+    ) -> LanguageModelState:
+        """Append the candidates at indices ``actions`` ``(B,)`` to the active, unfinished rows.
+
+        Reuses the chosen candidates' cache entries and hidden states; one forward scores the
+        next candidates (none when every row is finished).
+        """
+        actions = torch.as_tensor(actions, device=self.device, dtype=torch.int64)
+        if actions.shape != (state.batch_size,):
+            raise ValueError(f"actions must have shape ({state.batch_size},), got {tuple(actions.shape)}")
+        if actions.numel() and (actions.min() < 0 or actions.max() >= self.top_k):
+            raise ValueError(f"actions must lie in [0, {self.top_k}), got {actions.tolist()}")
+        if state.candidate_hidden is None or state.candidate_past is None:
+            return self.advance_tokens(state, state.candidate_tokens.gather(1, actions[:, None])[:, 0], active)
+        grow = self._grow(state, active)  # (B,)
+        rows = torch.arange(state.batch_size, device=self.device)
+        tokens = state.candidate_tokens[rows, actions]  # (B,)
+        past = tuple(
+            (
+                torch.cat([keys, cand_keys[rows, actions]], dim=2),  # (B, h, P + 1, hd)
+                torch.cat([values, cand_values[rows, actions]], dim=2),
+            )
+            for (keys, values), (cand_keys, cand_values) in zip(state.past, state.candidate_past, strict=True)
+        )
+        hidden = state.candidate_hidden[rows, actions]  # (B, H)
+        logprob = state.candidate_logprobs[rows, actions]  # (B,)
+        return self._appended(state, tokens, grow, past, hidden, logprob)
+
+    @torch.no_grad()
+    def advance_tokens(
+        self, state: LanguageModelState, tokens: torch.Tensor, active: torch.Tensor | None = None
+    ) -> LanguageModelState:
+        """Append arbitrary token ids ``tokens`` ``(B,)`` (candidates or not) with one forward of them."""
+        tokens = torch.as_tensor(tokens, device=self.device, dtype=torch.int64)
+        if tokens.shape != (state.batch_size,):
+            raise ValueError(f"tokens must have shape ({state.batch_size},), got {tuple(tokens.shape)}")
+        if tokens.numel() and (tokens.min() < 0 or tokens.max() >= self.vocab_size):
+            raise ValueError(f"token ids must lie in [0, {self.vocab_size}), got {tokens.tolist()}")
+        grow = self._grow(state, active)  # (B,)
+        logprob = self._logprobs(state.last_hidden).gather(1, tokens[:, None])[:, 0]  # (B,)
+        attention_mask = torch.cat([state.attention_mask, grow.long()[:, None]], dim=1)  # (B, P + 1)
+        hidden, past = self._forward(tokens[:, None], attention_mask, state.next_positions[:, None], state.past)
+        return self._appended(state, tokens, grow, past, hidden[:, 0], logprob)
+
+    def utility_of(self, state: LanguageModelState) -> torch.Tensor:
+        """Noise-free ``u(x, y)`` ``(B,)`` of the responses in ``state``."""
+        value = self.value_map(state.sequence_logprob)  # (B,)
+        if not self.embeddings:
+            return value
+        pooled = state.hidden_sum / state.pooled_count.clamp(min=1)[:, None].float()  # (B, H)
+        return self._utility(self._normalise(pooled), value)
+
+    def embedding_of(self, state: LanguageModelState) -> torch.Tensor:
+        """Features ``[e(x, y) : v(p(x, y))]`` ``(B, d + 1)`` float64."""
+        self._require_embeddings()
+        pooled = state.hidden_sum / state.pooled_count.clamp(min=1)[:, None].float()  # (B, H)
+        value = self.value_map(state.sequence_logprob)  # (B,)
+        return torch.cat([self._normalise(pooled).double(), value[:, None]], dim=1)  # (B, d + 1)
+
+    def candidate_sequence_logprobs(self, state: LanguageModelState) -> torch.Tensor:
+        """``log p(y:tau | x)`` ``(B, k)`` float64 for every candidate."""
+        return state.sequence_logprob[:, None] + state.candidate_logprobs.double()  # (B, k)
+
+    def candidate_pooled(self, state: LanguageModelState) -> torch.Tensor:
+        """Raw mean-pooled last-layer hidden states of ``x:y:tau`` ``(B, k, H)`` float32 (before the norm)."""
+        self._require_embeddings()
+        total = state.hidden_sum[:, None, :] + state.candidate_hidden.float()  # (B, k, H)
+        return total / (state.pooled_count + 1)[:, None, None].float()  # (B, k, H)
+
+    def candidate_embeddings(self, state: LanguageModelState) -> torch.Tensor:
+        """Features ``[e(x, y:tau) : v(p(x, y:tau))]`` ``(B, k, d + 1)`` float64 (TLB reduction)."""
+        embedding = self._normalise(self.candidate_pooled(state)).double()  # (B, k, H)
+        value = self.value_map(self.candidate_sequence_logprobs(state))  # (B, k)
+        return torch.cat([embedding, value[:, :, None]], dim=2)  # (B, k, d + 1)
+
+    def candidate_utilities(self, state: LanguageModelState) -> torch.Tensor:
+        """True ``u(x, y:tau)`` ``(B, k)`` float64 for every candidate (masked ones included)."""
+        value = self.value_map(self.candidate_sequence_logprobs(state))  # (B, k)
+        if not self.embeddings:
+            return value
+        return self._utility(self._normalise(self.candidate_pooled(state)), value)
+
+    # ------------------------------------------------------------------ oracle access
+    def state_for(
+        self, queries: torch.Tensor, responses: torch.Tensor, lengths: torch.Tensor | None = None
+    ) -> LanguageModelState:
+        """Replay token ids ``responses`` ``(B, T)`` for ``queries`` ``(B,)`` (rows read ``lengths`` tokens).
+
+        Single-row replays are memoised by prefix, so an oracle that replays a growing response
+        each step costs one forward per step.
+        """
+        queries = torch.as_tensor(queries, device=self.device, dtype=torch.int64).reshape(-1)
+        responses = torch.as_tensor(responses, device=self.device, dtype=torch.int64)
+        if responses.dim() != 2 or responses.shape[0] != queries.shape[0]:
+            raise ValueError(
+                f"responses must have shape (B, T) with B = {queries.shape[0]}, got {tuple(responses.shape)}"
+            )
+        if responses.shape[1] > self.max_length:
+            raise ValueError(f"responses have {responses.shape[1]} tokens, more than max_length={self.max_length}")
+        if queries.numel() and (queries.min() < 0 or queries.max() >= self.num_queries):
+            raise ValueError(f"query indices must lie in [0, {self.num_queries}), got {queries.tolist()}")
+        if lengths is None and queries.shape[0] == 1:
+            return self._memoised_state(int(queries[0]), [int(t) for t in responses[0].tolist()])
+        state = self.initial_state(queries)
+        for position in range(responses.shape[1]):
+            active = None if lengths is None else torch.as_tensor(lengths, device=self.device) > position
+            state = self.advance_tokens(state, responses[:, position], active)
+        return state
+
+    def utility(
+        self, queries: torch.Tensor, responses: torch.Tensor, lengths: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Noise-free ``u`` ``(B,)`` of arbitrary responses ``(B, T)``."""
+        return self.utility_of(self.state_for(queries, responses, lengths))
+
+    def embed(
+        self, queries: torch.Tensor, responses: torch.Tensor, lengths: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The embedding oracle: features ``[e : v(p)]`` ``(B, d + 1)`` of arbitrary responses ``(B, T)``."""
+        return self.embedding_of(self.state_for(queries, responses, lengths))
+
+    def greedy_decode(self, queries: torch.Tensor) -> DecodedResponses:
+        """Greedy decoding with the true utility over the top-k candidates, ``queries`` ``(B,)``."""
+        state = self.initial_state(queries)
+        for _ in range(self.max_length):
+            scores = self.candidate_utilities(state).masked_fill(~self.action_mask(state), float("-inf"))  # (B, k)
+            state = self.advance(state, scores.argmax(dim=1))
+        return DecodedResponses(self.utility_of(state), state.tokens)
+
+    def beam_search(self, query: int, width: int) -> DecodedResponses:
+        """Beam search of ``width`` with the true utility over the top-k tree, for one query.
+
+        Live beams are ranked by ``u(x, y:tau)`` of their partial responses; a beam that picks EOS
+        is complete. Returns the best complete response found (utility ``(1,)``, response ``(1, L)``).
+        """
+        width = check_int("beam_width", width, minimum=1)
+        state = self.initial_state(torch.tensor([query], device=self.device))
+        best_utility, best_response = float("-inf"), state.tokens[0]
+        for _ in range(self.max_length):
+            scores = self.candidate_utilities(state).masked_fill(~self.action_mask(state), float("-inf"))  # (W, k)
+            flat = scores.reshape(-1)  # (W * k,)
+            order = flat.argsort(descending=True)[:width]
+            order = order[torch.isfinite(flat[order])]
+            rows, actions = order // self.top_k, order % self.top_k  # (W',), (W',)
+            state = self.advance(state.select(rows), actions)
+            done = state.finished  # (W',)
+            if bool(done.any()):
+                utilities = self.utility_of(state)  # (W',)
+                utilities = utilities.masked_fill(~done, float("-inf"))
+                index = int(utilities.argmax())
+                if float(utilities[index]) > best_utility:
+                    best_utility, best_response = float(utilities[index]), state.tokens[index]
+            if bool(done.all()):
+                break
+            state = state.select(torch.nonzero(~done)[:, 0])
+        return DecodedResponses(
+            torch.tensor([best_utility], dtype=torch.float64, device=self.device), best_response[None]
+        )
+
+    def oracle_greedy(self, queries: torch.Tensor) -> DecodedResponses:
+        """The greedy benchmark (the paper's "optimal greedy"), computed once per query and cached."""
+        queries = torch.as_tensor(queries, device=self.device, dtype=torch.int64).reshape(-1)
+        missing = sorted({int(q) for q in queries.tolist()} - set(self._greedy))
+        if missing:
+            decoded = self.greedy_decode(torch.tensor(missing, device=self.device))
+            for row, query in enumerate(missing):
+                self._greedy[query] = (float(decoded.utility[row]), decoded.responses[row])
+        return self._gather(self._greedy, [(int(q)) for q in queries.tolist()])
+
+    def oracle_beam(self, queries: torch.Tensor, width: int) -> DecodedResponses:
+        """The better of beam search of ``width`` and greedy decoding, per query (cached)."""
+        queries = torch.as_tensor(queries, device=self.device, dtype=torch.int64).reshape(-1)
+        greedy = self.oracle_greedy(queries)
+        for row, query in enumerate(queries.tolist()):
+            if (query, width) not in self._beam:
+                beam = self.beam_search(query, width)
+                if float(beam.utility[0]) >= float(greedy.utility[row]):
+                    self._beam[(query, width)] = (float(beam.utility[0]), beam.responses[0])
+                else:
+                    self._beam[(query, width)] = (float(greedy.utility[row]), greedy.responses[row])
+        return self._gather(self._beam, [(int(q), width) for q in queries.tolist()])
+
+    # ------------------------------------------------------------------ internals
+    def _forward(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        past: KeyValues,
+    ) -> tuple[torch.Tensor, KeyValues]:
+        """Run the base model on ``input_ids`` ``(N, T)`` over ``past``; hidden ``(N, T, H)`` and the new cache."""
+        from transformers import DynamicCache
+
+        cache = DynamicCache(ddp_cache_data=list(past)) if past else DynamicCache()
+        output = self._base(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=cache,
+            use_cache=True,
+        )
+        layers = output.past_key_values.layers
+        return output.last_hidden_state, tuple((layer.keys, layer.values) for layer in layers)
+
+    def _logprobs(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Next-token log-probs ``(B, n)`` float32 from last-layer hidden states ``(B, H)``."""
+        logits = self._lm_head(hidden).float()  # (B, n)
+        if self._softcap:
+            logits = torch.tanh(logits / self._softcap) * self._softcap
+        return torch.log_softmax(logits, dim=-1)
+
+    def _with_candidates(self, state: LanguageModelState, grow: torch.Tensor) -> LanguageModelState:
+        """Recompute the top-k candidates of the rows ``grow`` ``(B,)`` and score every row's candidates."""
+        logprobs = self._logprobs(state.last_hidden)  # (B, n)
+        values, tokens = logprobs.topk(self.top_k, dim=1)  # (B, k), (B, k)
+        need_eos = state.finished | (state.lengths >= self.max_length - 1)  # (B,)
+        if self.eos_candidate:
+            need_eos = torch.ones_like(need_eos)
+        missing = need_eos & ~(tokens == self.eos_token_id).any(dim=1)  # (B,)
+        tokens[:, -1] = torch.where(missing, self.eos_token_id, tokens[:, -1])
+        values[:, -1] = torch.where(missing, logprobs[:, self.eos_token_id], values[:, -1])
+        tokens = torch.where(grow[:, None], tokens, state.candidate_tokens)  # (B, k)
+        values = torch.where(grow[:, None], values, state.candidate_logprobs)  # (B, k)
+        candidate_hidden, candidate_past = None, None
+        if self.embeddings and not bool(state.finished.all()):
+            candidate_hidden, candidate_past = self._score(state, tokens)
+        elif self.embeddings:
+            candidate_hidden, candidate_past = state.candidate_hidden, state.candidate_past
+        return LanguageModelState(
+            **{
+                **state.__dict__,
+                "candidate_tokens": tokens,
+                "candidate_logprobs": values,
+                "candidate_hidden": candidate_hidden,
+                "candidate_past": candidate_past,
+            }
+        )
+
+    def _score(self, state: LanguageModelState, tokens: torch.Tensor) -> tuple[torch.Tensor, KeyValues]:
+        """One forward of the ``B * k`` candidates over the prefix cache: hidden ``(B, k, H)`` and their entries."""
+        if self.candidate_batching == "mask":
+            return self._score_with_mask(state, tokens)
+        return self._score_expanded(state, tokens)
+
+    def _score_with_mask(self, state: LanguageModelState, tokens: torch.Tensor) -> tuple[torch.Tensor, KeyValues]:
+        """The k candidates as k tokens of each row, at the same position, under a 4-D mask.
+
+        Candidate j attends to the row's prefix and to itself only, so it sees exactly ``x:y:tau_j``;
+        the prefix cache is read once per row (not copied k times).
+        """
+        batch, k = tokens.shape
+        prefix = state.attention_mask.shape[1]
+        dtype = self._lm_head.weight.dtype
+        allowed_prefix = state.attention_mask.bool()[:, None, None, :].expand(batch, 1, k, prefix)  # (B, 1, k, P)
+        allowed_self = torch.eye(k, dtype=torch.bool, device=self.device).expand(batch, 1, k, k)  # (B, 1, k, k)
+        allowed = torch.cat([allowed_prefix, allowed_self], dim=3)  # (B, 1, k, P + k)
+        mask = torch.zeros(allowed.shape, dtype=dtype, device=self.device)
+        mask = mask.masked_fill(~allowed, torch.finfo(dtype).min)  # additive mask (B, 1, k, P + k)
+        positions = state.next_positions[:, None].expand(batch, k)  # (B, k)
+        hidden, new_past = self._forward(tokens, mask, positions, state.past)  # (B, k, H)
+        candidate_past = tuple(
+            (
+                keys[:, :, prefix:].transpose(1, 2).unsqueeze(3),  # (B, k, h, 1, hd)
+                values[:, :, prefix:].transpose(1, 2).unsqueeze(3),
+            )
+            for keys, values in new_past
+        )
+        return hidden, candidate_past
+
+    def _score_expanded(self, state: LanguageModelState, tokens: torch.Tensor) -> tuple[torch.Tensor, KeyValues]:
+        """The k candidates as ``B * k`` one-token rows over the prefix cache repeated along the batch."""
+        batch, k = tokens.shape
+        mask = torch.cat([state.attention_mask, torch.ones_like(state.attention_mask[:, :1])], dim=1)  # (B, P + 1)
+        past = tuple(
+            (keys.repeat_interleave(k, dim=0), values.repeat_interleave(k, dim=0))  # (B * k, h, P, hd)
+            for keys, values in state.past
+        )
+        hidden, new_past = self._forward(
+            tokens.reshape(-1, 1),  # (B * k, 1)
+            mask.repeat_interleave(k, dim=0),  # (B * k, P + 1)
+            state.next_positions.repeat_interleave(k)[:, None],  # (B * k, 1)
+            past,
+        )
+        candidate_past = tuple(
+            (
+                keys[:, :, -1:].reshape(batch, k, *keys.shape[1:2], 1, keys.shape[-1]),  # (B, k, h, 1, hd)
+                values[:, :, -1:].reshape(batch, k, *values.shape[1:2], 1, values.shape[-1]),
+            )
+            for keys, values in new_past
+        )
+        return hidden[:, 0].reshape(batch, k, -1), candidate_past  # (B, k, H)
+
+    def _appended(
+        self,
+        state: LanguageModelState,
+        tokens: torch.Tensor,
+        grow: torch.Tensor,
+        past: KeyValues,
+        hidden: torch.Tensor,
+        logprob: torch.Tensor,
+    ) -> LanguageModelState:
+        """The state after appending ``tokens`` ``(B,)`` to the rows ``grow`` (cache already extended)."""
+        position = state.lengths.clamp(max=self.max_length - 1)[:, None]  # (B, 1)
+        new_tokens = state.tokens.scatter(1, position, tokens[:, None])  # (B, L)
+        grown = LanguageModelState(
+            queries=state.queries,
+            tokens=torch.where(grow[:, None], new_tokens, state.tokens),
+            lengths=state.lengths + grow.long(),
+            finished=state.finished | (grow & (tokens == self.eos_token_id)),
+            past=past,
+            attention_mask=torch.cat([state.attention_mask, grow.long()[:, None]], dim=1),  # (B, P + 1)
+            next_positions=state.next_positions + grow.long(),
+            hidden_sum=state.hidden_sum + grow[:, None].float() * hidden.float(),  # (B, H)
+            pooled_count=state.pooled_count + grow.long(),
+            sequence_logprob=state.sequence_logprob + grow.double() * logprob.double(),
+            last_hidden=torch.where(grow[:, None], hidden, state.last_hidden),
+            candidate_tokens=state.candidate_tokens,
+            candidate_logprobs=state.candidate_logprobs,
+            candidate_hidden=state.candidate_hidden,
+            candidate_past=state.candidate_past,
+        )
+        return self._with_candidates(grown, grow)
+
+    def _grow(self, state: LanguageModelState, active: torch.Tensor | None) -> torch.Tensor:
+        """Rows ``(B,)`` to extend: active, unfinished and shorter than L."""
+        grow = ~state.finished & (state.lengths < self.max_length)
+        if active is not None:
+            grow = grow & torch.as_tensor(active, device=self.device, dtype=torch.bool)
+        return grow
+
+    def _utility(self, embedding: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+        """``gamma * v + (1 - gamma) * <theta, e>`` for embeddings ``(..., H)`` and values ``(...)``."""
+        return self.gamma * value + (1.0 - self.gamma) * (embedding.double() @ self.latent_theta)
+
+    def _normalise(self, pooled: torch.Tensor) -> torch.Tensor:
+        """``e`` from mean-pooled hidden states ``(..., H)`` (unit L2 norm unless ``embedding_norm="none"``)."""
+        if self.embedding_norm == "none":
+            return pooled
+        return pooled / pooled.norm(dim=-1, keepdim=True).clamp(min=1e-12)
+
+    def _require_embeddings(self) -> None:
+        if not self.embeddings:
+            raise ValueError("this problem computes no embeddings (embeddings=False)")
+
+    def _make_theta(self, theta: torch.Tensor | Sequence[float] | None) -> torch.Tensor:
+        """The latent theta ``(d,)`` float64; default ``0.5 * 1`` rescaled to unit norm (``1 / sqrt(d)``)."""
+        if theta is None:
+            ones = torch.full((self.hidden_size,), 0.5, dtype=torch.float64, device=self.device)
+            return ones / ones.norm()
+        tensor = torch.as_tensor(theta, dtype=torch.float64, device=self.device)
+        if tensor.shape != (self.hidden_size,):
+            raise ValueError(f"theta must have shape ({self.hidden_size},) (hidden size), got {tuple(tensor.shape)}")
+        if not bool(torch.isfinite(tensor).all()):
+            raise ValueError("theta must be finite")
+        return tensor
+
+    def _check_chat_template(self, chat_template: bool | None) -> bool:
+        has_template = bool(getattr(self.tokenizer, "chat_template", None))
+        if chat_template is None:
+            return has_template
+        if not isinstance(chat_template, bool):
+            raise TypeError(f"chat_template must be a bool or None, got {chat_template!r}")
+        if chat_template and not has_template:
+            raise ValueError("chat_template=True but the tokenizer has no chat template")
+        return chat_template
+
+    def _tokenize_queries(self, texts: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Query ids ``(Q, Lq)`` (right-padded with EOS) and lengths ``(Q,)``, template and BOS included."""
+        rows = []
+        for text in texts:
+            if self.chat_template:
+                ids = self.tokenizer.apply_chat_template(
+                    [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
+                )
+                if not isinstance(ids, list):
+                    ids = ids["input_ids"]
+            else:
+                ids = self.tokenizer(text)["input_ids"]
+            if not ids:
+                raise ValueError(f"query {text!r} tokenizes to no tokens")
+            rows.append([int(i) for i in ids])
+        width = max(len(row) for row in rows)
+        tokens = torch.full((len(rows), width), self.eos_token_id, dtype=torch.int64)
+        for index, row in enumerate(rows):
+            tokens[index, : len(row)] = torch.tensor(row)
+        lengths = torch.tensor([len(row) for row in rows], dtype=torch.int64)
+        return tokens.to(self.device), lengths.to(self.device)
+
+    def _memoised_state(self, query: int, response: list[int]) -> LanguageModelState:
+        """Single-row :meth:`state_for` that extends the longest memoised prefix."""
+        if self.eos_token_id in response:
+            response = response[: response.index(self.eos_token_id) + 1]
+        cut = len(response)
+        while cut > 0 and (query, tuple(response[:cut])) not in self._memo:
+            cut -= 1
+        key = (query, tuple(response[:cut]))
+        state = self._memo.get(key) or self.initial_state(torch.tensor([query], device=self.device))
+        for position in range(cut, len(response)):
+            state = self.advance_tokens(state, torch.tensor([response[position]], device=self.device))
+        if len(self._memo) >= 4 * self.max_length:
+            self._memo.clear()
+        self._memo[(query, tuple(response))] = state
+        return state
+
+    def _gather(self, table: dict[Any, tuple[float, torch.Tensor]], keys: list[Any]) -> DecodedResponses:
+        utility = torch.tensor([table[key][0] for key in keys], dtype=torch.float64, device=self.device)
+        responses = torch.stack([table[key][1] for key in keys])  # (B, L)
+        return DecodedResponses(utility, responses)

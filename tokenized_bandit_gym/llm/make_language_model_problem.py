@@ -1,0 +1,60 @@
+"""Build a :class:`LanguageModelProblem` from env keywords (model name or path, query source, theta)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from tokenized_bandit_gym.core.validation import check_int
+from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
+from tokenized_bandit_gym.llm.load_language_model import load_language_model
+from tokenized_bandit_gym.llm.query_sources import resolve_queries
+
+
+def make_language_model_problem(
+    model: Any,
+    tokenizer: Any = None,
+    queries: str | os.PathLike[str] | Sequence[str] | None = None,
+    theta: str | torch.Tensor | Sequence[float] | None = None,
+    instance_seed: int = 0,
+    dtype: str | torch.dtype = "float32",
+    device: str | torch.device = "cpu",
+    trust_remote_code: bool = False,
+    **problem_kwargs: Any,
+) -> LanguageModelProblem:
+    """Load the model (unless given loaded) and the queries, then build the problem.
+
+    Args:
+        model: hub name or local path, or a loaded causal LM (then ``tokenizer`` is required).
+        tokenizer: the tokenizer of a loaded ``model``; None when ``model`` is a name or path.
+        queries: a query source (see :func:`~tokenized_bandit_gym.llm.query_sources.resolve_queries`).
+        theta: None (the paper's ``0.5 * 1``, unit-normed), ``"random"`` (a unit Gaussian
+            direction drawn from ``instance_seed``) or a ``(d,)`` vector.
+        instance_seed: seeds the paper's query generator and ``theta="random"``.
+        dtype: weight dtype when loading.
+        device: torch device when loading.
+        trust_remote_code: passed to transformers when loading.
+        **problem_kwargs: the remaining :class:`LanguageModelProblem` arguments.
+    """
+    seed = check_int("instance_seed", instance_seed, minimum=0)
+    if isinstance(model, (str, os.PathLike)):
+        if tokenizer is not None:
+            raise ValueError("pass tokenizer= only with a loaded model, not with a model name or path")
+        language_model, tokenizer = load_language_model(model, dtype, device, trust_remote_code)
+    else:
+        if tokenizer is None:
+            raise ValueError("a loaded model needs its tokenizer= as well")
+        language_model = model
+    texts = resolve_queries(queries, seed)
+    latent = theta
+    if isinstance(theta, str):
+        if theta != "random":
+            raise ValueError(f"theta must be None, 'random' or a vector, got {theta!r}")
+        hidden = int(language_model.get_output_embeddings().weight.shape[1])
+        generator = torch.Generator().manual_seed(seed)
+        direction = torch.randn(hidden, generator=generator, dtype=torch.float64)
+        latent = direction / direction.norm()
+    return LanguageModelProblem(language_model, tokenizer, texts, theta=latent, **problem_kwargs)

@@ -1,0 +1,61 @@
+"""Per-round utility, optimal utility and regret, with their running sums, in ``info``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+
+class RegretStatistics(gym.Wrapper[Any, Any, Any, Any]):
+    """Record what every finished round (episode) scored, like Gymnasium's ``RecordEpisodeStatistics``.
+
+    At the last step of each episode ``info["regret_statistics"]`` holds the round's ``utility``,
+    ``optimal_utility`` and ``regret`` (DESIGN.md section 2) and the running sums
+    ``cumulative_utility``, ``cumulative_optimal_utility``, ``cumulative_regret`` and ``rounds``
+    since the wrapper was made (they survive ``reset``, since learning spans episodes). The
+    same numbers are attributes of the wrapper, and ``regrets`` lists every round's regret.
+
+    Args:
+        env: a tokenized bandit env (its final ``info`` has ``utility``, ``optimal_utility``
+            and ``regret``).
+        info_key: the ``info`` key to write.
+
+    Raises:
+        ValueError: (at the end of an episode) the env's final ``info`` lacks those keys.
+    """
+
+    def __init__(self, env: gym.Env[Any, Any], info_key: str = "regret_statistics") -> None:
+        super().__init__(env)
+        if not isinstance(info_key, str) or not info_key:
+            raise ValueError(f"info_key must be a non-empty string, got {info_key!r}")
+        self.info_key = info_key
+        self.rounds = 0
+        self.cumulative_utility = 0.0
+        self.cumulative_optimal_utility = 0.0
+        self.cumulative_regret = 0.0
+        self.regrets: list[float] = []
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """Step the env; at the end of an episode add the statistics to ``info``."""
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        if terminated or truncated:
+            missing = [key for key in ("utility", "optimal_utility", "regret") if key not in info]
+            if missing:
+                raise ValueError(f"the episode ended without {missing} in info: is this a tokenized bandit env?")
+            self.rounds += 1
+            self.cumulative_utility += float(info["utility"])
+            self.cumulative_optimal_utility += float(info["optimal_utility"])
+            self.cumulative_regret += float(info["regret"])
+            self.regrets.append(float(info["regret"]))
+            info = dict(info)
+            info[self.info_key] = {
+                "utility": float(info["utility"]),
+                "optimal_utility": float(info["optimal_utility"]),
+                "regret": float(info["regret"]),
+                "cumulative_utility": self.cumulative_utility,
+                "cumulative_optimal_utility": self.cumulative_optimal_utility,
+                "cumulative_regret": self.cumulative_regret,
+                "rounds": self.rounds,
+            }
+        return observation, reward, terminated, truncated, info
