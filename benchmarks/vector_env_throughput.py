@@ -110,7 +110,6 @@ class Stepper:
 
 
 def main(args: Args) -> None:
-    torch.set_grad_enabled(False)
     torch.set_num_threads(args.threads)
     print(f"torch threads: {torch.get_num_threads()}, device: {args.device}, best of {args.repeats} interleaved chunks")
     header = "| env | N | native numpy (tok/s) | native torch (tok/s) | SyncVectorEnv (tok/s) | native numpy / sync |"
@@ -154,4 +153,5 @@ def parse_args() -> Args:
 
 
 if __name__ == "__main__":
-    main(parse_args())
+    with torch.no_grad():
+        main(parse_args())
