@@ -1,0 +1,48 @@
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from tokenized_bandit_gym.evaluation.ddmc import add_ddmc_subcommand, ddmc_main
+
+ROOT = Path(__file__).resolve().parents[3]
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+
+def test_ddmc_main_tiny_budget(tmp_path, capsys):
+    plot, report = tmp_path / "ddmc.png", tmp_path / "ddmc.json"
+    options = ["--max-items", "3", "--num-bootstrap", "5", "--min-group-size", "1"]
+    code = ddmc_main([*options, "--plot", str(plot), "--json", str(report)])
+    assert code == 0
+    assert "diverged" in capsys.readouterr().out
+    assert plot.stat().st_size > 0
+    data = json.loads(report.read_text())
+    assert data["num_items"] == 3
+    all_pairs = data["summaries"]["all"]["d2"]
+    diverged = data["summaries"]["diverged"]["d2"]
+    # Group 0 holds only diverged pairs, so both groupings agree there.
+    assert all_pairs["common_suffix"][0] == diverged["common_suffix"][0] == 0
+    assert np.isclose(all_pairs["mean"][0], diverged["mean"][0])
+    assert data["num_prefix_pairs"]["diverged"] < data["num_prefix_pairs"]["all"]
+
+
+def test_hh_rlhf_subcommand(tmp_path):
+    parser = argparse.ArgumentParser(prog="tbg")
+    add_ddmc_subcommand(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(
+        ["ddmc", "--dataset", "hh-rlhf", "--max-items", "2", "--max-tokens", "64", "--num-bootstrap", "0"]
+    )
+    assert args.func(args) == 0
+
+
+def test_validate_ddmc_example_runs(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    command = [sys.executable, str(ROOT / "examples" / "validate_ddmc.py"), "--max-items", "3"]
+    command += ["--num-bootstrap", "10", "--plot", str(tmp_path / "fig.png")]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "Spearman" in result.stdout and (tmp_path / "fig.png").exists()

@@ -1,0 +1,165 @@
+"""Run the DDMC diagnostics end to end (paper section 6.1, Figures 1 and 4), and the ``tbg ddmc`` command.
+
+For pairs of answers to the same query, every aligned prefix pair ``(x^(1:k), y^(1:k))`` of the tokenized
+``query:answer`` texts is grouped by the length of its common suffix (``common_suffix.py``), both prefixes are
+embedded by mean pooling of the model's last-layer hidden states (``prefix_embedder.py``), and the distances
+``d1, d2, l1, l3, l4`` (``distances.py``) are summarized per group under two groupings: every prefix pair (the
+paper's) and only the pairs that have already diverged (``ddmc_report.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from tokenized_bandit_gym.evaluation.ddmc.answer_pair_loaders import DATASET_FORMATS, load_answer_pairs
+from tokenized_bandit_gym.evaluation.ddmc.ddmc_plot import plot_ddmc_report
+from tokenized_bandit_gym.evaluation.ddmc.ddmc_report import DDMCReport, summarize_ddmc
+from tokenized_bandit_gym.evaluation.ddmc.prefix_embedder import PrefixEmbedder
+from tokenized_bandit_gym.evaluation.ddmc.prefix_pair_table import PrefixPairTable, build_prefix_pair_table
+from tokenized_bandit_gym.evaluation.ddmc.resources import DEFAULT_MODEL_NAME, resolve_dataset
+
+
+def run_ddmc_diagnostics(
+    dataset: str | os.PathLike[str] = "truthfulqa",
+    model: str | os.PathLike[str] = DEFAULT_MODEL_NAME,
+    max_items: int | None = 50,
+    dataset_format: str = "auto",
+    template: str | None = None,
+    max_common: int = 10,
+    min_group_size: int = 5,
+    num_bootstrap: int = 200,
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+    batch_size: int = 16,
+    max_tokens: int | None = None,
+    embedder: PrefixEmbedder | None = None,
+) -> tuple[DDMCReport, PrefixPairTable]:
+    """Measure how embedding distances of answer prefixes depend on their common suffix.
+
+    Args:
+        dataset: ``"truthfulqa"``, ``"hh-rlhf"`` (the bundled files) or a path to a file of either shape.
+        model: ``"stories260K"`` (shipped), a local directory or a Hugging Face causal-LM id.
+        max_items: Questions/dialogues to use, from the top of the file (all when None).
+        dataset_format: ``"auto"``, ``"truthfulqa"`` or ``"hh-rlhf"``.
+        template: ``query:answer`` format string (default per format).
+        max_common: Largest common-suffix group reported.
+        min_group_size: Smallest group reported.
+        num_bootstrap: Item-level bootstrap resamples for the Spearman intervals.
+        seed: Bootstrap seed.
+        device: Torch device of the model.
+        batch_size: Sequences per forward pass.
+        max_tokens: Truncation length (default: the model's context length).
+        embedder: A ready ``PrefixEmbedder`` to reuse (then ``model``, ``device``, ``batch_size`` and
+            ``max_tokens`` are ignored).
+
+    Returns:
+        The report and the prefix-pair table it summarizes.
+    """
+    path = resolve_dataset(dataset)
+    pairs = load_answer_pairs(path, dataset_format=dataset_format, max_items=max_items, template=template)
+    start = time.perf_counter()
+    if embedder is None:
+        embedder = PrefixEmbedder(model, device=device, batch_size=batch_size, max_tokens=max_tokens)
+    table = build_prefix_pair_table(pairs, embedder)
+    settings: dict[str, object] = {
+        "model": _model_label(embedder.model_path),
+        "dataset": f"{dataset} ({path.name})" if os.fspath(dataset) != path.name else path.name,
+        "max_items": max_items,
+        "max_tokens": embedder.max_tokens,
+        "max_common": max_common,
+        "min_group_size": min_group_size,
+        "num_bootstrap": num_bootstrap,
+        "seed": seed,
+        "embedding": "mean of last-layer hidden states over every token of the query:answer prefix",
+        "embed_seconds": round(time.perf_counter() - start, 2),
+    }
+    report = summarize_ddmc(
+        table,
+        max_common=max_common,
+        min_group_size=min_group_size,
+        num_bootstrap=num_bootstrap,
+        seed=seed,
+        settings=settings,
+    )
+    return report, table
+
+
+def _model_label(model_path: str) -> str:
+    """A local model directory's name (no local paths in reports), or the hub id."""
+    return Path(model_path).name if Path(model_path).exists() else model_path
+
+
+def add_ddmc_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """Add the ``tbg ddmc`` options to ``parser`` and return it."""
+    parser.add_argument("--dataset", default="truthfulqa", help="truthfulqa, hh-rlhf, or a file of that shape")
+    parser.add_argument("--model", default=DEFAULT_MODEL_NAME, help="Hugging Face causal LM: name, path or stories260K")
+    parser.add_argument("--max-items", type=int, default=50, help="questions/dialogues to use (0: all)")
+    parser.add_argument("--dataset-format", default="auto", choices=DATASET_FORMATS)
+    parser.add_argument("--template", default=None, help="query:answer format string with {query} and {answer}")
+    parser.add_argument("--max-common", type=int, default=10, help="largest common-suffix group reported")
+    parser.add_argument("--min-group-size", type=int, default=5, help="smallest group reported")
+    parser.add_argument("--num-bootstrap", type=int, default=200, help="bootstrap resamples for the intervals")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--max-tokens", type=int, default=None, help="truncate sequences (default: model context)")
+    parser.add_argument("--plot", default=None, help="write the figure to this PNG")
+    parser.add_argument("--json", default=None, help="write the report to this JSON file")
+    return parser
+
+
+def ddmc_command(args: argparse.Namespace) -> int:
+    """Run ``tbg ddmc`` with parsed arguments: print the report, write the plot/JSON if asked; return 0."""
+    report, _ = run_ddmc_diagnostics(
+        dataset=args.dataset,
+        model=args.model,
+        max_items=args.max_items or None,
+        dataset_format=args.dataset_format,
+        template=args.template,
+        max_common=args.max_common,
+        min_group_size=args.min_group_size,
+        num_bootstrap=args.num_bootstrap,
+        seed=args.seed,
+        device=args.device,
+        batch_size=args.batch_size,
+        max_tokens=args.max_tokens,
+    )
+    print(report.format_text())
+    for target, writer in ((args.plot, plot_ddmc_report), (args.json, DDMCReport.save_json)):
+        if target:
+            Path(target).parent.mkdir(parents=True, exist_ok=True)
+            writer(report, target)
+            print(f"wrote {target}")
+    return 0
+
+
+def add_ddmc_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``ddmc`` on a CLI's subparsers; the parsed namespace's ``func`` runs it.
+
+    Example:
+        >>> parser = argparse.ArgumentParser(prog="tbg")
+        >>> _ = add_ddmc_subcommand(parser.add_subparsers(dest="command"))
+        >>> parser.parse_args(["ddmc", "--max-items", "3"]).max_items
+        3
+    """
+    parser = subparsers.add_parser(
+        "ddmc",
+        help="DDMC diagnostics: embedding distance vs common suffix (paper section 6.1)",
+        description=__doc__.splitlines()[0],
+    )
+    add_ddmc_arguments(parser)
+    parser.set_defaults(func=ddmc_command)
+    return parser
+
+
+def ddmc_main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``tbg ddmc`` as a standalone program (``argv`` without the program name)."""
+    parser = add_ddmc_arguments(argparse.ArgumentParser(prog="tbg ddmc", description=__doc__.splitlines()[0]))
+    return ddmc_command(parser.parse_args(sys.argv[1:] if argv is None else list(argv)))

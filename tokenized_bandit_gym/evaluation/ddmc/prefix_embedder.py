@@ -1,0 +1,104 @@
+"""Mean-pooled last-layer embeddings of every prefix of a token sequence, from one forward pass.
+
+The paper (section 6, "we adopt mean pooling to obtain d-dimensional embedding vectors from the model's
+last-layer hidden states") embeds a sequence ``z`` as ``e(z) = (1/|z|) sum_i h_i(z)``. In a causal LM the
+hidden state ``h_i`` depends only on ``z^(1:i)``, so the embeddings of all prefixes ``z^(1:k)`` are the running
+means of one forward's hidden states: ``e(z^(1:k)) = cumsum(h)_k / k``. Pooling spans the whole tokenized
+``query:answer`` text, special tokens (e.g. BOS) included.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+import torch
+
+from tokenized_bandit_gym.core.validation import check_device, check_int
+from tokenized_bandit_gym.evaluation.ddmc.resources import DEFAULT_MODEL_NAME, resolve_model
+
+
+class PrefixEmbedder:
+    """Tokenizes texts and returns the mean-pooled last-layer embedding of every prefix.
+
+    Args:
+        model: ``"stories260K"`` (shipped), a local directory, or a Hugging Face causal-LM id.
+        device: Torch device for the forward passes.
+        batch_size: Sequences per forward pass.
+        max_tokens: Sequences are truncated to this many tokens (default: the model's
+            ``max_position_embeddings`` when set, else 1024).
+        dtype: Torch dtype the model is loaded in (``None``: the checkpoint's).
+
+    Example:
+        >>> embedder = PrefixEmbedder()  # doctest: +SKIP
+        >>> prefixes = embedder.prefix_embeddings([embedder.tokenize("Once upon a time")])  # doctest: +SKIP
+        >>> prefixes[0].shape  # doctest: +SKIP
+        torch.Size([5, 64])
+    """
+
+    def __init__(
+        self,
+        model: str | os.PathLike[str] = DEFAULT_MODEL_NAME,
+        device: str | torch.device = "cpu",
+        batch_size: int = 16,
+        max_tokens: int | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.device = check_device(device)
+        self.batch_size = check_int("batch_size", batch_size, minimum=1)
+        self.model_path = resolve_model(model)
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        kwargs = {} if dtype is None else {"dtype": dtype}
+        language_model = AutoModelForCausalLM.from_pretrained(self.model_path, **kwargs)
+        # The base model (LlamaModel, GPT2Model, ...) returns the final-normed last hidden state without the
+        # (B, T, vocab) logits the LM head would compute for nothing.
+        self.model = getattr(language_model, language_model.base_model_prefix, language_model).to(self.device).eval()
+        limit = getattr(language_model.config, "max_position_embeddings", None) or 1024
+        self.max_tokens = check_int("max_tokens", limit if max_tokens is None else max_tokens, minimum=1)
+
+    @property
+    def embedding_dim(self) -> int:
+        """Width ``d`` of the embeddings (the model's hidden size)."""
+        return int(self.model.config.hidden_size)
+
+    def tokenize(self, text: str) -> list[int]:
+        """Return the token ids of ``text`` (the tokenizer's special tokens added), truncated to ``max_tokens``."""
+        return list(self.tokenizer(text, truncation=True, max_length=self.max_tokens)["input_ids"])
+
+    @torch.no_grad()
+    def prefix_embeddings(self, sequences: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+        """Return ``e(z^(1:k))`` for every ``k`` of every sequence.
+
+        Args:
+            sequences: Token-id sequences, each non-empty and at most ``max_tokens`` long.
+
+        Returns:
+            One float32 CPU tensor of shape ``(|z|, d)`` per sequence; row ``k - 1`` is the mean of the last-layer
+            hidden states of positions ``1..k``.
+
+        Raises:
+            ValueError: A sequence is empty or longer than ``max_tokens``.
+        """
+        for index, sequence in enumerate(sequences):
+            if not 0 < len(sequence) <= self.max_tokens:
+                raise ValueError(f"sequence {index} has {len(sequence)} tokens; need 1..{self.max_tokens}")
+        results: list[torch.Tensor | None] = [None] * len(sequences)
+        order = sorted(range(len(sequences)), key=lambda i: len(sequences[i]))  # similar lengths share a batch
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            lengths = [len(sequences[i]) for i in batch]
+            width = max(lengths)
+            ids = torch.zeros((len(batch), width), dtype=torch.long)  # (B, T) right-padded
+            mask = torch.zeros((len(batch), width), dtype=torch.long)  # (B, T)
+            for row, i in enumerate(batch):
+                ids[row, : lengths[row]] = torch.as_tensor(list(sequences[i]), dtype=torch.long)
+                mask[row, : lengths[row]] = 1
+            hidden = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).last_hidden_state
+            running = hidden.double().cumsum(dim=1)  # (B, T, d) sums over positions 1..k
+            counts = torch.arange(1, width + 1, device=running.device, dtype=running.dtype)  # (T,)
+            means = (running / counts[None, :, None]).float().cpu()  # (B, T, d)
+            for row, i in enumerate(batch):
+                results[i] = means[row, : lengths[row]]  # (|z|, d)
+        return [r for r in results if r is not None]

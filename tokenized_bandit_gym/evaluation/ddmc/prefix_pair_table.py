@@ -1,0 +1,127 @@
+"""The aligned prefix pairs of a set of answer pairs, with their common-suffix lengths and distances."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from tokenized_bandit_gym.evaluation.ddmc.answer_pair import AnswerPair
+from tokenized_bandit_gym.evaluation.ddmc.common_suffix import common_suffix_lengths
+from tokenized_bandit_gym.evaluation.ddmc.distances import DISTANCE_NAMES, embedding_distances
+from tokenized_bandit_gym.evaluation.ddmc.prefix_embedder import PrefixEmbedder
+
+
+@dataclass(frozen=True)
+class PrefixPairTable:
+    """One row per aligned prefix pair ``(x^(1:k), y^(1:k))``, ``k = 1 .. min(|x|, |y|)``, of every answer pair.
+
+    Attributes:
+        item: ``(N,)`` dataset item (question/dialogue) of the row.
+        pair: ``(N,)`` index of the answer pair.
+        prefix_length: ``(N,)`` ``k``.
+        common_suffix: ``(N,)`` length of the common suffix of the two length-``k`` prefixes.
+        distances: ``(N, 5)`` distances between the prefix embeddings, columns as in ``DISTANCE_NAMES``.
+    """
+
+    item: np.ndarray
+    pair: np.ndarray
+    prefix_length: np.ndarray
+    common_suffix: np.ndarray
+    distances: np.ndarray
+
+    @property
+    def diverged(self) -> np.ndarray:
+        """``(N,)`` bool: the prefixes differ somewhere (first differing token at or before ``k``)."""
+        return self.common_suffix < self.prefix_length
+
+    @property
+    def num_items(self) -> int:
+        """Number of distinct dataset items."""
+        return int(np.unique(self.item).shape[0])
+
+    @property
+    def num_pairs(self) -> int:
+        """Number of distinct answer pairs."""
+        return int(np.unique(self.pair).shape[0])
+
+    def __len__(self) -> int:
+        return int(self.prefix_length.shape[0])
+
+    def distance(self, name: str) -> np.ndarray:
+        """Return the ``(N,)`` column of distance ``name`` (one of ``DISTANCE_NAMES``)."""
+        if name not in DISTANCE_NAMES:
+            raise ValueError(f"distance must be one of {DISTANCE_NAMES}, got {name!r}")
+        return self.distances[:, DISTANCE_NAMES.index(name)]
+
+
+def build_prefix_pair_table(pairs: Sequence[AnswerPair], embedder: PrefixEmbedder) -> PrefixPairTable:
+    """Tokenize and embed every answer pair and tabulate its aligned prefix pairs.
+
+    Each distinct text is tokenized and run through the model once (TruthfulQA's best answer is shared by
+    all pairs of its question); every prefix embedding comes from that one forward (see ``PrefixEmbedder``).
+
+    Args:
+        pairs: The answer pairs.
+        embedder: Tokenizer and model.
+
+    Returns:
+        The table; pairs whose texts tokenize identically contribute only non-diverged rows.
+
+    Raises:
+        ValueError: ``pairs`` is empty.
+    """
+    if not pairs:
+        raise ValueError("pairs is empty: no answer pairs to compare")
+    texts = sorted({text for pair in pairs for text in (pair.text_a, pair.text_b)})
+    index = {text: i for i, text in enumerate(texts)}
+    tokens = [embedder.tokenize(text) for text in texts]
+    embeddings = embedder.prefix_embeddings(tokens)  # list of (|z|, d)
+    first = [index[pair.text_a] for pair in pairs]
+    second = [index[pair.text_b] for pair in pairs]
+    return table_from_embeddings(
+        [tokens[i] for i in first],
+        [tokens[i] for i in second],
+        [embeddings[i] for i in first],
+        [embeddings[i] for i in second],
+        items=[pair.item for pair in pairs],
+    )
+
+
+def table_from_embeddings(
+    tokens_a: Sequence[Sequence[int]],
+    tokens_b: Sequence[Sequence[int]],
+    embeddings_a: Sequence[torch.Tensor],
+    embeddings_b: Sequence[torch.Tensor],
+    items: Sequence[int] | None = None,
+) -> PrefixPairTable:
+    """Build a table from precomputed prefix embeddings (for custom embedding functions and tests).
+
+    Args:
+        tokens_a: First sequence of each pair.
+        tokens_b: Second sequence of each pair.
+        embeddings_a: ``(|x|, d)`` prefix embeddings of each first sequence.
+        embeddings_b: ``(|y|, d)`` prefix embeddings of each second sequence.
+        items: Dataset item of each pair (default: one item per pair).
+
+    Returns:
+        The table.
+
+    Raises:
+        ValueError: The inputs have different numbers of pairs.
+    """
+    count = len(tokens_a)
+    if not (len(tokens_b) == len(embeddings_a) == len(embeddings_b) == count) or count == 0:
+        raise ValueError("tokens_a, tokens_b, embeddings_a, embeddings_b must hold the same, positive number of pairs")
+    owners = list(range(count)) if items is None else list(items)
+    if len(owners) != count:
+        raise ValueError(f"items has {len(owners)} entries for {count} pairs")
+    parts = []
+    for number in range(count):
+        suffix = common_suffix_lengths(tokens_a[number], tokens_b[number])  # (m,)
+        m = suffix.shape[0]
+        dist = embedding_distances(embeddings_a[number][:m], embeddings_b[number][:m]).double().numpy()  # (m, 5)
+        parts.append((np.full(m, owners[number]), np.full(m, number), np.arange(1, m + 1), suffix, dist))
+    return PrefixPairTable(*(np.concatenate([p[c] for p in parts]) for c in range(5)))
