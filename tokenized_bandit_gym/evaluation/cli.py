@@ -1,0 +1,192 @@
+"""``tbg``: run leaderboards, report them, list what can be run.
+
+    tbg run examples/leaderboard.toml            # every task x agent x seed not yet stored
+    tbg report --store tbg-results.sqlite --out tbg-report
+    tbg list
+
+``tbg run`` stores each finished run at once (Ctrl-C or ``kill -9`` lose only runs in progress;
+rerunning resumes), then prints the leaderboard and writes the report (``--out``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+DEFAULT_STORE = "tbg-results.sqlite"
+DEFAULT_OUT = "tbg-report"
+EXIT_INTERRUPTED = 130
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from error
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``tbg`` argument parser (one subcommand per action, ``--help`` on each)."""
+    parser = argparse.ArgumentParser(
+        prog="tbg",
+        description="tokenized-bandit-gym leaderboards: run specs, report results, list envs and agents.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,report,list}")
+
+    run = commands.add_parser(
+        "run",
+        help="run every task x agent x seed of a spec not yet in the store, then print the leaderboard",
+        description="Run every task x agent x seed of SPEC that the store does not hold yet. Each finished run "
+        "is committed at once, so an interrupted run resumes where it stopped. Prints the leaderboard of the "
+        "spec's runs and writes the report to --out.",
+    )
+    run.add_argument("spec", type=Path, help="leaderboard spec (TOML), e.g. examples/leaderboard.toml")
+    run.add_argument("--store", type=Path, default=Path(DEFAULT_STORE), help=f"results store (default {DEFAULT_STORE})")
+    run.add_argument("--backend", choices=("local", "ray"), default="local", help="local processes (default) or Ray")
+    run.add_argument("--workers", type=_positive_int, default=None, help="local worker processes (default: all cores)")
+    run.add_argument("--ray-address", default=None, help="Ray cluster address (default: RAY_ADDRESS or a local Ray)")
+    run.add_argument("--out", type=Path, default=Path(DEFAULT_OUT), help=f"report folder (default {DEFAULT_OUT})")
+    run.add_argument("--no-report", action="store_true", help="only run and store; print and write nothing else")
+    run.add_argument("--no-progress", action="store_true", help="hide the progress bars")
+
+    report = commands.add_parser(
+        "report",
+        help="tables and plots from a results store",
+        description="Print the leaderboard of every run in the store and write Markdown, HTML, PNG/SVG plots, "
+        "CSV and JSON to --out.",
+    )
+    report.add_argument(
+        "--store", type=Path, default=Path(DEFAULT_STORE), help=f"results store (default {DEFAULT_STORE})"
+    )
+    report.add_argument("--out", type=Path, default=Path(DEFAULT_OUT), help=f"report folder (default {DEFAULT_OUT})")
+    report.add_argument("--spec", type=Path, default=None, help="only the runs of this spec (default: every run)")
+    report.add_argument("--title", default=None, help="report title")
+
+    commands.add_parser(
+        "list", help="registered env ids and agent names", description="Print the registered env ids and agent names."
+    )
+    return parser
+
+
+def _command_list() -> int:
+    import gymnasium as gym
+
+    import agents
+    import tokenized_bandit_gym
+
+    ours = tokenized_bandit_gym.registered_ids()
+    others = sorted(env_id for env_id in gym.registry if "Tokenized" in env_id and env_id not in ours)
+    print("envs:")
+    for env_id in [*ours, *others]:
+        print(f"  {env_id}")
+    print("agents:")
+    for name in agents.list_agents():
+        print(f"  {name}")
+    return 0
+
+
+def _report(store: object, keys: set[str] | None, title: str, out: Path) -> None:
+    from tokenized_bandit_gym.evaluation.leaderboard import build_leaderboard
+    from tokenized_bandit_gym.evaluation.leaderboard_report import markdown_report, write_report
+
+    records = list(store.records(keys))  # type: ignore[attr-defined]
+    if not records:
+        print("no finished runs to report")
+        return
+    leaderboard = build_leaderboard(records, title=title)
+    print(markdown_report(leaderboard))
+    paths = write_report(leaderboard, out)
+    print(f"report written to {out}/ ({paths['html'].name}, {paths['markdown'].name}, plots, CSV, JSON)")
+
+
+def _command_run(args: argparse.Namespace) -> int:
+    from tokenized_bandit_gym.evaluation.leaderboard_runner import run_leaderboard
+    from tokenized_bandit_gym.evaluation.leaderboard_spec import load_spec
+    from tokenized_bandit_gym.evaluation.results_store import ResultsStore
+
+    spec = load_spec(args.spec)
+    if args.backend == "ray":
+        from tokenized_bandit_gym.evaluation.ray_backend import import_ray
+
+        import_ray()
+    runs = spec.runs()
+    start = time.perf_counter()
+    with ResultsStore(args.store) as store:
+        print(
+            f"{spec.source}: {len(runs)} runs ({len(spec.tasks)} tasks, {len(spec.agents)} agents, "
+            f"{len(spec.seeds)} seeds); store {args.store}",
+            file=sys.stderr,
+        )
+        try:
+            summary = run_leaderboard(
+                runs,
+                store,
+                backend=args.backend,
+                workers=args.workers,
+                ray_address=args.ray_address,
+                progress=not args.no_progress,
+            )
+        except KeyboardInterrupt:
+            print(
+                f"\ninterrupted: {len(store)} finished runs are saved in {args.store}; "
+                "rerun the same command to resume",
+                file=sys.stderr,
+            )
+            return EXIT_INTERRUPTED
+        print(
+            f"{summary.stored} runs stored, {summary.skipped} already in the store, {len(summary.failures)} failed "
+            f"({time.perf_counter() - start:.1f} s)",
+            file=sys.stderr,
+        )
+        if not args.no_report:
+            _report(store, {run.key for run in runs}, spec.title, args.out)
+    if summary.failures:
+        print(f"{len(summary.failures)} runs failed (see above); rerun to retry them", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _command_report(args: argparse.Namespace) -> int:
+    from tokenized_bandit_gym.evaluation.leaderboard_spec import load_spec
+    from tokenized_bandit_gym.evaluation.results_store import ResultsStore
+
+    keys = None
+    title = args.title or "tokenized-bandit-gym leaderboard"
+    if args.spec is not None:
+        spec = load_spec(args.spec, check_registry=False)
+        keys = {run.key for run in spec.runs()}
+        title = args.title or spec.title
+    with ResultsStore(args.store, create=False) as store:
+        _report(store, keys, title, args.out)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``tbg`` console script; returns the exit status.
+
+    Spec and store errors are printed as one line (``tbg: error: ...``) with status 2.
+    """
+    from tokenized_bandit_gym.evaluation.leaderboard_spec import SpecError
+    from tokenized_bandit_gym.evaluation.ray_backend import RayUnavailableError
+    from tokenized_bandit_gym.evaluation.results_store import StoreError
+
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "list":
+            return _command_list()
+        if args.command == "run":
+            return _command_run(args)
+        return _command_report(args)
+    except (SpecError, StoreError, RayUnavailableError) as error:
+        print(f"tbg: error: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""Play one leaderboard run in the current process (the worker function of every backend).
+
+Top-level functions only, so process pools (spawn) and Ray can pickle them by reference.
+"""
+
+from __future__ import annotations
+
+import functools
+import platform
+import subprocess
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any
+
+from tokenized_bandit_gym.evaluation.run_record import ARRAY_NAMES, RunRecord
+from tokenized_bandit_gym.evaluation.run_spec import RunSpec
+
+# Progress callbacks receive (run key, rounds finished since the last call).
+ProgressCallback = Callable[[str, int], None]
+
+
+class RunInterrupted(Exception):
+    """Raised inside a run when the backend asks it to stop (the run is discarded)."""
+
+
+class _ProgressAgent:
+    """Forwards to an agent; after each round (``update``) reports progress and checks for a stop."""
+
+    def __init__(
+        self,
+        agent: Any,
+        key: str,
+        callback: ProgressCallback | None,
+        every: int,
+        stop: Callable[[], bool] | None,
+    ) -> None:
+        self._agent = agent
+        self._key = key
+        self._callback = callback
+        self._every = every
+        self._stop = stop
+        self._since = 0
+        self.name = getattr(agent, "name", type(agent).__name__)
+
+    def reset(self, task: Any, seed: int | None = None) -> None:
+        self._agent.reset(task, seed)
+
+    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
+        return self._agent.act(observation, info)
+
+    def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
+        self._agent.update(observation, reward, info)
+        if self._stop is not None and self._stop():
+            raise RunInterrupted(f"run {self._key} was asked to stop")
+        self._since += 1
+        if self._since >= self._every:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._since and self._callback is not None:
+            self._callback(self._key, self._since)
+        self._since = 0
+
+
+def _version(distribution: str) -> str | None:
+    try:
+        return importlib_metadata.version(distribution)
+    except importlib_metadata.PackageNotFoundError:
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def environment_metadata() -> dict[str, Any]:
+    """Versions and code revision of this process (cached: computed once per process)."""
+    import tokenized_bandit_gym
+
+    package_dir = Path(tokenized_bandit_gym.__file__).resolve().parent
+    git_commit = None
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(package_dir), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+        )
+        if head.returncode == 0:
+            git_commit = head.stdout.strip()
+            status = subprocess.run(
+                ["git", "-C", str(package_dir), "status", "--porcelain", "--untracked-files=no"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
+            if status.returncode == 0 and status.stdout.strip():
+                git_commit += "-dirty"
+    except (OSError, subprocess.SubprocessError):
+        git_commit = None
+    return {
+        "package_version": tokenized_bandit_gym.__version__,
+        "git_commit": git_commit,
+        "torch_version": _version("torch"),
+        "transformers_version": _version("transformers"),
+        "python_version": platform.python_version(),
+        "platform": platform.platform(),
+        "hostname": platform.node(),
+    }
+
+
+def execute_run(
+    run: RunSpec,
+    threads: int | None = None,
+    progress: ProgressCallback | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> RunRecord:
+    """Make the env and the agent, play ``run.rounds`` rounds online, return the record.
+
+    Args:
+        run: what to run.
+        threads: torch intra-op threads for this run (restored afterwards); None keeps the
+            current setting. Backends give each of W parallel workers ``cores // W`` threads.
+        progress: called with ``(run.key, rounds)`` about 50 times per run.
+        stop: checked after every round; when it returns True the run raises
+            :class:`RunInterrupted` (backends use it to stop workers cleanly on Ctrl-C).
+
+    Returns:
+        The per-round arrays and the metadata of the run (versions, device, wall time).
+    """
+    import gymnasium as gym
+    import torch
+
+    import agents
+    import tokenized_bandit_gym  # noqa: F401  (registers the env ids)
+    from tokenized_bandit_gym.evaluation.run_online import run_online
+
+    previous_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        start = time.perf_counter()
+        env = gym.make(run.env_id, **run.env_kwargs)
+        agent: Any = agents.make(run.agent, **run.agent_kwargs)
+        if progress is not None or stop is not None:
+            agent = _ProgressAgent(agent, run.key, progress, every=max(1, run.rounds // 50), stop=stop)
+        result = run_online(env, agent, rounds=run.rounds, seed=run.seed)
+        if isinstance(agent, _ProgressAgent):
+            agent.flush()
+        device = str(getattr(env.unwrapped, "problem", None) and env.unwrapped.problem.device)
+        env.close()
+        wall_time = time.perf_counter() - start
+    finally:
+        torch.set_num_threads(previous_threads)
+    metadata = dict(environment_metadata())
+    metadata.update(
+        {
+            "device": device,
+            "wall_time": wall_time,
+            "started_at": started_at,
+            "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "torch_threads": threads if threads is not None else previous_threads,
+        }
+    )
+    arrays = {name: getattr(result, name) for name in ARRAY_NAMES}
+    return RunRecord(spec=run, arrays=arrays, metadata=metadata)

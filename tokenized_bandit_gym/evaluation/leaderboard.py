@@ -1,0 +1,280 @@
+"""The leaderboard: stored runs grouped into agents x tasks, with their statistics and curves.
+
+Runs are grouped by task (env id, env kwargs and T) and agent (name and kwargs); seeds are the
+replicates. Per task and agent: final cumulative regret mean, IQM and a 95% bootstrap CI of the
+mean over seeds, the regret growth exponent (fitted on the mean curve over the second half of
+the rounds) and the time per round. Across tasks, final regret is normalised by the task's
+reference (the ``random`` agent's mean final regret when it ran on the task, else the largest
+agent mean), so 0 is optimal and 1 is as bad as random; the aggregate mean and IQM get 95%
+stratified bootstrap CIs (seeds resampled within tasks), and the probability of improvement of
+each agent over each other is averaged over the tasks both played.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from typing import TypeVar
+
+import numpy as np
+
+from tokenized_bandit_gym.evaluation.regret_statistics import (
+    growth_exponent,
+    iqm,
+    pointwise_bootstrap_band,
+    pooled_iqm,
+    pooled_mean,
+    probability_of_improvement,
+    stratified_bootstrap_ci,
+)
+from tokenized_bandit_gym.evaluation.run_record import RunRecord
+from tokenized_bandit_gym.evaluation.run_spec import canonical_json
+
+# Fraction of T where the growth-exponent fit starts (the fit uses rounds [T/2, T]).
+GROWTH_WINDOW_START = 0.5
+Row = TypeVar("Row", "TaskAgentRow", "AggregateRow")
+
+# Points per plotted regret curve (evenly spaced rounds, the last round included).
+CURVE_POINTS = 200
+
+
+@dataclass(frozen=True)
+class TaskAgentRow:
+    """One agent on one task, over its seeds. Regret is final cumulative regret R(T)."""
+
+    task: str
+    agent: str
+    rank: int
+    runs: int
+    rounds: int
+    mean: float
+    iqm: float
+    ci_low: float
+    ci_high: float
+    growth_exponent: float
+    ms_per_round: float
+    normalized_mean: float
+
+
+@dataclass(frozen=True)
+class AggregateRow:
+    """One agent across tasks: normalised final regret (0 optimal, 1 the task's reference)."""
+
+    agent: str
+    rank: int
+    tasks: int
+    runs: int
+    mean: float
+    mean_ci_low: float
+    mean_ci_high: float
+    iqm: float
+    iqm_ci_low: float
+    iqm_ci_high: float
+    ms_per_round: float
+
+
+@dataclass(frozen=True)
+class RegretCurve:
+    """Mean cumulative regret over seeds at some rounds, with a 95% pointwise bootstrap band."""
+
+    rounds: np.ndarray
+    mean: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+
+@dataclass
+class Leaderboard:
+    """Everything a report shows (see the module docstring)."""
+
+    title: str
+    tasks: list[str]
+    agents: list[str]
+    rows: list[TaskAgentRow]
+    aggregate: list[AggregateRow]
+    improvement: dict[tuple[str, str], float]
+    curves: dict[str, dict[str, RegretCurve]]
+    records: list[RunRecord] = field(repr=False)
+    references: dict[str, str] = field(default_factory=dict)
+    task_seeds: dict[str, list[int]] = field(default_factory=dict)
+
+    def rows_for(self, task: str) -> list[TaskAgentRow]:
+        """The rows of one task, best (lowest mean regret) first."""
+        return [row for row in self.rows if row.task == task]
+
+
+def _labels(records: list[RunRecord], kind: str) -> dict[str, str]:
+    """Group key -> display label, made unique (the first stored label wins)."""
+    labels: dict[str, str] = {}
+    for record in records:
+        spec = record.spec
+        if kind == "task":
+            key = canonical_json([spec.env_id, spec.env_kwargs, spec.rounds])
+            label = spec.task_label or spec.env_id
+        else:
+            key = canonical_json([spec.agent, spec.agent_kwargs])
+            label = spec.agent_label or spec.agent
+        if key in labels:
+            continue
+        candidate = label
+        if kind == "task" and candidate in labels.values():
+            candidate = f"{label} [T={spec.rounds}]"
+        suffix = 2
+        while candidate in labels.values():
+            candidate = f"{label} #{suffix}"
+            suffix += 1
+        labels[key] = candidate
+    return labels
+
+
+def _curve(curves: np.ndarray, resamples: int, seed: int) -> RegretCurve:
+    total = curves.shape[1]
+    index = np.unique(np.linspace(0, total - 1, min(CURVE_POINTS, total)).round().astype(int))  # (P,)
+    low, high = pointwise_bootstrap_band(curves[:, index], resamples=resamples, seed=seed)
+    return RegretCurve(rounds=index + 1, mean=curves[:, index].mean(axis=0), low=low, high=high)
+
+
+def build_leaderboard(
+    records: Iterable[RunRecord],
+    title: str = "tokenized-bandit-gym leaderboard",
+    resamples: int = 2000,
+    seed: int = 0,
+) -> Leaderboard:
+    """Group runs into agents x tasks and compute every statistic of the report.
+
+    Args:
+        records: finished runs (e.g. ``store.records()``).
+        title: shown on top of the report.
+        resamples: bootstrap resamples for the confidence intervals.
+        seed: seeds the bootstrap (the same store gives the same report).
+    """
+    records = list(records)
+    task_of = _labels(records, "task")
+    agent_of = _labels(records, "agent")
+    groups: dict[tuple[str, str], list[RunRecord]] = {}
+    for record in sorted(records, key=lambda item: item.spec.seed):
+        spec = record.spec
+        task = task_of[canonical_json([spec.env_id, spec.env_kwargs, spec.rounds])]
+        agent = agent_of[canonical_json([spec.agent, spec.agent_kwargs])]
+        groups.setdefault((task, agent), []).append(record)
+    tasks = list(dict.fromkeys(task for task, _ in groups))
+    finals = {pair: np.array([record.final_regret for record in runs]) for pair, runs in groups.items()}
+
+    references: dict[str, str] = {}
+    scale: dict[str, float] = {}
+    for task in tasks:
+        means = {agent: float(values.mean()) for (name, agent), values in finals.items() if name == task}
+        randoms = [agent for agent in means if _agent_name(groups[(task, agent)]) == "random"]
+        reference = randoms[0] if randoms else max(means, key=means.__getitem__)
+        references[task] = reference
+        scale[task] = means[reference]
+
+    rows: list[TaskAgentRow] = []
+    curves: dict[str, dict[str, RegretCurve]] = {}
+    for task in tasks:
+        task_rows = []
+        for (name, agent), runs in groups.items():
+            if name != task:
+                continue
+            values = finals[(name, agent)]
+            cumulative = np.stack([np.cumsum(record.arrays["regret"]) for record in runs])  # (S, T)
+            curves.setdefault(task, {})[agent] = _curve(cumulative, resamples=max(200, resamples // 2), seed=seed)
+            low, high = stratified_bootstrap_ci([values], pooled_mean, resamples=resamples, seed=seed)
+            per_round = np.concatenate([record.arrays["wall_time"] for record in runs])
+            task_rows.append(
+                TaskAgentRow(
+                    task=task,
+                    agent=agent,
+                    rank=0,
+                    runs=len(runs),
+                    rounds=runs[0].spec.rounds,
+                    mean=float(values.mean()),
+                    iqm=float(iqm(values)),
+                    ci_low=low,
+                    ci_high=high,
+                    growth_exponent=growth_exponent(cumulative.mean(axis=0), GROWTH_WINDOW_START),
+                    ms_per_round=float(per_round.mean() * 1000.0),
+                    normalized_mean=float(values.mean() / scale[task]) if scale[task] > 0 else math.nan,
+                )
+            )
+        task_rows.sort(key=lambda row: (row.mean, row.agent))
+        rows.extend(_ranked(task_rows))
+
+    agents_seen = list(dict.fromkeys(agent for _, agent in groups))
+    aggregate = []
+    for agent in agents_seen:
+        samples = [finals[(task, agent)] / scale[task] for task in tasks if (task, agent) in finals and scale[task] > 0]
+        runs = [record for (task, name), group in groups.items() if name == agent for record in group]
+        per_round = np.concatenate([record.arrays["wall_time"] for record in runs])
+        if samples:
+            pooled = np.concatenate(samples)
+            mean_ci = stratified_bootstrap_ci(samples, pooled_mean, resamples=resamples, seed=seed)
+            iqm_ci = stratified_bootstrap_ci(samples, pooled_iqm, resamples=resamples, seed=seed)
+            mean, iqm_value = float(pooled.mean()), float(iqm(pooled))
+        else:
+            mean = iqm_value = math.nan
+            mean_ci = iqm_ci = (math.nan, math.nan)
+        aggregate.append(
+            AggregateRow(
+                agent=agent,
+                rank=0,
+                tasks=len(samples),
+                runs=len(runs),
+                mean=mean,
+                mean_ci_low=mean_ci[0],
+                mean_ci_high=mean_ci[1],
+                iqm=iqm_value,
+                iqm_ci_low=iqm_ci[0],
+                iqm_ci_high=iqm_ci[1],
+                ms_per_round=float(per_round.mean() * 1000.0),
+            )
+        )
+    aggregate.sort(key=lambda row: (math.isnan(row.iqm), row.iqm, row.agent))
+    aggregate = _ranked(aggregate)
+    agents_ordered = [row.agent for row in aggregate]
+
+    improvement = {}
+    for first in agents_ordered:
+        for second in agents_ordered:
+            if first == second:
+                continue
+            shared = [task for task in tasks if (task, first) in finals and (task, second) in finals]
+            if shared:
+                improvement[(first, second)] = float(
+                    np.mean([probability_of_improvement(finals[(t, first)], finals[(t, second)]) for t in shared])
+                )
+    return Leaderboard(
+        title=title,
+        tasks=tasks,
+        agents=agents_ordered,
+        rows=rows,
+        aggregate=aggregate,
+        improvement=improvement,
+        curves=curves,
+        records=records,
+        references=references,
+        task_seeds={
+            task: sorted({record.spec.seed for (name, _), runs in groups.items() if name == task for record in runs})
+            for task in tasks
+        },
+    )
+
+
+def _agent_name(runs: list[RunRecord]) -> str:
+    return runs[0].spec.agent
+
+
+def _ranked(rows: list[Row]) -> list[Row]:
+    """Copies of ``rows`` (sorted best first) with ``rank`` set; equal scores share a rank.
+
+    Task rows are ranked by mean final regret, aggregate rows by IQM of normalised regret.
+    """
+    ranked: list[Row] = []
+    previous_score = math.nan
+    for position, row in enumerate(rows):
+        score = row.mean if isinstance(row, TaskAgentRow) else row.iqm
+        rank = ranked[-1].rank if ranked and score == previous_score else position + 1
+        ranked.append(replace(row, rank=rank))
+        previous_score = score
+    return ranked

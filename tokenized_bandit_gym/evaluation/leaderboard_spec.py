@@ -1,0 +1,294 @@
+"""Leaderboard specs: which agents play which tasks, for how many rounds and seeds (TOML).
+
+A spec file looks like this (``examples/leaderboard.toml`` is the default suite)::
+
+    title = "my leaderboard"        # optional
+    rounds = 200                    # T for every task unless a task sets its own
+    seeds = [0, 1, 2]               # or an integer N, meaning 0 .. N-1
+
+    [[task]]
+    id = "TokenizedLinearBandit-v0"  # a registered env id (``tbg list``)
+    kwargs = { vocab_size = 8 }      # optional, passed to gym.make
+    label = "TLB n=8"                # optional display name
+    rounds = 300                     # optional override
+
+    [[agent]]
+    name = "eoful"                   # a registered agent name (``tbg list``)
+    kwargs = { beta = 0.1 }          # optional, passed to agents.make
+    label = "EOFUL"                  # optional display name
+    tasks = ["TLB n=8"]              # optional: only these task labels (default: every task)
+
+Every task x agent x seed is one run. Validation raises :class:`SpecError` naming the field
+(``task[1].kwargs``) and the bad value; env kwargs are checked by making the env once, agent
+kwargs by building the agent once, and names against the registries at validation time (so
+agents registered later are accepted once they exist).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tokenized_bandit_gym.evaluation.run_spec import RunSpec, canonical_json
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on Python 3.10 only
+    import tomli as tomllib
+
+_TOP_KEYS = {"title", "rounds", "seeds", "task", "agent"}
+_TASK_KEYS = {"id", "kwargs", "label", "rounds"}
+_AGENT_KEYS = {"name", "kwargs", "label", "tasks"}
+
+
+class SpecError(ValueError):
+    """A leaderboard spec is invalid; the message names the field and the bad value."""
+
+
+@dataclass(frozen=True)
+class TaskEntry:
+    """One ``[[task]]`` of a spec: a registered env id, its kwargs, a label and T."""
+
+    id: str
+    kwargs: dict[str, Any]
+    label: str
+    rounds: int
+
+
+@dataclass(frozen=True)
+class AgentEntry:
+    """One ``[[agent]]`` of a spec: a registered agent name, its kwargs, a label, its tasks."""
+
+    name: str
+    kwargs: dict[str, Any]
+    label: str
+    tasks: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
+class LeaderboardSpec:
+    """A validated spec; :meth:`runs` expands it into task x agent x seed runs."""
+
+    rounds: int
+    seeds: tuple[int, ...]
+    tasks: tuple[TaskEntry, ...]
+    agents: tuple[AgentEntry, ...]
+    title: str = "tokenized-bandit-gym leaderboard"
+    source: str = field(default="<spec>", compare=False)
+
+    def runs(self) -> list[RunSpec]:
+        """Every run, task-major then agent then seed (a stable order)."""
+        runs = []
+        for task in self.tasks:
+            for agent in self.agents:
+                if agent.tasks is not None and task.label not in agent.tasks:
+                    continue
+                for seed in self.seeds:
+                    runs.append(
+                        RunSpec(
+                            env_id=task.id,
+                            env_kwargs=dict(task.kwargs),
+                            agent=agent.name,
+                            agent_kwargs=dict(agent.kwargs),
+                            seed=seed,
+                            rounds=task.rounds,
+                            task_label=task.label,
+                            agent_label=agent.label,
+                        )
+                    )
+        return runs
+
+
+def load_spec(path: str | Path, check_registry: bool = True) -> LeaderboardSpec:
+    """Read and validate a TOML spec file.
+
+    Args:
+        path: the ``.toml`` file.
+        check_registry: also check env ids and agent names against the registries and build each
+            env and agent once to validate their kwargs.
+
+    Raises:
+        SpecError: unreadable file, invalid TOML, or an invalid field (named with its value).
+    """
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as error:
+        raise SpecError(f"cannot read spec file {str(path)!r}: {error}") from error
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise SpecError(f"spec file {str(path)!r} is not valid TOML: {error}") from error
+    return parse_spec(data, source=str(path), check_registry=check_registry)
+
+
+def _check_int(where: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(f"{where} must be an integer, got {value!r}")
+    if value < minimum:
+        raise SpecError(f"{where} must be >= {minimum}, got {value!r}")
+    return value
+
+
+def _check_str(where: str, value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise SpecError(f"{where} must be a non-empty string, got {value!r}")
+    return value
+
+
+def _check_kwargs(where: str, value: object) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise SpecError(f"{where} must be a table (e.g. {{ key = 1 }}), got {value!r}")
+    _check_finite(where, value)
+    return dict(value)
+
+
+def _check_finite(where: str, value: object) -> None:
+    """Reject NaN and infinities anywhere in a kwargs table (they cannot be hashed as JSON)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise SpecError(f"{where} must not contain NaN or infinity, got {value!r}")
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            _check_finite(f"{where}.{key}", item)
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            _check_finite(f"{where}[{index}]", item)
+    elif not isinstance(value, (str, int, float, bool)):
+        raise SpecError(f"{where} must hold only strings, numbers, booleans, lists and tables, got {value!r}")
+
+
+def _check_keys(where: str, table: Mapping[str, Any], allowed: set[str]) -> None:
+    for key in table:
+        if key not in allowed:
+            name = f"{where}.{key}" if where else key
+            raise SpecError(f"unknown field {name!r} (value {table[key]!r}); allowed: {sorted(allowed)}")
+
+
+def _default_label(name: str, kwargs: Mapping[str, Any]) -> str:
+    if not kwargs:
+        return name
+    inside = ", ".join(f"{key}={kwargs[key]!r}" for key in sorted(kwargs))
+    return f"{name}({inside})"
+
+
+def _table_list(data: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
+    entries = data.get(key)
+    if entries is None:
+        raise SpecError(f"missing field {key!r}: add at least one [[{key}]] table")
+    if not isinstance(entries, list) or not entries:
+        raise SpecError(f"{key} must be a non-empty list of [[{key}]] tables, got {entries!r}")
+    for index, entry in enumerate(entries):
+        if not isinstance(entry, Mapping):
+            raise SpecError(f"{key}[{index}] must be a table, got {entry!r}")
+    return entries
+
+
+def parse_spec(data: Mapping[str, Any], source: str = "<spec>", check_registry: bool = True) -> LeaderboardSpec:
+    """Validate a spec already parsed into a mapping (see the module docstring for the shape).
+
+    Raises:
+        SpecError: an invalid field, named with its value.
+    """
+    if not isinstance(data, Mapping):
+        raise SpecError(f"a spec must be a table, got {data!r}")
+    _check_keys("", data, _TOP_KEYS)
+    title = _check_str("title", data.get("title", LeaderboardSpec.title))
+    if "rounds" not in data:
+        raise SpecError("missing field 'rounds' (the number of rounds T per run)")
+    rounds = _check_int("rounds", data["rounds"], 1)
+    if "seeds" not in data:
+        raise SpecError("missing field 'seeds' (a list of seeds, or their number)")
+    raw_seeds = data["seeds"]
+    if isinstance(raw_seeds, int) and not isinstance(raw_seeds, bool):
+        seeds = tuple(range(_check_int("seeds", raw_seeds, 1)))
+    elif isinstance(raw_seeds, list) and raw_seeds:
+        seeds = tuple(_check_int(f"seeds[{index}]", seed, 0) for index, seed in enumerate(raw_seeds))
+        if len(set(seeds)) != len(seeds):
+            raise SpecError(f"seeds must be distinct, got {raw_seeds!r}")
+    else:
+        raise SpecError(f"seeds must be a non-empty list of integers or a positive integer, got {raw_seeds!r}")
+
+    tasks = []
+    for index, entry in enumerate(_table_list(data, "task")):
+        where = f"task[{index}]"
+        _check_keys(where, entry, _TASK_KEYS)
+        if "id" not in entry:
+            raise SpecError(f"missing field '{where}.id' (a registered env id)")
+        env_id = _check_str(f"{where}.id", entry["id"])
+        kwargs = _check_kwargs(f"{where}.kwargs", entry.get("kwargs", {}))
+        label = _check_str(f"{where}.label", entry.get("label", _default_label(env_id, kwargs)))
+        task_rounds = _check_int(f"{where}.rounds", entry.get("rounds", rounds), 1)
+        if label in {task.label for task in tasks}:
+            raise SpecError(f"{where}.label {label!r} is used by another task; give each task its own label")
+        tasks.append(TaskEntry(id=env_id, kwargs=kwargs, label=label, rounds=task_rounds))
+
+    task_labels = [task.label for task in tasks]
+    agent_entries = []
+    for index, entry in enumerate(_table_list(data, "agent")):
+        where = f"agent[{index}]"
+        _check_keys(where, entry, _AGENT_KEYS)
+        if "name" not in entry:
+            raise SpecError(f"missing field '{where}.name' (a registered agent name)")
+        name = _check_str(f"{where}.name", entry["name"])
+        kwargs = _check_kwargs(f"{where}.kwargs", entry.get("kwargs", {}))
+        label = _check_str(f"{where}.label", entry.get("label", _default_label(name, kwargs)))
+        if label in {agent.label for agent in agent_entries}:
+            raise SpecError(f"{where}.label {label!r} is used by another agent; give each agent its own label")
+        only = entry.get("tasks")
+        if only is not None:
+            if not isinstance(only, list) or not only:
+                raise SpecError(f"{where}.tasks must be a non-empty list of task labels, got {only!r}")
+            for position, task_label in enumerate(only):
+                if task_label not in task_labels:
+                    raise SpecError(
+                        f"{where}.tasks[{position}] {task_label!r} is not a task label; labels: {task_labels}"
+                    )
+            only = tuple(only)
+        agent_entries.append(AgentEntry(name=name, kwargs=kwargs, label=label, tasks=only))
+
+    spec = LeaderboardSpec(
+        rounds=rounds, seeds=seeds, tasks=tuple(tasks), agents=tuple(agent_entries), title=title, source=source
+    )
+    if check_registry:
+        _check_against_registries(spec)
+    return spec
+
+
+# canonical JSON of (env id, kwargs) already built successfully in this process
+_VALID_ENVS: set[str] = set()
+
+
+def _check_against_registries(spec: LeaderboardSpec) -> None:
+    """Check names against the registries and build every env and agent once."""
+    import gymnasium as gym
+
+    import agents
+    import tokenized_bandit_gym  # noqa: F401  (registers the env ids)
+
+    for index, task in enumerate(spec.tasks):
+        if task.id not in gym.registry:
+            known = sorted(tokenized_bandit_gym.registered_ids())
+            raise SpecError(f"task[{index}].id {task.id!r} is not a registered env id; registered: {known}")
+        identity = canonical_json([task.id, task.kwargs])
+        if identity in _VALID_ENVS:
+            continue
+        try:
+            env = gym.make(task.id, **task.kwargs)
+        except (TypeError, ValueError) as error:
+            raise SpecError(f"task[{index}].kwargs {task.kwargs!r} are invalid for {task.id!r}: {error}") from error
+        env.close()
+        _VALID_ENVS.add(identity)
+    known_agents = agents.list_agents()
+    for index, entry in enumerate(spec.agents):
+        if entry.name not in known_agents:
+            raise SpecError(f"agent[{index}].name {entry.name!r} is not a registered agent; registered: {known_agents}")
+        try:
+            agents.make(entry.name, **entry.kwargs)
+        except (TypeError, ValueError) as error:
+            raise SpecError(
+                f"agent[{index}].kwargs {entry.kwargs!r} are invalid for {entry.name!r}: {error}"
+            ) from error

@@ -1,0 +1,272 @@
+"""The results store: one SQLite file holding every finished run, written one transaction per run.
+
+Why SQLite: a single file that needs no server, survives ``kill -9`` (a run is either fully
+committed or absent; WAL mode), and can be read by any tool. The store never overwrites a file
+it did not create: a file that is not SQLite, an SQLite database of another application, or a
+store written by a newer schema raises :class:`StoreError` and is left untouched.
+
+Schema (version 1)::
+
+    tbg_schema(version, application, created_at)        -- one row; also PRAGMA user_version
+    runs(run_key PRIMARY KEY, env_id, env_kwargs JSON, agent, agent_kwargs JSON, seed, rounds,
+         task_label, agent_label, package_version, git_commit, torch_version,
+         transformers_version, device, wall_time, started_at, finished_at, metadata JSON)
+    run_arrays(run_key, name, dtype, data BLOB)          -- (T,) little-endian float64 per array
+
+``run_key`` is :attr:`RunSpec.key`, the hash of what determines the results, so a rerun of the
+same spec skips finished runs and a run is never stored twice.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tokenized_bandit_gym.evaluation.run_record import ARRAY_NAMES, RunRecord
+from tokenized_bandit_gym.evaluation.run_spec import RunSpec, canonical_json
+
+SCHEMA_VERSION = 1
+APPLICATION = "tokenized-bandit-gym results store"
+# PRAGMA application_id, the 4 bytes "TBG1": marks the file as ours in the SQLite header.
+APPLICATION_ID = 0x54424731
+_SQLITE_HEADER = b"SQLite format 3\x00"
+_ARRAY_DTYPE = "<f8"
+# The metadata keys stored in their own columns (the rest goes to the metadata JSON column).
+METADATA_COLUMNS = (
+    "package_version",
+    "git_commit",
+    "torch_version",
+    "transformers_version",
+    "device",
+    "wall_time",
+    "started_at",
+    "finished_at",
+)
+
+_CREATE = (
+    "CREATE TABLE tbg_schema (version INTEGER NOT NULL, application TEXT NOT NULL, created_at TEXT NOT NULL)",
+    """CREATE TABLE runs (
+        run_key TEXT PRIMARY KEY,
+        env_id TEXT NOT NULL,
+        env_kwargs TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        agent_kwargs TEXT NOT NULL,
+        seed INTEGER NOT NULL,
+        rounds INTEGER NOT NULL,
+        task_label TEXT NOT NULL,
+        agent_label TEXT NOT NULL,
+        package_version TEXT,
+        git_commit TEXT,
+        torch_version TEXT,
+        transformers_version TEXT,
+        device TEXT,
+        wall_time REAL,
+        started_at TEXT,
+        finished_at TEXT,
+        metadata TEXT NOT NULL
+    )""",
+    """CREATE TABLE run_arrays (
+        run_key TEXT NOT NULL REFERENCES runs(run_key),
+        name TEXT NOT NULL,
+        dtype TEXT NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (run_key, name)
+    )""",
+)
+
+
+class StoreError(RuntimeError):
+    """The store file is missing, corrupted, foreign or from a newer version (left untouched)."""
+
+
+class ResultsStore:
+    """An SQLite results store (see the module docstring for the schema).
+
+    Args:
+        path: the database file.
+        create: create the file if it does not exist (``tbg run``); otherwise a missing file
+            raises :class:`StoreError` (``tbg report``).
+
+    Raises:
+        StoreError: the file is not SQLite, belongs to another application, is corrupted, or
+            was written by a newer schema.
+    """
+
+    def __init__(self, path: str | Path, create: bool = True) -> None:
+        self.path = Path(path)
+        exists = self.path.exists()
+        if not exists and not create:
+            raise StoreError(f"no results store at {str(self.path)!r}; run `tbg run SPEC --store {self.path}` first")
+        if exists:
+            self._check_header()
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._connection = sqlite3.connect(self.path, timeout=30.0)
+        try:
+            self._open()
+        except sqlite3.DatabaseError as error:
+            self._connection.close()
+            raise StoreError(
+                f"{str(self.path)!r} is not a readable results store ({error}); it was not modified"
+            ) from error
+        except StoreError:
+            self._connection.close()
+            raise
+
+    def _check_header(self) -> None:
+        if self.path.is_dir():
+            raise StoreError(f"{str(self.path)!r} is a directory, not a results store file")
+        with self.path.open("rb") as handle:
+            header = handle.read(len(_SQLITE_HEADER))
+        if header and header != _SQLITE_HEADER:
+            raise StoreError(
+                f"{str(self.path)!r} is not an SQLite database (foreign or corrupted file); "
+                "it was not modified. Pass another --store path."
+            )
+
+    def _open(self) -> None:
+        cursor = self._connection.cursor()
+        application_id = cursor.execute("PRAGMA application_id").fetchone()[0]
+        tables = {row[0] for row in cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        if not tables and application_id == 0:
+            self._create()
+            return
+        if application_id != APPLICATION_ID or "tbg_schema" not in tables:
+            raise StoreError(
+                f"{str(self.path)!r} is an SQLite database of another application (tables {sorted(tables)}); "
+                "it was not modified. Pass another --store path."
+            )
+        row = cursor.execute("SELECT version FROM tbg_schema").fetchone()
+        if row is None:
+            raise StoreError(f"{str(self.path)!r} has an empty tbg_schema table (corrupted store); it was not modified")
+        self.schema_version = int(row[0])
+        if self.schema_version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{str(self.path)!r} was written by a newer tokenized-bandit-gym (schema {self.schema_version}, "
+                f"this version reads up to {SCHEMA_VERSION}); upgrade the package. It was not modified."
+            )
+        missing = {"runs", "run_arrays"} - tables
+        if missing:
+            raise StoreError(f"{str(self.path)!r} lacks the tables {sorted(missing)} (corrupted store); not modified")
+        self._connection.execute("PRAGMA journal_mode=WAL")
+
+    def _create(self) -> None:
+        connection = self._connection
+        connection.execute("PRAGMA journal_mode=WAL")
+        with connection:
+            connection.execute(f"PRAGMA application_id = {APPLICATION_ID}")
+            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            for statement in _CREATE:
+                connection.execute(statement)
+            connection.execute(
+                "INSERT INTO tbg_schema VALUES (?, ?, ?)",
+                (SCHEMA_VERSION, APPLICATION, datetime.now(timezone.utc).isoformat(timespec="seconds")),
+            )
+        self.schema_version = SCHEMA_VERSION
+
+    def close(self) -> None:
+        """Close the connection (finished runs are already committed)."""
+        self._connection.close()
+
+    def __enter__(self) -> ResultsStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def keys(self) -> set[str]:
+        """Run keys of every stored run."""
+        return {row[0] for row in self._connection.execute("SELECT run_key FROM runs")}
+
+    def __len__(self) -> int:
+        return int(self._connection.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
+
+    def __contains__(self, key: object) -> bool:
+        row = self._connection.execute("SELECT 1 FROM runs WHERE run_key = ?", (key,)).fetchone()
+        return row is not None
+
+    def add(self, record: RunRecord) -> bool:
+        """Store one finished run in one transaction.
+
+        Returns:
+            True if stored, False if a run with the same key was already there (nothing changes).
+        """
+        spec = record.spec
+        metadata = dict(record.metadata)
+        columns = [metadata.pop(name, None) for name in METADATA_COLUMNS]
+        connection = self._connection
+        with connection:
+            cursor = connection.execute(
+                "INSERT OR IGNORE INTO runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    spec.key,
+                    spec.env_id,
+                    canonical_json(spec.env_kwargs),
+                    spec.agent,
+                    canonical_json(spec.agent_kwargs),
+                    spec.seed,
+                    spec.rounds,
+                    spec.task_label or spec.env_id,
+                    spec.agent_label or spec.agent,
+                    *columns,
+                    canonical_json(metadata),
+                ),
+            )
+            if cursor.rowcount == 0:
+                return False
+            connection.executemany(
+                "INSERT INTO run_arrays VALUES (?, ?, ?, ?)",
+                [
+                    (spec.key, name, _ARRAY_DTYPE, record.arrays[name].astype(_ARRAY_DTYPE).tobytes())
+                    for name in ARRAY_NAMES
+                ],
+            )
+        return True
+
+    def records(self, keys: Iterable[str] | None = None) -> Iterator[RunRecord]:
+        """Every stored run (or those with ``keys``), in insertion order."""
+        wanted = None if keys is None else set(keys)
+        try:
+            rows = self._connection.execute("SELECT * FROM runs ORDER BY rowid").fetchall()
+            names = [column[0] for column in self._connection.execute("SELECT * FROM runs LIMIT 0").description]
+            for row in rows:
+                values = dict(zip(names, row, strict=True))
+                if wanted is not None and values["run_key"] not in wanted:
+                    continue
+                yield self._record(values)
+        except (sqlite3.DatabaseError, ValueError, KeyError) as error:
+            raise StoreError(f"cannot read {str(self.path)!r}: {error}") from error
+
+    def _record(self, values: dict[str, Any]) -> RunRecord:
+        spec = RunSpec(
+            env_id=values["env_id"],
+            env_kwargs=json.loads(values["env_kwargs"]),
+            agent=values["agent"],
+            agent_kwargs=json.loads(values["agent_kwargs"]),
+            seed=int(values["seed"]),
+            rounds=int(values["rounds"]),
+            task_label=values["task_label"],
+            agent_label=values["agent_label"],
+        )
+        if spec.key != values["run_key"]:
+            raise ValueError(f"run {values['run_key']} does not match the hash of its own fields")
+        metadata = json.loads(values["metadata"])
+        metadata.update({name: values.get(name) for name in METADATA_COLUMNS})
+        arrays = {}
+        for name, dtype, data in self._connection.execute(
+            "SELECT name, dtype, data FROM run_arrays WHERE run_key = ?", (values["run_key"],)
+        ):
+            arrays[name] = np.frombuffer(data, dtype=dtype).astype(np.float64)
+        return RunRecord(spec=spec, arrays=arrays, metadata=metadata)
+
+    def raw_rows(self) -> list[tuple[Any, ...]]:
+        """Every row of ``runs`` and ``run_arrays`` exactly as stored (for byte-level comparisons)."""
+        runs = self._connection.execute("SELECT * FROM runs ORDER BY run_key").fetchall()
+        arrays = self._connection.execute("SELECT * FROM run_arrays ORDER BY run_key, name").fetchall()
+        return runs + arrays
