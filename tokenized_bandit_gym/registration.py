@@ -13,6 +13,12 @@ _TMAB = "tokenized_bandit_gym.envs.tokenized_multi_armed_bandit_env:TokenizedMul
 _ALIGNMENT = "tokenized_bandit_gym.envs.tokenized_alignment_env:TokenizedAlignmentEnv"
 _DECODING = "tokenized_bandit_gym.envs.tokenized_decoding_env:TokenizedDecodingEnv"
 
+# single-env entry point -> its native vector env (``gym.make_vec`` uses it by default)
+VECTOR_ENTRY_POINTS: dict[str, str] = {
+    _TLB: "tokenized_bandit_gym.envs.tokenized_linear_bandit_vector_env:TokenizedLinearBanditVectorEnv",
+    _TMAB: "tokenized_bandit_gym.envs.tokenized_multi_armed_bandit_vector_env:TokenizedMultiArmedBanditVectorEnv",
+}
+
 # id -> (entry point, default kwargs)
 SYNTHETIC_ENVS: dict[str, tuple[str, dict[str, object]]] = {
     "TokenizedLinearBandit-v0": (_TLB, {}),
@@ -40,7 +46,12 @@ def register_envs() -> None:
     """Register every id once (safe to call again)."""
     for env_id, (entry_point, kwargs) in {**SYNTHETIC_ENVS, **LLM_ENVS}.items():
         if env_id not in registry:
-            register(id=env_id, entry_point=entry_point, kwargs=dict(kwargs))
+            register(
+                id=env_id,
+                entry_point=entry_point,
+                vector_entry_point=VECTOR_ENTRY_POINTS.get(entry_point),
+                kwargs=dict(kwargs),
+            )
 
 
 def registered_ids() -> list[str]:

@@ -33,3 +33,13 @@ class NoiseModel:
         if self.kind == "gaussian":
             return float(rng.normal(0.0, 1.0) * self.scale)
         return float(rng.uniform(-1.0, 1.0) * self.scale)
+
+    def sample_many(self, rng: np.random.Generator, count: int) -> np.ndarray:
+        """Draw ``count`` etas at once, ``(count,)`` float64.
+
+        Equal, value for value, to ``count`` calls of :meth:`sample` on the same generator
+        (NumPy draws normals and uniforms one at a time either way); the vector env relies on it.
+        """
+        if self.kind == "gaussian":
+            return rng.normal(0.0, 1.0, size=count) * self.scale
+        return rng.uniform(-1.0, 1.0, size=count) * self.scale

@@ -35,3 +35,13 @@ class RoundStreams:
         """Return the next round's query index in ``[0, num_queries)`` and its noise."""
         query = int(self.query_rng.integers(num_queries))
         return query, noise.sample(self.noise_rng)
+
+    def draw_many(self, num_queries: int, noise: NoiseModel, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """The next ``count`` rounds at once: query indices ``(count,)`` int64 and noise ``(count,)``.
+
+        Equal to ``count`` calls of :meth:`draw` (the two streams are separate, and NumPy's
+        bounded integers, normals and uniforms come out the same one at a time or in a block),
+        so the vector env's sub-env i replays exactly the rounds of a single env with its seed.
+        """
+        queries = self.query_rng.integers(num_queries, size=count).astype(np.int64)
+        return queries, noise.sample_many(self.noise_rng, count)

@@ -11,6 +11,7 @@ from typing import Any
 
 from tokenized_bandit_gym.evaluation.online_result import OnlineResult
 from tokenized_bandit_gym.evaluation.run_online import run_online
+from tokenized_bandit_gym.evaluation.run_online_vector import run_online_vector, vector_task
 
 _LAZY = {
     "LeaderboardSpec": "leaderboard_spec",
@@ -28,7 +29,7 @@ _LAZY = {
     "write_report": "leaderboard_report",
 }
 
-__all__ = ["OnlineResult", "run_online", *_LAZY]
+__all__ = ["OnlineResult", "run_online", "run_online_vector", "vector_task", *_LAZY]
 
 
 def __getattr__(name: str) -> Any:

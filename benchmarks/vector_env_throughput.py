@@ -1,0 +1,157 @@
+"""Token-steps per second: the native vector env against Gymnasium's SyncVectorEnv over single envs.
+
+Both are measured side by side in one run, on the same policy (a uniformly random allowed
+token, drawn outside the timed region), for the default TLB and TMAB ids. A token-step is one
+sub-env appending one token; the autoreset steps of NEXT_STEP mode do not count (both vector
+envs spend them alike). SyncVectorEnv needs a small wrapper that pads ``info["response"]`` to
+length L: otherwise it fails as soon as two sub-envs end rounds of different lengths in one
+step (see RESULTS.md).
+
+Run: ``PYTHONPATH=. python benchmarks/vector_env_throughput.py`` (defaults take several
+minutes on a 2-core CPU); ``--num-envs 1 64`` and ``--seconds 0.2`` make it quicker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+import tokenized_bandit_gym  # noqa: F401  (registers the ids)
+
+
+@dataclasses.dataclass
+class Args:
+    """Command-line arguments (each field's docstring is its ``--help``)."""
+
+    env_ids: tuple[str, ...] = ("TokenizedLinearBandit-v0", "TokenizedMultiArmedBandit-v0")
+    """ids to measure (their default kwargs)"""
+    num_envs: tuple[int, ...] = (1, 64, 1024, 4096)
+    """N, the number of sub-envs"""
+    seconds: float = 1.5
+    """time to spend stepping each native configuration (after warm-up), over all chunks"""
+    sync_seconds: float = 1.5
+    """time to spend stepping each SyncVectorEnv configuration, over all chunks"""
+    min_steps: int = 2
+    """steps per chunk at least, however long they take"""
+    repeats: int = 3
+    """interleaved chunks per configuration; the best rate of each env is kept"""
+    device: str = "cpu"
+    """torch device of the native env ("cuda" when a GPU is lent)"""
+    seed: int = 0
+    """seeds the envs and the random policy"""
+    threads: int = 1
+    """torch intra-op threads (1: a shared 2-core machine thrashes with more)"""
+
+
+class PadResponseInfo(gym.Wrapper):
+    """Pads ``info["response"]`` with EOS to L tokens so SyncVectorEnv can stack it."""
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """Step the single env and pad the response of a finished round."""
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        if "response" in info:
+            padded = np.full(self.env.unwrapped.problem.max_length, self.env.unwrapped.eos_token_id)
+            padded[: len(info["response"])] = info["response"]
+            info["response"] = padded
+        return observation, reward, terminated, truncated, info
+
+
+def random_allowed(rng: np.random.Generator, masks: np.ndarray) -> np.ndarray:
+    """A uniformly random allowed token per row, ``(N,)`` (vectorized: argmax of masked noise)."""
+    scores = rng.random(masks.shape)
+    return np.where(masks.astype(bool), scores, -1.0).argmax(axis=1)
+
+
+def warm_caches(envs: gym.vector.VectorEnv) -> None:
+    """Compute each instance's cached optimum and oracle-greedy decode before timing."""
+    base = envs.unwrapped
+    problems = [env.unwrapped.problem for env in base.envs] if hasattr(base, "envs") else [base.problem]
+    for problem in problems:
+        queries = torch.zeros(1, dtype=torch.int64, device=problem.device)
+        problem.optimal(queries)
+        problem.oracle_greedy(queries)
+
+
+class Stepper:
+    """Steps one vector env under the random policy, a chunk at a time, counting token-steps."""
+
+    def __init__(self, envs: gym.vector.VectorEnv, seed: int) -> None:
+        self.envs = envs
+        self.rng = np.random.default_rng(seed)
+        warm_caches(envs)
+        observations, _ = envs.reset(seed=seed)
+        self.masks = self._host(observations["action_mask"])
+        self.autoreset = np.zeros(envs.num_envs, dtype=bool)
+        for _ in range(2):  # warm-up
+            self.run(0.0, 1)
+
+    @staticmethod
+    def _host(value: Any) -> np.ndarray:
+        return np.asarray(value.cpu() if isinstance(value, torch.Tensor) else value)
+
+    def run(self, seconds: float, min_steps: int) -> float:
+        """Step for at least ``seconds`` and ``min_steps``; return token-steps per second."""
+        elapsed, token_steps, steps = 0.0, 0, 0
+        while steps < min_steps or elapsed < seconds:
+            actions = random_allowed(self.rng, self.masks)
+            start = time.perf_counter()
+            observations, _, terminated, _, _ = self.envs.step(actions)
+            elapsed += time.perf_counter() - start
+            token_steps += int((~self.autoreset).sum())
+            self.masks, self.autoreset = self._host(observations["action_mask"]), self._host(terminated)
+            steps += 1
+        return token_steps / elapsed
+
+
+def main(args: Args) -> None:
+    torch.set_num_threads(args.threads)
+    print(f"torch threads: {torch.get_num_threads()}, device: {args.device}, best of {args.repeats} interleaved chunks")
+    header = "| env | N | native numpy (tok/s) | native torch (tok/s) | SyncVectorEnv (tok/s) | native numpy / sync |"
+    print(header)
+    print("|---|---|---|---|---|---|")
+    for env_id in args.env_ids:
+        for num_envs in args.num_envs:
+            native = "vector_entry_point"
+            steppers = {
+                "numpy": Stepper(gym.make_vec(env_id, num_envs, native, device=args.device), args.seed),
+                "torch": Stepper(
+                    gym.make_vec(env_id, num_envs, native, array_backend="torch", device=args.device), args.seed
+                ),
+                "sync": Stepper(gym.make_vec(env_id, num_envs, "sync", wrappers=[PadResponseInfo]), args.seed),
+            }
+            best = dict.fromkeys(steppers, 0.0)
+            for _ in range(args.repeats):  # interleaved, so load changes hit all three alike
+                for name, stepper in steppers.items():
+                    seconds = args.sync_seconds if name == "sync" else args.seconds
+                    best[name] = max(best[name], stepper.run(seconds / args.repeats, args.min_steps))
+            print(
+                f"| {env_id} | {num_envs} | {best['numpy']:,.0f} | {best['torch']:,.0f} | {best['sync']:,.0f} | "
+                f"{best['numpy'] / best['sync']:,.1f}x |",
+                flush=True,
+            )
+            for stepper in steppers.values():
+                stepper.envs.close()
+
+
+def parse_args() -> Args:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for field in dataclasses.fields(Args):
+        default = field.default
+        if isinstance(default, tuple):
+            parser.add_argument(f"--{field.name.replace('_', '-')}", nargs="+", type=type(default[0]), default=default)
+        else:
+            parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(default), default=default)
+    return Args(
+        **{key: tuple(value) if isinstance(value, list) else value for key, value in vars(parser.parse_args()).items()}
+    )
+
+
+if __name__ == "__main__":
+    with torch.no_grad():
+        main(parse_args())

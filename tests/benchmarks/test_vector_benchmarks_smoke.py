@@ -1,0 +1,34 @@
+"""Smoke tests: the vector benchmark scripts run end to end with a tiny budget."""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+
+import pytest
+import torch
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+@pytest.fixture(autouse=True)
+def _restore_torch_threads():
+    """The scripts set the thread count; give it back (and check they leave autograd on)."""
+    threads = torch.get_num_threads()
+    yield
+    torch.set_num_threads(threads)
+    assert torch.is_grad_enabled()
+
+
+def test_vector_env_throughput_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    script = runpy.run_path(str(BENCHMARKS / "vector_env_throughput.py"))
+    args = script["Args"](env_ids=("TokenizedMultiArmedBandit-v0",), num_envs=(2,), seconds=0.0, sync_seconds=0.0)
+    script["main"](args)
+    assert "| TokenizedMultiArmedBandit-v0 | 2 |" in capsys.readouterr().out
+
+
+def test_batched_eoful_regret_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    script = runpy.run_path(str(BENCHMARKS / "batched_eoful_regret.py"))
+    script["main"](script["Args"](rounds=8, num_envs=(1, 4), seeds=(0,)))
+    output = capsys.readouterr().out
+    assert "| 1 |" in output and "| 4 |" in output

@@ -1,0 +1,315 @@
+"""Native vector envs: equivalence with N single envs, autoreset, bad input, backends, seeding.
+
+Registry-driven: every registered id with a ``vector_entry_point`` is covered.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from gymnasium.vector import AutoresetMode
+
+import tokenized_bandit_gym
+from tokenized_bandit_gym.core import NoiseModel, RoundStreams
+from tokenized_bandit_gym.core.round_buffer import RoundBuffer
+
+VECTOR_IDS = [env_id for env_id in tokenized_bandit_gym.registered_ids() if gym.spec(env_id).vector_entry_point]
+
+
+def _policy_actions(rng: np.random.Generator, masks: np.ndarray, eos: int) -> np.ndarray:
+    """Mostly allowed tokens, sometimes EOS, and a masked token wherever only EOS is allowed."""
+    actions = np.empty(masks.shape[0], dtype=np.int64)
+    for row, mask in enumerate(masks.astype(bool)):
+        allowed = np.flatnonzero(mask)
+        if allowed.size == 1 and rng.random() < 0.5:
+            actions[row] = rng.integers(masks.shape[1])  # any token at position L: the forced EOS
+        elif mask[eos] and rng.random() < 0.15:
+            actions[row] = eos
+        else:
+            actions[row] = rng.choice(allowed)
+    return actions
+
+
+class _Reference:
+    """N single envs driven with NEXT_STEP autoreset, the way SyncVectorEnv drives them."""
+
+    def __init__(self, env_id: str, seeds: list[int], **kwargs: Any) -> None:
+        self.envs = [gym.make(env_id, **kwargs) for _ in seeds]
+        self.seeds = seeds
+        self.autoreset = np.zeros(len(seeds), dtype=bool)
+
+    def reset(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        results = [env.reset(seed=seed) for env, seed in zip(self.envs, self.seeds, strict=True)]
+        self.autoreset[:] = False
+        return [r[0] for r in results], [r[1] for r in results]
+
+    def step(self, actions: np.ndarray) -> tuple[list[Any], np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        observations, rewards, terminated, infos = [], np.zeros(len(self.envs)), np.zeros(len(self.envs), bool), []
+        for row, env in enumerate(self.envs):
+            if self.autoreset[row]:
+                observation, info = env.reset()
+            else:
+                observation, rewards[row], terminated[row], _, info = env.step(int(actions[row]))
+            observations.append(observation)
+            infos.append(info)
+        self.autoreset = terminated.copy()
+        return observations, rewards, terminated, infos
+
+
+def _assert_same(actual: Any, expected: Any, message: str) -> None:
+    """Bit for bit: the core computes a response's utility the same way at any batch size."""
+    np.testing.assert_array_equal(actual, np.asarray(expected), err_msg=message)
+
+
+def _assert_rows_equal(batched: dict[str, Any], singles: list[dict[str, Any]]) -> None:
+    for row, single in enumerate(singles):
+        assert set(batched) == set(single)
+        for key, value in single.items():
+            np.testing.assert_array_equal(batched[key][row], value, err_msg=f"observation {key!r}, row {row}")
+
+
+def _assert_infos_equal(batched: dict[str, Any], singles: list[dict[str, Any]]) -> None:
+    keys = {key for info in singles for key in info}
+    assert {key for key in batched if not key.startswith("_")} == keys
+    for key in keys:
+        for row, info in enumerate(singles):
+            assert bool(batched[f"_{key}"][row]) == (key in info), f"mask _{key}, row {row}"
+            if key not in info:
+                continue
+            value = batched[key][row]
+            if key == "response":
+                value = value[: len(info[key])]
+                assert np.all(batched[key][row][len(info[key]) :] == info[key][-1])  # padded with EOS
+            _assert_same(value, info[key], f"info {key!r}, row {row}")
+
+
+EQUIVALENCE_CASES = [(env_id, {}) for env_id in VECTOR_IDS] + [
+    ("TokenizedLinearBandit-v0", {"dtype": "float32", "fixed_length": True, "noise": "bounded"}),
+]
+
+
+@pytest.mark.parametrize(
+    ("env_id", "kwargs"), EQUIVALENCE_CASES, ids=[f"{env_id}{kwargs or ''}" for env_id, kwargs in EQUIVALENCE_CASES]
+)
+def test_vector_env_replays_single_envs_exactly(env_id: str, kwargs: dict[str, Any]) -> None:
+    seeds = [3, 11, 12, 40, 7]
+    vector = gym.make_vec(
+        env_id, num_envs=len(seeds), vectorization_mode="vector_entry_point", round_buffer=4, **kwargs
+    )
+    reference = _Reference(env_id, seeds, **kwargs)
+    observations, infos = vector.reset(seed=seeds)
+    expected_observations, expected_infos = reference.reset()
+    _assert_rows_equal(observations, expected_observations)
+    _assert_infos_equal(infos, expected_infos)
+    rng = np.random.default_rng(0)
+    eos = vector.unwrapped.eos_token_id
+    episodes = np.zeros(len(seeds), dtype=int)
+    for _ in range(60):  # several episodes per sub-env, ending at different steps, across buffer refills
+        actions = _policy_actions(rng, observations["action_mask"], eos)
+        observations, rewards, terminated, truncated, infos = vector.step(actions)
+        expected_observations, expected_rewards, expected_terminated, expected_infos = reference.step(actions)
+        _assert_rows_equal(observations, expected_observations)
+        _assert_same(rewards, expected_rewards, "rewards")
+        np.testing.assert_array_equal(terminated, expected_terminated)
+        assert not truncated.any()
+        _assert_infos_equal(infos, expected_infos)
+        episodes += terminated
+    assert episodes.min() >= 3
+
+
+@pytest.mark.parametrize("env_id", VECTOR_IDS)
+def test_make_vec_defaults_to_the_native_vector_env(env_id: str) -> None:
+    envs = gym.make_vec(env_id, num_envs=2)
+    assert type(envs.unwrapped).__name__.endswith("VectorEnv")
+    assert envs.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
+    assert envs.action_space == gym.spaces.MultiDiscrete([envs.unwrapped.single_action_space.n] * 2)
+    observations, _ = envs.reset(seed=0)
+    assert observations in envs.observation_space
+
+
+def test_autoreset_next_step_ignores_action_and_starts_new_round() -> None:
+    envs = gym.make_vec("TokenizedLinearBandit-v0", num_envs=3, noise_scale=0.0)
+    observations, _ = envs.reset(seed=5)
+    eos = envs.unwrapped.eos_token_id
+    # sub-env 0 stops at once, the others write one token first
+    observations, rewards, terminated, _, infos = envs.step(np.array([eos, 0, 1]))
+    assert terminated.tolist() == [True, False, False]
+    assert rewards[0] == pytest.approx(infos["utility"][0]) and rewards[1:].tolist() == [0.0, 0.0]
+    assert infos["_regret"].tolist() == [True, False, False]
+    assert observations["length"].tolist() == [1, 1, 1]
+    assert observations["action_mask"][0].tolist() == [0] * eos + [1]  # a finished round allows only EOS
+    assert not observations["candidate_embeddings"][0].any()
+    # next step: sub-env 0 resets whatever its action (even a masked one), the others end
+    observations, rewards, terminated, _, infos = envs.step(np.array([0, eos, eos]))
+    assert terminated.tolist() == [False, True, True]
+    assert rewards[0] == 0.0
+    assert observations["length"].tolist() == [0, 2, 2]
+    assert infos["_forced_eos"].tolist() == [False, True, True]
+    assert "regret" in infos and infos["_regret"].tolist() == [False, True, True]
+
+
+def test_forced_eos_at_last_position_and_strict_actions() -> None:
+    length = 3
+    envs = gym.make_vec("TokenizedMultiArmedBandit-v0", num_envs=2, max_length=length)
+    envs.reset(seed=0)
+    for _ in range(length - 1):
+        envs.step(np.array([0, 1]))
+    _, rewards, terminated, _, infos = envs.step(np.array([0, envs.unwrapped.eos_token_id]))
+    assert terminated.all()
+    assert infos["forced_eos"].tolist() == [True, False]
+    strict = gym.make_vec("TokenizedMultiArmedBandit-v0", num_envs=2, max_length=length, strict_actions=True)
+    strict.reset(seed=0)
+    for _ in range(length - 1):
+        strict.step(np.array([0, 1]))
+    with pytest.raises(ValueError, match=r"action 0 of sub-env 0 is masked at position 3"):
+        strict.step(np.array([0, strict.unwrapped.eos_token_id]))
+
+
+@pytest.mark.parametrize(
+    ("actions", "error", "match"),
+    [
+        (np.array([0, 1, 2]), ValueError, r"shape \(2,\).*got shape \(3,\)"),
+        (np.array([[0, 1]]), ValueError, r"shape \(2,\).*got shape \(1, 2\)"),
+        (np.array([0.0, 1.0]), TypeError, "dtype float64"),
+        (np.array([True, False]), TypeError, "dtype bool"),
+        (torch.tensor([0.5, 1.0]), TypeError, "dtype torch.float32"),
+        (np.array([0, 16]), ValueError, r"action 16 of sub-env 1 is out of range: it must lie in \[0, 16\)"),
+        (np.array([-1, 0]), ValueError, r"action -1 of sub-env 0 is out of range"),
+        ("ab", TypeError, "dtype <U2"),
+    ],
+)
+def test_bad_action_batches_raise_naming_the_value(actions: Any, error: type[Exception], match: str) -> None:
+    envs = gym.make_vec("TokenizedLinearBandit-v0", num_envs=2)
+    envs.reset(seed=0)
+    with pytest.raises(error, match=match):
+        envs.step(actions)
+
+
+def test_masked_action_before_last_position_raises() -> None:
+    envs = gym.make_vec("TokenizedLinearBandit-v0", num_envs=2, fixed_length=True)
+    envs.reset(seed=0)
+    with pytest.raises(ValueError, match=r"action 15 of sub-env 1 is masked at position 1: allowed actions are"):
+        envs.step(np.array([0, envs.unwrapped.eos_token_id]))
+
+
+def test_step_before_reset_and_bad_constructor_arguments_raise() -> None:
+    envs = gym.make_vec("TokenizedLinearBandit-v0", num_envs=2)
+    with pytest.raises(ValueError, match="before reset"):
+        envs.step(np.zeros(2, dtype=np.int64))
+    with pytest.raises(ValueError, match="array_backend"):
+        gym.make_vec("TokenizedLinearBandit-v0", num_envs=2, array_backend="jax")
+    with pytest.raises(ValueError, match="num_envs must be >= 1"):
+        gym.make_vec("TokenizedLinearBandit-v0", num_envs=0, vectorization_mode="vector_entry_point")
+    with pytest.raises(ValueError, match=r"seed must have one entry per sub-env \(2\)"):
+        envs.reset(seed=[1, 2, 3])
+
+
+def _run(envs: gym.vector.VectorEnv, seed: Any, steps: int) -> list[np.ndarray]:
+    observations, _ = envs.reset(seed=seed)
+    rng = np.random.default_rng(1)
+    trace = []
+    for _ in range(steps):
+        actions = _policy_actions(rng, np.asarray(observations["action_mask"]), envs.unwrapped.eos_token_id)
+        observations, rewards, _, _, infos = envs.step(actions)
+        trace += [np.asarray(observations["response"]), np.asarray(rewards), np.asarray(infos["query_index"])]
+    return trace
+
+
+def test_seeding_is_deterministic_and_seeds_matter() -> None:
+    make = lambda: gym.make_vec("TokenizedLinearBandit-v0", num_envs=4, round_buffer=3)  # noqa: E731
+    first, second, other = _run(make(), 7, 20), _run(make(), 7, 20), _run(make(), 8, 20)
+    for a, b in zip(first, second, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert any(not np.array_equal(a, b) for a, b in zip(first, other, strict=True))
+    # an int seed s means seeds s, s + 1, ... as in SyncVectorEnv
+    for a, b in zip(first, _run(make(), [7, 8, 9, 10], 20), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_unseeded_reset_continues_the_streams_like_the_single_env() -> None:
+    vector = gym.make_vec("TokenizedLinearBandit-v0", num_envs=2, round_buffer=2)
+    single = [gym.make("TokenizedLinearBandit-v0") for _ in range(2)]
+    _, infos = vector.reset(seed=[4, 9])
+    expected = [env.reset(seed=seed)[1]["query_index"] for env, seed in zip(single, [4, 9], strict=True)]
+    assert infos["query_index"].tolist() == expected
+    for _ in range(5):
+        _, infos = vector.reset()
+        assert infos["query_index"].tolist() == [env.reset()[1]["query_index"] for env in single]
+
+
+@pytest.mark.parametrize("env_id", ["TokenizedLinearBandit-v0", "TokenizedMultiArmedBandit-v0"])
+def test_torch_backend_matches_numpy_backend_and_stays_on_device(env_id: str) -> None:
+    device = torch.device("cpu")
+    numpy_envs = gym.make_vec(env_id, num_envs=3)
+    torch_envs = gym.make_vec(env_id, num_envs=3, array_backend="torch", device=device)
+    numpy_observations, _ = numpy_envs.reset(seed=2)
+    torch_observations, torch_infos = torch_envs.reset(seed=2)
+    rng = np.random.default_rng(3)
+    for _ in range(25):
+        for key, value in torch_observations.items():
+            assert isinstance(value, torch.Tensor) and value.device == device
+            np.testing.assert_array_equal(value.numpy(), numpy_observations[key])
+        actions = _policy_actions(rng, numpy_observations["action_mask"], numpy_envs.unwrapped.eos_token_id)
+        numpy_observations, numpy_rewards, numpy_terminated, _, numpy_infos = numpy_envs.step(actions)
+        torch_observations, rewards, terminated, truncated, torch_infos = torch_envs.step(
+            torch.as_tensor(actions, device=device)
+        )
+        for value in (rewards, terminated, truncated):
+            assert isinstance(value, torch.Tensor) and value.device == device
+        np.testing.assert_array_equal(rewards.numpy(), numpy_rewards)
+        np.testing.assert_array_equal(terminated.numpy(), numpy_terminated)
+        if numpy_terminated.any():
+            np.testing.assert_array_equal(torch_infos["regret"].numpy(), numpy_infos["regret"])
+        for value in torch_infos.values():
+            assert isinstance(value, str) or value.device == device
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_torch_backend_matches_cpu_within_tolerance() -> None:
+    cpu = gym.make_vec("TokenizedLinearBandit-v0", num_envs=8, array_backend="torch")
+    cuda = gym.make_vec("TokenizedLinearBandit-v0", num_envs=8, array_backend="torch", device="cuda")
+    cpu_observations, _ = cpu.reset(seed=0)
+    cuda_observations, _ = cuda.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(30):
+        assert cuda_observations["candidate_embeddings"].device.type == "cuda"
+        torch.testing.assert_close(
+            cuda_observations["candidate_embeddings"].cpu(), cpu_observations["candidate_embeddings"]
+        )
+        actions = _policy_actions(rng, cpu_observations["action_mask"].numpy(), cpu.unwrapped.eos_token_id)
+        cpu_observations, cpu_rewards, _, _, _ = cpu.step(torch.as_tensor(actions))
+        cuda_observations, cuda_rewards, _, _, _ = cuda.step(torch.as_tensor(actions, device="cuda"))
+        torch.testing.assert_close(cuda_rewards.cpu(), cpu_rewards)
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "bounded"])
+def test_round_streams_draw_many_equals_draw(kind: str) -> None:
+    noise = NoiseModel(kind, 0.3)
+    one, many = RoundStreams.from_seed(5), RoundStreams.from_seed(5)
+    singles = [one.draw(7, noise) for _ in range(9)]
+    queries, etas = many.draw_many(7, noise, 4)
+    more_queries, more_etas = many.draw_many(7, noise, 5)
+    assert [q for q, _ in singles] == queries.tolist() + more_queries.tolist()
+    assert [e for _, e in singles] == etas.tolist() + more_etas.tolist()
+
+
+def test_round_buffer_replays_each_row_stream_across_refills() -> None:
+    noise = NoiseModel("gaussian", 1.0)
+    buffer = RoundBuffer(3, 50, noise, capacity=3, device=torch.device("cpu"))
+    buffer.seed([0, 1, 2], [10, 20, 30])
+    streams = [RoundStreams.from_seed(seed) for seed in (10, 20, 30)]
+    expected = [stream.draw(50, noise) for stream in streams]
+    rng = np.random.default_rng(0)
+    for _ in range(12):
+        queries, etas = buffer.current()
+        assert [(int(q), float(e)) for q, e in zip(queries, etas, strict=True)] == expected
+        rows = rng.random(3) < 0.6
+        buffer.advance(torch.as_tensor(rows))
+        expected = [
+            stream.draw(50, noise) if row else old for stream, row, old in zip(streams, rows, expected, strict=True)
+        ]

@@ -1,0 +1,107 @@
+"""Pre-drawn rounds of N independent round streams, kept on the device for the vector env."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from tokenized_bandit_gym.core.noise_model import NoiseModel
+from tokenized_bandit_gym.core.round_streams import RoundStreams
+from tokenized_bandit_gym.core.validation import check_int
+
+
+class RoundBuffer:
+    """The next ``capacity`` rounds (query index, noise) of each of N :class:`RoundStreams`.
+
+    Row i owns its own streams, seeded like a single env's, so sub-env i of a vector env plays
+    exactly the rounds of a single env with the same seed. The rounds are drawn ahead in
+    blocks (:meth:`RoundStreams.draw_many`, equal to one-at-a-time draws) and copied to the
+    device once per block, so starting a round costs a gather on the device and no host round
+    trip. Every row starts at most one round per :meth:`advance`; after ``capacity - 1``
+    advances the buffer reads the cursors back once and tops every row up.
+
+    Args:
+        num_rows: N.
+        num_queries: Q, the query pool size.
+        noise_model: the reward noise.
+        capacity: rounds held per row (>= 2).
+        device: where the current rounds are read.
+    """
+
+    def __init__(
+        self,
+        num_rows: int,
+        num_queries: int,
+        noise_model: NoiseModel,
+        capacity: int,
+        device: torch.device,
+    ) -> None:
+        self.num_rows = check_int("num_rows", num_rows, minimum=1)
+        self.num_queries = check_int("num_queries", num_queries, minimum=1)
+        self.capacity = check_int("capacity", capacity, minimum=2)
+        self.noise_model = noise_model
+        self.device = device
+        self._streams: list[RoundStreams | None] = [None] * num_rows
+        self._host_queries = np.zeros((num_rows, capacity), dtype=np.int64)  # (N, K)
+        self._host_noise = np.zeros((num_rows, capacity), dtype=np.float64)  # (N, K)
+        self._queries = torch.zeros(num_rows, capacity, dtype=torch.int64, device=device)  # (N, K)
+        self._noise = torch.zeros(num_rows, capacity, dtype=torch.float64, device=device)  # (N, K)
+        self._cursor = torch.zeros(num_rows, dtype=torch.int64, device=device)  # (N,) current round per row
+        self._rows = torch.arange(num_rows, device=device)  # (N,)
+        self._advances_since_refill = 0
+
+    def is_seeded(self, row: int) -> bool:
+        """Whether row ``row`` has streams yet."""
+        return self._streams[row] is not None
+
+    def seed(self, rows: Sequence[int], seeds: Sequence[int]) -> None:
+        """Give each of ``rows`` fresh streams from its seed; its current round is the first one."""
+        if len(rows) != len(seeds):
+            raise ValueError(f"got {len(rows)} rows but {len(seeds)} seeds")
+        if not rows:
+            return
+        cursor = self._cursor.cpu().numpy()
+        self._shift_and_refill(cursor)
+        for row, seed in zip(rows, seeds, strict=True):
+            streams = RoundStreams.from_seed(seed)
+            self._streams[row] = streams
+            queries, noise = streams.draw_many(self.num_queries, self.noise_model, self.capacity)
+            self._host_queries[row], self._host_noise[row] = queries, noise
+        self._upload()
+
+    def advance(self, rows: torch.Tensor) -> None:
+        """Start the next round on ``rows`` ``(N,)`` bool (on the device)."""
+        if self._advances_since_refill >= self.capacity - 1:
+            self._shift_and_refill(self._cursor.cpu().numpy())
+            self._upload()
+        self._cursor += rows.to(torch.int64)
+        self._advances_since_refill += 1
+
+    def current(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The current round of every row: query indices ``(N,)`` int64 and noise ``(N,)`` float64."""
+        return self._queries[self._rows, self._cursor], self._noise[self._rows, self._cursor]
+
+    def _shift_and_refill(self, cursor: np.ndarray) -> None:
+        """Drop each row's finished rounds (before its cursor) and draw as many new ones."""
+        columns = cursor[:, None] + np.arange(self.capacity)[None, :]  # (N, K)
+        kept = columns < self.capacity  # (N, K)
+        source = np.minimum(columns, self.capacity - 1)  # (N, K)
+        rows = np.arange(self.num_rows)[:, None]  # (N, 1)
+        self._host_queries = np.where(kept, self._host_queries[rows, source], 0)
+        self._host_noise = np.where(kept, self._host_noise[rows, source], 0.0)
+        for row in np.flatnonzero(cursor):
+            streams = self._streams[row]
+            if streams is None:
+                continue
+            count = int(cursor[row])
+            queries, noise = streams.draw_many(self.num_queries, self.noise_model, count)
+            self._host_queries[row, -count:], self._host_noise[row, -count:] = queries, noise
+        self._advances_since_refill = 0
+
+    def _upload(self) -> None:
+        """Copy the host buffers to the device; every cursor restarts at 0."""
+        self._queries = torch.from_numpy(self._host_queries).to(self.device)
+        self._noise = torch.from_numpy(self._host_noise).to(self.device)
+        self._cursor = torch.zeros(self.num_rows, dtype=torch.int64, device=self.device)

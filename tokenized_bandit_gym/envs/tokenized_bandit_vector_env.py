@@ -1,0 +1,344 @@
+"""The native vector env shared by every synthetic tokenized bandit: N rounds in one batch of the core."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from numbers import Integral
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space
+
+from tokenized_bandit_gym.core.decoding_state import DecodingState
+from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
+from tokenized_bandit_gym.core.round_buffer import RoundBuffer
+from tokenized_bandit_gym.core.validation import check_choice, check_int
+from tokenized_bandit_gym.envs.tokenized_bandit_env import TokenizedBanditEnv
+
+ARRAY_BACKENDS = ("numpy", "torch")
+
+
+class TokenizedBanditVectorEnv(VectorEnv):
+    """N independent rounds of one tokenized bandit instance, stepped as one batch of the core.
+
+    Sub-env i is exactly the single env (:attr:`single_env_class`) reset with seed ``s_i``: the
+    same instance (built once, by the single env's own constructor), the same query and noise
+    streams (:class:`~tokenized_bandit_gym.core.round_buffer.RoundBuffer`), the same dynamics
+    (``TokenizedProblem.advance`` and friends, called with batch N instead of 1), the same
+    forced EOS and the same info entries. Subclasses only name the single env class.
+
+    Autoreset: ``AutoresetMode.NEXT_STEP`` (Gymnasium's default, and what ``SyncVectorEnv``
+    does). Rounds end at different steps (EOS); the step that ends sub-env i's round returns
+    its final observation, the reward and ``terminated[i] = True``; on the next ``step`` that
+    sub-env ignores its action, starts a new round and returns its first observation, reward 0,
+    ``terminated[i] = False`` and ``info["query_index"][i]`` of the new round.
+
+    Infos are a dict of arrays with ``_key`` masks, as Gymnasium's vector envs build them:
+    ``query_index`` (every row), ``forced_eos`` (rows that appended a token) and, on the rows
+    whose round ended in this step, ``utility``, ``optimal_utility``, ``regret``,
+    ``oracle_greedy_utility``, ``optimal_kind``, ``noise``, ``response`` and
+    ``optimal_response`` ``(N, L)`` padded with EOS (the single env trims ``response`` to its
+    length), and ``response_embedding`` for TLB. Unmasked rows hold zeros. With the NumPy
+    backend the round-end keys appear only in steps where some round ended (as in
+    ``SyncVectorEnv``; likewise ``forced_eos`` when every row autoresets); with the torch backend
+    they are always present (deciding would cost a host round trip) and ``optimal_kind`` is a
+    plain string.
+
+    Array backends: ``array_backend="numpy"`` (default) returns NumPy arrays; ``"torch"``
+    returns tensors on the instance's ``device`` and takes actions as tensors there. On an
+    accelerator nothing is copied to the host per step but one flag (whether any action is
+    invalid), plus the round buffer's cursors once every ``round_buffer - 1`` steps.
+
+    Args:
+        num_envs: N >= 1.
+        array_backend: ``"numpy"`` or ``"torch"``.
+        round_buffer: rounds drawn ahead per sub-env (a device copy every ``round_buffer - 1``
+            steps).
+        **env_kwargs: the single env's keywords (``device`` places the instance and, with the
+            torch backend, every returned tensor).
+    """
+
+    single_env_class: ClassVar[type[TokenizedBanditEnv]]
+    metadata: ClassVar[dict[str, Any]] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+
+    def __init__(
+        self,
+        num_envs: int,
+        array_backend: str = "numpy",
+        round_buffer: int = 64,
+        **env_kwargs: Any,
+    ) -> None:
+        self.num_envs = check_int("num_envs", num_envs, minimum=1)
+        self.array_backend = check_choice("array_backend", array_backend, ARRAY_BACKENDS)
+        if env_kwargs.get("render_mode") is not None:
+            raise ValueError(f"the vector env does not render; got render_mode={env_kwargs['render_mode']!r}")
+        template = self.single_env_class(**env_kwargs)
+        self.problem = template.problem
+        self.noise_model = template.noise_model
+        self.strict_actions = template.strict_actions
+        self.single_observation_space = template.observation_space
+        self.single_action_space = template.action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.device = self.problem.device
+        self._on_host = self.device.type == "cpu"  # host checks are free here, a sync on an accelerator
+        self._has_embeddings = isinstance(self.problem, LinearTokenizedProblem)
+        self._num_actions = int(self.single_action_space.n)
+        self._rounds = RoundBuffer(
+            self.num_envs,
+            self.problem.num_queries,
+            self.noise_model,
+            check_int("round_buffer", round_buffer, minimum=2),
+            self.device,
+        )
+        self._candidate_tokens = np.broadcast_to(
+            np.arange(self._num_actions, dtype=np.int64), (self.num_envs, self._num_actions)
+        )
+        self._candidate_tokens_tensor = torch.arange(self._num_actions, device=self.device).expand(self.num_envs, -1)
+        self._state: DecodingState | None = None
+        self._noise = torch.zeros(self.num_envs, dtype=torch.float64, device=self.device)  # (N,)
+        self._autoreset = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)  # (N,)
+        self._mask = torch.zeros(self.num_envs, self._num_actions, dtype=torch.bool, device=self.device)  # (N, n)
+        self._carries: torch.Tensor | None = None
+
+    @property
+    def eos_token_id(self) -> int:
+        """The EOS token id."""
+        return self.problem.eos_token_id
+
+    # ------------------------------------------------------------------ Gymnasium API
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Start a new round on every sub-env.
+
+        Args:
+            seed: ``None`` (continue each sub-env's streams; draw fresh seeds from
+                :attr:`np_random` the first time), an ``int`` s (sub-env i gets ``s + i``, as
+                in ``SyncVectorEnv``) or a sequence of N ints or Nones.
+            options: ignored, as in the single env.
+
+        Returns:
+            The batched first observations and ``{"query_index": (N,), "_query_index": (N,)}``.
+        """
+        seeds = self._row_seeds(seed)
+        super().reset(seed=seed if isinstance(seed, Integral) else None)
+        fresh_rows: list[int] = []
+        fresh_seeds: list[int] = []
+        for row, row_seed in enumerate(seeds):
+            if row_seed is not None:
+                fresh_rows.append(row)
+                fresh_seeds.append(row_seed)
+            elif not self._rounds.is_seeded(row):
+                fresh_rows.append(row)
+                fresh_seeds.append(int(self.np_random.integers(2**63 - 1)))
+        continuing = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+        continuing[torch.as_tensor(fresh_rows, dtype=torch.int64, device=self.device)] = False
+        self._rounds.seed(fresh_rows, fresh_seeds)
+        self._rounds.advance(continuing)
+        queries, self._noise = self._rounds.current()
+        self._state = self.problem.initial_state(queries)
+        self._autoreset = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
+        observations = self._observe(self._state)
+        everyone = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+        infos = {"query_index": self._to_backend(queries), "_query_index": self._to_backend(everyone)}
+        return observations, infos
+
+    def step(self, actions: Any) -> tuple[dict[str, Any], Any, Any, Any, dict[str, Any]]:
+        """Append one token per sub-env (sub-envs whose round ended last step start a new one).
+
+        Args:
+            actions: ``(N,)`` integer token ids (NumPy array, sequence or tensor). Entries of
+                sub-envs that autoreset in this step are range-checked and otherwise ignored.
+
+        Raises:
+            ValueError: before :meth:`reset`; wrong shape; an action out of ``[0, n)``; a masked
+                action (always before position L, and at L too when ``strict_actions``).
+            TypeError: a non-integer dtype (bools and floats included).
+        """
+        if self._state is None:
+            raise ValueError("step() called before reset(): call reset() to start the rounds")
+        state = self._state
+        tokens = self._action_tensor(actions)  # (N,)
+        stepping = ~self._autoreset  # (N,)
+        allowed = self._mask.gather(1, tokens.clamp(0, self._num_actions - 1)[:, None])[:, 0]  # (N,)
+        at_last_position = state.lengths >= self.problem.max_length - 1  # (N,)
+        forced_eos = stepping & ~allowed  # (N,)
+        out_of_range = (tokens < 0) | (tokens >= self._num_actions)  # (N,)
+        refused = forced_eos & (~at_last_position | self.strict_actions)  # (N,)
+        if bool((out_of_range | refused).any()):
+            self._raise_invalid(tokens, out_of_range, refused, state)
+        tokens = torch.where(forced_eos, self.eos_token_id, tokens)  # (N,)
+        state = self.problem.advance(state, tokens, active=stepping, candidate_carries=self._carries)
+        terminated = stepping & state.finished  # (N,)
+        summary = self._round_summary(state, terminated)
+        utility = summary.get("utility")
+        if utility is None:
+            rewards = torch.zeros(self.num_envs, dtype=torch.float64, device=self.device)
+        else:
+            rewards = torch.where(terminated, utility + self._noise, 0.0)  # (N,)
+        resetting = self._autoreset
+        self._rounds.advance(resetting)
+        if not self._on_host or bool(resetting.any()):  # on the host, skip the work when no round starts
+            queries, noise = self._rounds.current()
+            fresh = self.problem.initial_state(queries)
+            # with_rows keeps the queries (advance never changes them); a new round does
+            state = state.with_rows(resetting, fresh)
+            state = replace(state, queries=torch.where(resetting, fresh.queries, state.queries))
+            self._noise = torch.where(resetting, noise, self._noise)
+        self._state = state
+        self._autoreset = terminated
+        observations = self._observe(state)
+        infos: dict[str, Any] = {
+            "query_index": self._to_backend(state.queries),
+            "_query_index": self._to_backend(torch.ones_like(stepping)),
+        }
+        if self.array_backend == "torch" or bool(stepping.any()):
+            infos["forced_eos"], infos["_forced_eos"] = self._to_backend(forced_eos), self._to_backend(stepping)
+        ended = self._to_backend(terminated)
+        for key, value in summary.items():
+            infos[key] = value if isinstance(value, (str, np.ndarray)) else self._to_backend(value)
+            infos[f"_{key}"] = ended.clone() if isinstance(ended, torch.Tensor) else ended.copy()
+        truncated = torch.zeros_like(terminated)
+        return (
+            observations,
+            self._to_backend(rewards),
+            self._to_backend(terminated),
+            self._to_backend(truncated),
+            infos,
+        )
+
+    def action_masks(self) -> Any:
+        """Allowed actions now, ``(N, k)`` bool (array or tensor by backend)."""
+        return self._to_backend(self._mask.clone())
+
+    # ------------------------------------------------------------------ helpers
+    def _row_seeds(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
+        """Per-sub-env seeds from ``reset``'s ``seed`` argument, validated."""
+        if seed is None:
+            return [None] * self.num_envs
+        if isinstance(seed, Integral) and not isinstance(seed, bool):
+            return [int(seed) + row for row in range(self.num_envs)]
+        if isinstance(seed, (str, bytes)) or not isinstance(seed, Sequence):
+            raise TypeError(f"seed must be None, an int or a sequence of {self.num_envs} ints, got {seed!r}")
+        if len(seed) != self.num_envs:
+            raise ValueError(f"seed must have one entry per sub-env ({self.num_envs}), got {len(seed)}: {seed!r}")
+        for row, value in enumerate(seed):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, Integral) or value < 0):
+                raise ValueError(f"seed[{row}] must be None or a non-negative int, got {value!r}")
+        return [None if value is None else int(value) for value in seed]
+
+    def _action_tensor(self, actions: Any) -> torch.Tensor:
+        """``actions`` as an ``(N,)`` int64 tensor on the device; raises on shape or dtype."""
+        if isinstance(actions, torch.Tensor):
+            if actions.dtype == torch.bool or actions.dtype.is_floating_point or actions.dtype.is_complex:
+                raise TypeError(f"actions must be integer token indices, got a tensor of dtype {actions.dtype}")
+            tensor = actions
+        else:
+            array = np.asarray(actions)
+            if array.dtype.kind not in "iu":
+                raise TypeError(f"actions must be integer token indices, got dtype {array.dtype}: {actions!r}")
+            if array.dtype == np.uint64:
+                array = np.minimum(array, np.iinfo(np.int64).max)
+            tensor = torch.from_numpy(np.ascontiguousarray(array, dtype=np.int64))
+        if tuple(tensor.shape) != (self.num_envs,):
+            raise ValueError(
+                f"actions must have shape ({self.num_envs},), one token per sub-env, got shape {tuple(tensor.shape)}"
+            )
+        return tensor.to(self.device, torch.int64)
+
+    def _raise_invalid(
+        self,
+        tokens: torch.Tensor,
+        out_of_range: torch.Tensor,
+        refused: torch.Tensor,
+        state: DecodingState,
+    ) -> None:
+        """Raise ``ValueError`` naming the first invalid action and its sub-env."""
+        bad_range = torch.nonzero(out_of_range).flatten().tolist()
+        if bad_range:
+            row = bad_range[0]
+            raise ValueError(
+                f"action {int(tokens[row])} of sub-env {row} is out of range: it must lie in [0, {self._num_actions}) "
+                f"({len(bad_range)} sub-env(s) out of range: {bad_range[:10]})"
+            )
+        row = int(torch.nonzero(refused).flatten()[0])
+        allowed = torch.nonzero(self._mask[row]).flatten().tolist()
+        raise ValueError(
+            f"action {int(tokens[row])} of sub-env {row} is masked at position {int(state.lengths[row]) + 1}: "
+            f"allowed actions are {allowed}"
+        )
+
+    def _observe(self, state: DecodingState) -> dict[str, Any]:
+        """Batched observations of ``state`` (and cache the mask and the candidates' carries)."""
+        problem = self.problem
+        self._mask = problem.action_mask(state)  # (N, n)
+        self._carries = problem.candidate_carries(state)  # (N, n, *c)
+        observation = {
+            "query": problem.query_tokens[state.queries],  # (N, Lq)
+            "query_length": problem.query_lengths[state.queries],  # (N,)
+            "response": state.tokens.clone(),  # (N, L)
+            "length": state.lengths.clone(),  # (N,)
+            "action_mask": self._mask.to(torch.int8),  # (N, n)
+        }
+        if self._has_embeddings:
+            embeddings = problem.candidate_embeddings(state, self._carries).to(torch.float32, copy=True)  # (N, n, d)
+            if self._on_host:  # zero only the finished rows, as the single env observes them
+                embeddings[state.finished] = 0.0
+            else:  # no host round trip to find them
+                embeddings.masked_fill_(state.finished[:, None, None], 0.0)
+            observation["candidate_embeddings"] = embeddings
+        if self.array_backend == "torch":
+            observation["candidate_tokens"] = self._candidate_tokens_tensor.clone()
+            return observation
+        arrays = {key: value.cpu().numpy() for key, value in observation.items()}
+        arrays["candidate_tokens"] = self._candidate_tokens.copy()
+        return {key: arrays[key] for key in self.single_observation_space.spaces}
+
+    def _round_summary(self, state: DecodingState, terminated: torch.Tensor) -> dict[str, Any]:
+        """Round-end info entries for every row (zeros where ``terminated`` is False).
+
+        The NumPy backend returns ``{}`` when no round ended (one cheap host check on the CPU).
+        """
+        numpy_backend = self.array_backend == "numpy"
+        if numpy_backend and not bool(terminated.any()):
+            return {}
+        problem = self.problem
+        queries = state.queries
+        optimum = problem.optimal(queries)
+        rows = terminated[:, None]  # (N, 1)
+        utility = problem.utility_of(state).to(torch.float64)  # (N,)
+        optimal_utility = optimum.utility.to(torch.float64)  # (N,)
+        summary: dict[str, Any] = {
+            "utility": torch.where(terminated, utility, 0.0),
+            "optimal_utility": torch.where(terminated, optimal_utility, 0.0),
+            "regret": torch.where(terminated, optimal_utility - utility, 0.0),
+            "oracle_greedy_utility": torch.where(
+                terminated, problem.oracle_greedy(queries).utility.to(torch.float64), 0.0
+            ),
+            "noise": torch.where(terminated, self._noise, 0.0),
+            "response": torch.where(rows, state.tokens, 0),  # (N, L)
+            "optimal_response": torch.where(rows, optimum.responses, 0),  # (N, L)
+        }
+        if numpy_backend:
+            kind = np.full(self.num_envs, None, dtype=object)
+            kind[terminated.cpu().numpy()] = "exact"
+            summary["optimal_kind"] = kind
+        else:
+            summary["optimal_kind"] = "exact"
+        if isinstance(problem, LinearTokenizedProblem):
+            embedding = problem.embedding_of(state).to(torch.float32)  # (N, d)
+            summary["response_embedding"] = torch.where(rows, embedding, 0.0)
+        return summary
+
+    def _to_backend(self, value: torch.Tensor) -> Any:
+        """A tensor as the backend's array type."""
+        if self.array_backend == "torch":
+            return value
+        return value.cpu().numpy()
