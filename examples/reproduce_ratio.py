@@ -49,7 +49,7 @@ class Args:
     """weight of v(p) in the utility"""
     value_map: str = "logprob"
     """the env's v: logprob (paper default), scaled_logprob, root_prob, prob"""
-    embedding_norm: str = "l2"
+    embedding_norm: str = "none"
     """the env's embedding normalisation: l2 (unit norm) or none (raw mean-pooled hidden states)"""
     beta: float = 1.0
     """EOFUL's multiplier on sqrt(beta_t)"""

@@ -86,7 +86,9 @@ def test_same_seeds_same_trajectories_and_common_random_numbers() -> None:
 
 
 def test_alignment_observation_is_the_tlb_reduction() -> None:
-    env = gym.make("TokenizedAlignment-v0", max_length=4, top_k=5, noise_scale=0.0, queries="paper")
+    env = gym.make(
+        "TokenizedAlignment-v0", max_length=4, top_k=5, noise_scale=0.0, queries="paper", embedding_norm="l2"
+    )
     problem = env.unwrapped.problem
     observation, _ = env.reset(seed=1)
     terminated = False

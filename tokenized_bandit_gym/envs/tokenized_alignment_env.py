@@ -26,7 +26,10 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
 
     ``p(x, y)`` the LM's probability of ``y`` given ``x``, ``v`` a known monotone map (log-prob by
     default) and ``e`` the mean-pooled last-layer hidden state of ``x:y`` (after the final norm,
-    unit L2 norm by default). The paper's reduction to a TLB is built in:
+    not rescaled by default, as in the paper; ``embedding_norm="l2"`` gives ``||e|| = 1``, but
+    then ``(1 - gamma) <theta, e>`` is at most 0.2 against a sequence log-prob of tens of nats,
+    so greedy decoding on the LM alone already matches the benchmark and nothing is left to
+    learn). The paper's reduction to a TLB is built in:
     ``u = <theta', [e : v(p)]>`` with ``theta' = [(1 - gamma) * theta : gamma]``
     (``env.unwrapped.problem.theta``), and the observation's ``candidate_embeddings`` are the
     ``d + 1`` features ``[e(x, y:tau) : v(p(x, y:tau))]`` of every candidate, so any TLB agent
@@ -94,7 +97,7 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
     | ``theta`` | ``0.5 * 1`` unit-normed | ``1 / sqrt(d)`` per coordinate; ``"random"``; or a ``(d,)`` vector |
     | ``value_map`` | ``"logprob"`` | ``v``: ``logprob``, ``scaled_logprob``, ``root_prob``, ``prob`` |
     | ``pooling`` | ``"query_response"`` | or ``"response"`` |
-    | ``embedding_norm`` | ``"l2"`` | or ``"none"`` |
+    | ``embedding_norm`` | ``"none"`` | the paper's raw mean-pooled state; ``"l2"`` for unit-norm ``e`` |
     | ``eos_candidate`` | True | EOS always a candidate |
     | ``chat_template`` | None | use the tokenizer's chat template when it has one |
     | ``candidate_batching`` | ``"auto"`` | ``"mask"`` (4-D mask, eager/SDPA) or ``"expand"`` (any kernel) |
@@ -142,7 +145,7 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
         theta: str | torch.Tensor | Sequence[float] | None = None,
         value_map: str = "logprob",
         pooling: str = "query_response",
-        embedding_norm: str = "l2",
+        embedding_norm: str = "none",
         eos_candidate: bool = True,
         chat_template: bool | None = None,
         candidate_batching: str = "auto",
