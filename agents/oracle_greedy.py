@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
-from agents.candidate_index import candidate_index
+from agents.oracle_action import oracle_action
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.task import Task
 
@@ -33,11 +31,7 @@ class OracleGreedy:
 
     def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
         """The candidate holding the greedy response's next token."""
-        if self._problem is None:
-            raise ValueError("OracleGreedy.act() called before reset(task)")
-        query = torch.tensor([int(info["query_index"])], device=self._problem.device)
-        response = self._problem.oracle_greedy(query).responses[0]  # (L,)
-        return candidate_index(observation, int(response[int(observation["length"])]))
+        return oracle_action(self._problem, "oracle_greedy", observation, info)
 
     def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
         """Nothing to learn."""

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
-from agents.candidate_index import candidate_index
+from agents.oracle_action import oracle_action
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.task import Task
 
@@ -31,11 +29,7 @@ class OracleOptimal:
 
     def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
         """The candidate holding the optimal response's next token."""
-        if self._problem is None:
-            raise ValueError("OracleOptimal.act() called before reset(task)")
-        query = torch.tensor([int(info["query_index"])], device=self._problem.device)
-        response = self._problem.optimal(query).responses[0]  # (L,)
-        return candidate_index(observation, int(response[int(observation["length"])]))
+        return oracle_action(self._problem, "optimal", observation, info)
 
     def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
         """Nothing to learn."""
