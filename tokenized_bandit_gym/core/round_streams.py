@@ -31,6 +31,19 @@ class RoundStreams:
         query_seq, noise_seq = np.random.SeedSequence(seed).spawn(2)
         return cls(np.random.Generator(np.random.PCG64(query_seq)), np.random.Generator(np.random.PCG64(noise_seq)))
 
+    @classmethod
+    def on_reset(cls, current: RoundStreams | None, seed: int | None, fallback: np.random.Generator) -> RoundStreams:
+        """The streams an env uses after ``reset(seed=seed)``.
+
+        A seed reseeds both streams; without one the current streams go on, and an env that has
+        none yet seeds them from ``fallback`` (Gymnasium's ``np_random``).
+        """
+        if seed is not None:
+            return cls.from_seed(seed)
+        if current is None:
+            return cls.from_seed(int(fallback.integers(2**63 - 1)))
+        return current
+
     def draw(self, num_queries: int, noise: NoiseModel) -> tuple[int, float]:
         """Return the next round's query index in ``[0, num_queries)`` and its noise."""
         query = int(self.query_rng.integers(num_queries))

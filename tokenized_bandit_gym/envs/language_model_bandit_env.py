@@ -113,9 +113,7 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
         ``seed`` reseeds both streams (never the instance, which the constructor fixes).
         """
         super().reset(seed=seed)
-        if seed is not None or self._streams is None:
-            stream_seed = seed if seed is not None else int(self.np_random.integers(2**63 - 1))
-            self._streams = RoundStreams.from_seed(stream_seed)
+        self._streams = RoundStreams.on_reset(self._streams, seed, self.np_random)
         self._query, self._noise = self._streams.draw(self.problem.num_queries, self.noise_model)
         queries = torch.tensor([self._query], dtype=torch.int64, device=self.problem.device)
         self._state = self.problem.initial_state(queries)
