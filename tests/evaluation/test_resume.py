@@ -101,7 +101,9 @@ def rows_by_key(store: Path) -> dict[str, list[tuple]]:
 )
 def test_interrupted_run_resumes_without_loss_or_duplicates(tmp_path: Path, sig: int, workers: int) -> None:
     total = 10
-    spec = write_spec(tmp_path / "spec.toml", rounds=100, seeds=total)
+    # Runs long enough (about 1 s each on an idle 2-core machine) that the signal always lands
+    # while runs remain; with 100 rounds an idle machine once finished all ten first.
+    spec = write_spec(tmp_path / "spec.toml", rounds=400, seeds=total)
     store = tmp_path / "results.sqlite"
     completed, children = interrupt_after_first_run(spec, store, sig, workers)
     if sig == signal.SIGINT:
