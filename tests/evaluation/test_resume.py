@@ -63,7 +63,16 @@ def interrupt_after_first_run(
     command += ["--workers", str(workers), "--no-progress", "--no-report"]
     environment = dict(os.environ, PYTHONPATH=str(REPO))
     process = subprocess.Popen(
-        command, cwd=REPO, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        cwd=REPO,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        # A test run started in the background of a non-interactive shell (as CI may be) inherits
+        # an ignored SIGINT, and Python then never raises KeyboardInterrupt; a user's terminal
+        # Ctrl-C reaches a process whose SIGINT is at its default.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 240
     try:
