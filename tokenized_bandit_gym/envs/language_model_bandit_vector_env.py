@@ -80,7 +80,13 @@ class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
         return torch.where(forced_eos, eos_action, actions)  # (N,)
 
     def _advance(self, state: LanguageModelState, actions: torch.Tensor, stepping: torch.Tensor) -> LanguageModelState:
-        """Append the chosen candidates ``(N,)`` on the rows ``stepping`` ``(N,)``: one forward."""
+        """Append the chosen candidates ``(N,)`` on the rows ``stepping`` ``(N,)``: one forward (none if no row steps).
+
+        Rows that only restart in this step ride along in the forward (masked); when every row
+        restarts, as at N = 1, the forward is skipped.
+        """
+        if not bool(stepping.any()):
+            return state
         return self.problem.advance(state, actions, active=stepping)
 
     def _restart_rows(self, state: LanguageModelState, resetting: torch.Tensor) -> LanguageModelState:
