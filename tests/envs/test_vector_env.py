@@ -429,3 +429,24 @@ def test_llm_cache_stays_as_wide_as_the_longest_live_prefix() -> None:
         observations, *_ = envs.step(actions)
         width = envs.unwrapped._state.attention_mask.shape[1]
         assert width <= query_width + LLM_KWARGS["max_length"] + 1
+
+
+def test_llm_cached_initial_states_match_encoding_each_restart() -> None:
+    cached = gym.make_vec("TokenizedAlignment-v0", num_envs=4, cache_initial_states=True, **LLM_KWARGS)
+    encoded = gym.make_vec("TokenizedAlignment-v0", num_envs=4, cache_initial_states=False, **LLM_KWARGS)
+    cached_observations, _ = cached.reset(seed=1)
+    encoded_observations, _ = encoded.reset(seed=1)
+    eos = cached.unwrapped.eos_token_id
+    rng = np.random.default_rng(2)
+    restarts = 0
+    for _ in range(20):
+        for key, value in encoded_observations.items():
+            _assert_same(cached_observations[key], value, f"observation {key!r}", FLOAT_ATOL)
+        actions = _policy_actions(rng, encoded_observations["action_mask"], _eos_actions(encoded_observations, eos))
+        cached_observations, cached_rewards, _, _, _ = cached.step(actions)
+        encoded_observations, encoded_rewards, terminated, _, _ = encoded.step(actions)
+        _assert_same(cached_rewards, encoded_rewards, "rewards", FLOAT_ATOL)
+        restarts += int(terminated.sum())
+    assert restarts >= 4
+    with pytest.raises(TypeError, match="cache_initial_states must be a bool or None, got 'yes'"):
+        gym.make_vec("TokenizedDecoding-v0", num_envs=2, cache_initial_states="yes", **LLM_KWARGS)

@@ -11,6 +11,9 @@ from tokenized_bandit_gym.envs.language_model_bandit_env import LanguageModelBan
 from tokenized_bandit_gym.envs.tokenized_bandit_vector_env import TokenizedBanditVectorEnv
 from tokenized_bandit_gym.llm.language_model_state import LanguageModelState
 
+MAX_CACHED_QUERIES = 256
+"""Query pools up to this size have their initial states cached by default (one KV cache per query)."""
+
 
 class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
     """N independent rounds of one LLM-backed instance, stepped as one batch of the LLM core.
@@ -23,9 +26,12 @@ class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
     :class:`~tokenized_bandit_gym.envs.tokenized_bandit_vector_env.TokenizedBanditVectorEnv`'s;
     this class supplies the LLM's hooks.
 
-    Rounds restart row by row: the finished rows' queries are encoded in one forward (only those
-    rows) and put in place by :meth:`LanguageModelState.with_new_rows`, which left-pads the
-    caches to a common width under the attention mask and trims the columns no row needs.
+    Rounds restart row by row: the restarting rows' initial states (the query's KV cache and its
+    first scored candidates) are put in place by :meth:`LanguageModelState.with_new_rows`, which
+    left-pads the caches to a common width under the attention mask and trims the columns no row
+    needs. The query pool is fixed, so with ``cache_initial_states`` the whole pool is encoded
+    once (one forward, on first use) and a restart is a gather of its rows: no forward at all;
+    otherwise each restart encodes the restarting rows' queries in one forward.
     Observations agree with the single envs' to float rounding (about 1e-6 on CPU, float32:
     the batched forward reduces over padded, wider tensors); tokens, actions and flags are equal.
 
@@ -48,6 +54,9 @@ class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
         num_envs: N >= 1.
         array_backend: ``"numpy"`` or ``"torch"`` (tensors on the model's device).
         round_buffer: rounds drawn ahead per sub-env.
+        cache_initial_states: keep the initial state of every query of the pool (memory: one
+            query's KV cache and candidates per query); None: when the pool has at most
+            :data:`MAX_CACHED_QUERIES` queries.
         **env_kwargs: the single env's keywords (``model``, ``top_k``, ``max_length``, ``device``, ...).
     """
 
@@ -58,9 +67,16 @@ class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
         num_envs: int,
         array_backend: str = "numpy",
         round_buffer: int = 64,
+        cache_initial_states: bool | None = None,
         **env_kwargs: Any,
     ) -> None:
+        if cache_initial_states is not None and not isinstance(cache_initial_states, bool):
+            raise TypeError(f"cache_initial_states must be a bool or None, got {cache_initial_states!r}")
         super().__init__(num_envs, array_backend, round_buffer, **env_kwargs)
+        if cache_initial_states is None:
+            cache_initial_states = self.problem.num_queries <= MAX_CACHED_QUERIES
+        self.cache_initial_states = cache_initial_states
+        self._initial_states: LanguageModelState | None = None  # (Q rows) built on first use
         template = self._template
         self.optimal_kind = template.optimal_kind
         self.beam_width = template.beam_width
@@ -74,6 +90,15 @@ class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
             self._feature_high = torch.as_tensor(space.high, device=self.device)  # (k, d + 1)
 
     # ------------------------------------------------------------------ hooks
+    def _initial_state(self, queries: torch.Tensor) -> LanguageModelState:
+        """New rounds on ``queries`` ``(R,)``: rows of the query pool's cached states, or one forward of them."""
+        if not self.cache_initial_states:
+            return self.problem.initial_state(queries)
+        if self._initial_states is None:  # the whole pool in one forward, left-padded to the longest query
+            pool = torch.arange(self.problem.num_queries, device=self.device)  # (Q,)
+            self._initial_states = self.problem.initial_state(pool)
+        return self._initial_states.select(queries).trimmed()
+
     def _forced_actions(self, actions: torch.Tensor, forced_eos: torch.Tensor) -> torch.Tensor:
         """``actions`` ``(N,)`` with the EOS candidate's index (the only allowed one) on the rows ``forced_eos``."""
         eos_action = self._mask.int().argmax(dim=1)  # (N,) first allowed candidate
@@ -95,7 +120,7 @@ class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
         if rows.numel() == 0:
             return state
         queries, noise = self._rounds.current()  # (N,), (N,)
-        fresh = self.problem.initial_state(queries[rows])  # R rows
+        fresh = self._initial_state(queries[rows])  # R rows
         self._noise = torch.where(resetting, noise, self._noise)
         return state.with_new_rows(rows, fresh)
 

@@ -144,7 +144,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
         self._rounds.seed(fresh_rows, fresh_seeds)
         self._rounds.advance(continuing)
         queries, self._noise = self._rounds.current()
-        self._state = self.problem.initial_state(queries)
+        self._state = self._initial_state(queries)
         self._autoreset = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)
         observations = self._observe(self._state)
         everyone = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
@@ -213,6 +213,10 @@ class TokenizedBanditVectorEnv(VectorEnv):
         return self._to_backend(self._mask.clone())
 
     # ------------------------------------------------------------------ hooks (overridden by the LLM vector env)
+    def _initial_state(self, queries: torch.Tensor) -> Any:
+        """The core's state of new rounds on ``queries`` ``(N,)``."""
+        return self.problem.initial_state(queries)
+
     def _forced_actions(self, actions: torch.Tensor, forced_eos: torch.Tensor) -> torch.Tensor:
         """``actions`` ``(N,)`` with the EOS action on the rows ``forced_eos`` ``(N,)`` (here EOS is a token id)."""
         return torch.where(forced_eos, self.eos_token_id, actions)  # (N,)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -87,8 +87,8 @@ class LanguageModelState:
         The two KV caches have different widths (``P`` here, ``F`` in ``fresh``, each left-padded
         on its own): both are left-padded to ``max(P, F)`` with masked zero columns, the fresh
         rows are copied in, and the leading columns that no row attends to any more (the cache of
-        the rounds just replaced) are trimmed, so the cache stays as wide as the longest live
-        prefix. Finding them reads one integer back from the device.
+        the rounds just replaced) are trimmed (:meth:`trimmed`), so the cache stays as wide as the
+        longest live prefix.
         """
         rows = torch.as_tensor(rows, dtype=torch.int64, device=self.queries.device)
         if fresh.batch_size != rows.shape[0]:
@@ -99,13 +99,11 @@ class LanguageModelState:
         mask = _left_pad(self.attention_mask, 1, width).index_copy(
             0, rows, _left_pad(fresh.attention_mask, 1, width)
         )  # (B, W)
-        first = int(mask.any(dim=0).int().argmax())  # first column some row attends to
-        mask = mask[:, first:]
         past = tuple(
             (
-                _left_pad(keys, 2, width).index_copy(0, rows, _left_pad(new_keys, 2, width))[:, :, first:],
-                _left_pad(values, 2, width).index_copy(0, rows, _left_pad(new_values, 2, width))[:, :, first:],
-            )  # (B, h, W', hd)
+                _left_pad(keys, 2, width).index_copy(0, rows, _left_pad(new_keys, 2, width)),
+                _left_pad(values, 2, width).index_copy(0, rows, _left_pad(new_values, 2, width)),
+            )  # (B, h, W, hd)
             for (keys, values), (new_keys, new_values) in zip(self.past, fresh.past, strict=True)
         )
         candidate_past = None
@@ -118,7 +116,7 @@ class LanguageModelState:
         candidate_hidden = None
         if self.candidate_hidden is not None and fresh.candidate_hidden is not None:
             candidate_hidden = self.candidate_hidden.index_copy(0, rows, fresh.candidate_hidden)
-        return LanguageModelState(
+        merged = LanguageModelState(
             queries=self.queries.index_copy(0, rows, fresh.queries),
             tokens=self.tokens.index_copy(0, rows, fresh.tokens),
             lengths=self.lengths.index_copy(0, rows, fresh.lengths),
@@ -135,6 +133,15 @@ class LanguageModelState:
             candidate_hidden=candidate_hidden,
             candidate_past=candidate_past,
         )
+        return merged.trimmed()
+
+    def trimmed(self) -> LanguageModelState:
+        """This state without the leading cache columns that no row attends to (reads one integer from the device)."""
+        first = int(self.attention_mask.any(dim=0).int().argmax())  # first column some row attends to
+        if first == 0:
+            return self
+        past = tuple((keys[:, :, first:], values[:, :, first:]) for keys, values in self.past)  # (B, h, P', hd)
+        return replace(self, past=past, attention_mask=self.attention_mask[:, first:])
 
 
 def _left_pad(tensor: torch.Tensor, dim: int, width: int) -> torch.Tensor:
