@@ -128,6 +128,9 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
 
     The core (:class:`~tokenized_bandit_gym.llm.language_model_problem.LanguageModelProblem`)
     steps B rounds in one forward; the single env is the batch of one.
+    ``gym.make_vec("TokenizedAlignment-v0", num_envs=N)`` returns the native
+    :class:`~tokenized_bandit_gym.envs.tokenized_alignment_vector_env.TokenizedAlignmentVectorEnv`
+    (N rounds per forward, NEXT_STEP autoreset, NumPy or torch arrays).
 
     ## Version History
 

@@ -28,7 +28,9 @@ class TokenizedBanditVectorEnv(VectorEnv):
     same instance (built once, by the single env's own constructor), the same query and noise
     streams (:class:`~tokenized_bandit_gym.core.round_buffer.RoundBuffer`), the same dynamics
     (``TokenizedProblem.advance`` and friends, called with batch N instead of 1), the same
-    forced EOS and the same info entries. Subclasses only name the single env class.
+    forced EOS and the same info entries. Subclasses name the single env class; a core with
+    another state (the LLM's) overrides the small hooks ``_initial_state``, ``_forced_actions``,
+    ``_advance``, ``_restart_rows``, ``_observe`` and ``_round_summary``.
 
     Autoreset: ``AutoresetMode.NEXT_STEP`` (Gymnasium's default, and what ``SyncVectorEnv``
     does). Rounds end at different steps (EOS); the step that ends sub-env i's round returns

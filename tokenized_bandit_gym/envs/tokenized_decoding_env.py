@@ -78,6 +78,12 @@ class TokenizedDecodingEnv(LanguageModelBanditEnv):
     >>> 0.0 <= info["utility"] <= 1.0 and info["regret"] >= -1e-12
     True
 
+    ## Vectorized environment
+
+    ``gym.make_vec("TokenizedDecoding-v0", num_envs=N)`` returns the native
+    :class:`~tokenized_bandit_gym.envs.tokenized_decoding_vector_env.TokenizedDecodingVectorEnv`
+    (N rounds per forward, NEXT_STEP autoreset, NumPy or torch arrays).
+
     ## Version History
 
     * v0: initial release.
