@@ -80,7 +80,7 @@ class StopValueProblem(TokenizedProblem):
         """
         count = queries.shape[0]
         eos = torch.full((count, 1), self.eos_token_id, dtype=torch.int64, device=self.device)
-        last = self.base.initial_state(queries).last_tokens  # (N,) query's last token
+        last = self.base.query_last_tokens[queries]  # (N,) query's last token
         stopped = self.base.append(queries, carry, last, eos, (lengths + 1).clamp(max=self.max_length))[:, 0]
         rows = (~finished).view(-1, *([1] * (carry.dim() - 1)))
         final_carry = torch.where(rows, stopped, carry)  # (N, *c)
