@@ -66,6 +66,16 @@ class StopValueProblem(TokenizedProblem):
         """The base's carries, ``(B, m, *c)``."""
         return self.base.append(queries, carry, last_tokens, tokens, positions)
 
+    def append_every_token(
+        self,
+        queries: torch.Tensor,
+        carry: torch.Tensor,
+        last_tokens: torch.Tensor,
+        positions: torch.Tensor,
+    ) -> torch.Tensor:
+        """The base's carries for every token, ``(B, n, *c)``."""
+        return self.base.append_every_token(queries, carry, last_tokens, positions)
+
     def utility_of_states(
         self,
         queries: torch.Tensor,

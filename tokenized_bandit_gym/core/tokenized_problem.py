@@ -107,6 +107,22 @@ class TokenizedProblem(ABC):
             ``(B, m, *c)`` carries.
         """
 
+    def append_every_token(
+        self,
+        queries: torch.Tensor,
+        carry: torch.Tensor,
+        last_tokens: torch.Tensor,
+        positions: torch.Tensor,
+    ) -> torch.Tensor:
+        """:meth:`append` with every token of the vocabulary as the candidates, ``(B, n, *c)``.
+
+        Equal, element for element, to ``append(queries, carry, last_tokens, tokens, positions)``
+        with ``tokens = vocabulary.expand(B, -1)``; families override it where all n candidates
+        cost fewer operations at once (a table row instead of a gather).
+        """
+        tokens = self.vocabulary.expand(queries.shape[0], -1)  # (B, n)
+        return self.append(queries, carry, last_tokens, tokens, positions)
+
     @abstractmethod
     def utility_of_states(
         self,
@@ -167,8 +183,7 @@ class TokenizedProblem(ABC):
 
     def candidate_carries(self, state: DecodingState) -> torch.Tensor:
         """Carries of ``x:y:tau`` for every token tau, ``(B, n, *c)``."""
-        tokens = self.vocabulary.expand(state.batch_size, -1)  # (B, n)
-        return self.append(state.queries, state.carry, state.last_tokens, tokens, state.lengths + 1)
+        return self.append_every_token(state.queries, state.carry, state.last_tokens, state.lengths + 1)
 
     def candidate_utilities(self, state: DecodingState) -> torch.Tensor:
         """``u(x, y:tau)`` for every token tau, ``(B, n)`` (masked entries included)."""
