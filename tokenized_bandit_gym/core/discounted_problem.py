@@ -120,9 +120,13 @@ class DiscountedProblem(LinearTokenizedProblem):
             return self._feature_table[queries[:, None], rows[:, None], tokens]  # (B, m, d)
         return self._compute_token_features(queries, tokens, rows)
 
-    def every_token_features(self, queries: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """:meth:`token_features` of every token of the vocabulary, ``(B, n, d)``."""
-        rows = self._position_index(positions)  # (B,)
+    def every_token_features(self, queries: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """:meth:`token_features` of every token of the vocabulary, ``(B, n, d)``.
+
+        Args:
+            queries: ``(B,)`` query indices.
+            rows: ``(B,)`` 0-based positions in ``[0, L)`` (``j - 1``).
+        """
         if self._feature_table is not None:
             return self._feature_table[queries, rows]  # (B, n, d)
         return self._compute_token_features(queries, self.vocabulary.expand(queries.shape[0], -1), rows)
@@ -167,10 +171,11 @@ class DiscountedProblem(LinearTokenizedProblem):
         queries: torch.Tensor,
         carry: torch.Tensor,
         last_tokens: torch.Tensor,
-        positions: torch.Tensor,
+        lengths: torch.Tensor,
     ) -> torch.Tensor:
         """:meth:`append` for every token at once (one row of the feature table), ``(B, n, d)``."""
-        return self._next_carries(carry, last_tokens, None, self.every_token_features(queries, positions))
+        rows = lengths.clamp(min=0, max=self.max_length - 1)  # (B,) = _position_index(lengths + 1)
+        return self._next_carries(carry, last_tokens, None, self.every_token_features(queries, rows))
 
     def _next_carries(
         self,

@@ -95,7 +95,7 @@ class MeanPoolProblem(LinearTokenizedProblem):
         queries: torch.Tensor,
         carry: torch.Tensor,
         last_tokens: torch.Tensor,
-        positions: torch.Tensor,
+        lengths: torch.Tensor,
     ) -> torch.Tensor:
         """Running sums with every token's vector added, ``(B, n, d)``."""
         return carry[:, None, :] + self.token_vectors

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from tokenized_bandit_gym.core.decoding_state import DecodingState
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses, TokenizedProblem
 
@@ -71,10 +72,10 @@ class StopValueProblem(TokenizedProblem):
         queries: torch.Tensor,
         carry: torch.Tensor,
         last_tokens: torch.Tensor,
-        positions: torch.Tensor,
+        lengths: torch.Tensor,
     ) -> torch.Tensor:
         """The base's carries for every token, ``(B, n, *c)``."""
-        return self.base.append_every_token(queries, carry, last_tokens, positions)
+        return self.base.append_every_token(queries, carry, last_tokens, lengths)
 
     def utility_of_states(
         self,
@@ -96,6 +97,11 @@ class StopValueProblem(TokenizedProblem):
         final_carry = torch.where(rows, stopped, carry)  # (N, *c)
         final_length = torch.where(finished, lengths, lengths + 1)  # (N,)
         value = self.base.utility_of_states(queries, final_carry, final_length, torch.ones_like(finished))
+        return self.offset + self.scale * value
+
+    def utility_of_complete(self, state: DecodingState) -> torch.Tensor:
+        """``0.5 + 0.5 u_base(y)`` of complete responses, ``(B,)`` (nothing to append)."""
+        value = self.base.utility_of_states(state.queries, state.carry, state.lengths, state.finished)
         return self.offset + self.scale * value
 
     def _exact_optimum(self, queries: torch.Tensor) -> DecodedResponses:

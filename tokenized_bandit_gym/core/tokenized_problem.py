@@ -112,16 +112,22 @@ class TokenizedProblem(ABC):
         queries: torch.Tensor,
         carry: torch.Tensor,
         last_tokens: torch.Tensor,
-        positions: torch.Tensor,
+        lengths: torch.Tensor,
     ) -> torch.Tensor:
         """:meth:`append` with every token of the vocabulary as the candidates, ``(B, n, *c)``.
 
-        Equal, element for element, to ``append(queries, carry, last_tokens, tokens, positions)``
+        Equal, element for element, to ``append(queries, carry, last_tokens, tokens, lengths + 1)``
         with ``tokens = vocabulary.expand(B, -1)``; families override it where all n candidates
         cost fewer operations at once (a table row instead of a gather).
+
+        Args:
+            queries: ``(B,)`` query indices.
+            carry: ``(B, *c)`` carry of ``x:y``.
+            last_tokens: ``(B,)`` last token of ``x:y``.
+            lengths: ``(B,)`` ``|y|`` (the candidates take position ``|y| + 1``).
         """
         tokens = self.vocabulary.expand(queries.shape[0], -1)  # (B, n)
-        return self.append(queries, carry, last_tokens, tokens, positions)
+        return self.append(queries, carry, last_tokens, tokens, lengths + 1)
 
     @abstractmethod
     def utility_of_states(
@@ -183,7 +189,7 @@ class TokenizedProblem(ABC):
 
     def candidate_carries(self, state: DecodingState) -> torch.Tensor:
         """Carries of ``x:y:tau`` for every token tau, ``(B, n, *c)``."""
-        return self.append_every_token(state.queries, state.carry, state.last_tokens, state.lengths + 1)
+        return self.append_every_token(state.queries, state.carry, state.last_tokens, state.lengths)
 
     def candidate_utilities(self, state: DecodingState) -> torch.Tensor:
         """``u(x, y:tau)`` for every token tau, ``(B, n)`` (masked entries included)."""
@@ -269,6 +275,14 @@ class TokenizedProblem(ABC):
     def utility_of(self, state: DecodingState) -> torch.Tensor:
         """Noise-free utility ``(B,)`` of the responses held in ``state``."""
         return self.utility_of_states(state.queries, state.carry, state.lengths, state.finished)
+
+    def utility_of_complete(self, state: DecodingState) -> torch.Tensor:
+        """:meth:`utility_of` for a ``state`` whose every response is complete, ``(B,)``.
+
+        Equal to :meth:`utility_of` on such a state; families whose utility of an incomplete
+        response does extra work (TMAB's stop value) skip it here.
+        """
+        return self.utility_of(state)
 
     # ------------------------------------------------------------------ oracle access
     def state_for(

@@ -177,8 +177,10 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
             token, forced_eos = self.eos_token_id, True
         # The mask allows only EOS at position L, so the response is complete exactly when the
         # token is EOS; the state is unfinished and shorter than L, as extend() requires.
-        carry = None if self._candidate_carries is None else self._candidate_carries[:, token]  # (1, *c)
-        self._state = self.problem.extend(self._state, self._token_tensors[token], carry)
+        carries = self._candidate_carries
+        if carries is None:  # not observed (no features): all n at once still beat a gather of one
+            carries = self.problem.candidate_carries(self._state)  # (1, n, *c)
+        self._state = self.problem.extend(self._state, self._token_tensors[token], carries[:, token])
         self._response[self._length] = token
         self._length += 1
         terminated = self._finished = token == self.eos_token_id
@@ -192,8 +194,8 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         embeddings = None
         if self._has_embeddings:
             self._candidate_carries = self.problem.candidate_carries(self._state)  # (1, n, *c)
-            embeddings = self.problem.candidate_embeddings(self._state, self._candidate_carries)[0]  # (n, d)
-            embeddings = to_numpy(embeddings.to(torch.float32, copy=True))
+            embeddings = self.problem.candidate_embeddings(self._state, self._candidate_carries)  # (1, n, d)
+            embeddings = to_numpy(embeddings.to(torch.float32, copy=True))[0]
         return self._observe(embeddings), reward, False, False, info
 
     def action_masks(self) -> np.ndarray:
@@ -263,7 +265,7 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         if self._benchmarks is None:
             self._benchmarks = PoolBenchmarks.from_problem(self.problem)
         benchmarks, query = self._benchmarks, self._query
-        utility = float(self.problem.utility_of(state)[0])
+        utility = float(self.problem.utility_of_complete(state))  # (1,) -> its one value
         optimal_utility = float(benchmarks.optimal_utility[query])
         summary: dict[str, Any] = {
             "utility": utility,
@@ -276,5 +278,5 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
             "optimal_response": benchmarks.optimal_responses[query].copy(),
         }
         if self._has_embeddings:
-            summary["response_embedding"] = to_numpy(self.problem.embedding_of(state)[0].to(torch.float32)).copy()
+            summary["response_embedding"] = to_numpy(self.problem.embedding_of(state).to(torch.float32))[0].copy()
         return summary
