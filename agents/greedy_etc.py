@@ -126,27 +126,49 @@ class GreedyETC:
         if position < len(self.prefix):
             return candidate_index(observation, self.prefix[position])
         if position == len(self.prefix) and not self.committed:
-            if self.level_tokens is None:
-                self.level_tokens = allowed_tokens(observation)
-                self._sums = np.zeros(len(self.level_tokens))
-                self._counts = np.zeros(len(self.level_tokens), dtype=np.int64)
-            return candidate_index(observation, self.level_tokens[self._arm])
+            level_tokens = self.observe_level(observation)
+            return candidate_index(observation, level_tokens[self._arm])
         if is_allowed(observation, task.eos_token_id):
             return candidate_index(observation, task.eos_token_id)
-        return candidate_index(observation, self._completion())
+        return candidate_index(observation, self.completion())
 
     def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
         """Credit the reward to the token explored this round; commit once all had N rounds."""
-        task = self._require_task()
+        self._require_task()
         if self.committed or self.level_tokens is None:
             return
-        self._sums[self._arm] += reward
-        self._counts[self._arm] += 1
+        self.credit(self._arm, reward)
         if self._counts[self._arm] < self.exploration_rounds:
             return
         self._arm += 1
         if self._arm < len(self.level_tokens):
             return
+        self.commit()
+
+    # ------------------------------------------------------------------ level statistics (shared with BatchedGreedyETC)
+    def observe_level(self, observation: dict[str, Any]) -> list[int]:
+        """The level's tokens (the allowed candidates at ``y``), read from ``observation`` on the first visit."""
+        if self.level_tokens is None:
+            self.level_tokens = allowed_tokens(observation)
+            self._sums = np.zeros(len(self.level_tokens))
+            self._counts = np.zeros(len(self.level_tokens), dtype=np.int64)
+        return self.level_tokens
+
+    @property
+    def counts(self) -> np.ndarray:
+        """``(A,)`` rewards credited to each of the level's A tokens (empty before the level is observed)."""
+        return self._counts
+
+    def credit(self, arm: int, reward: float) -> None:
+        """Add the reward of one submission of ``y:t:EOS``, ``t = level_tokens[arm]``, to ``r_bar(y:t)``."""
+        self._sums[arm] += reward
+        self._counts[arm] += 1
+
+    def commit(self) -> None:
+        """Commit to ``tau* = argmax_t r_bar(y:t)`` (ties: first in candidate order) and start the next level."""
+        task = self._require_task()
+        if self.level_tokens is None:
+            raise ValueError("GreedyETC.commit() before the level's tokens were observed")
         best = self.level_tokens[int(np.argmax(self._sums / self._counts))]  # ties: first in candidate order
         self.prefix.append(best)
         if best == task.eos_token_id:
@@ -163,7 +185,7 @@ class GreedyETC:
         self._sums = np.zeros(0)
         self._counts = np.zeros(0, dtype=np.int64)
 
-    def _completion(self) -> int:
+    def completion(self) -> int:
         """The padding token under ``fixed_length``."""
         if self.completion_token is None:
             raise ValueError(

@@ -17,6 +17,8 @@ _DECODING = "tokenized_bandit_gym.envs.tokenized_decoding_env:TokenizedDecodingE
 VECTOR_ENTRY_POINTS: dict[str, str] = {
     _TLB: "tokenized_bandit_gym.envs.tokenized_linear_bandit_vector_env:TokenizedLinearBanditVectorEnv",
     _TMAB: "tokenized_bandit_gym.envs.tokenized_multi_armed_bandit_vector_env:TokenizedMultiArmedBanditVectorEnv",
+    _ALIGNMENT: "tokenized_bandit_gym.envs.tokenized_alignment_vector_env:TokenizedAlignmentVectorEnv",
+    _DECODING: "tokenized_bandit_gym.envs.tokenized_decoding_vector_env:TokenizedDecodingVectorEnv",
 }
 
 # id -> (entry point, default kwargs)

@@ -8,9 +8,12 @@ import importlib
 import pytest
 
 import tokenized_bandit_gym
-from tokenized_bandit_gym.registration import SYNTHETIC_ENVS
+from tokenized_bandit_gym.registration import SYNTHETIC_ENVS, VECTOR_ENTRY_POINTS
 
-MODULES = sorted({entry_point.split(":")[0] for entry_point, _ in SYNTHETIC_ENVS.values()})
+MODULES = sorted(
+    {entry_point.split(":")[0] for entry_point, _ in SYNTHETIC_ENVS.values()}
+    | {entry_point.split(":")[0] for entry_point in VECTOR_ENTRY_POINTS.values()}
+)
 
 
 @pytest.mark.parametrize("module_name", MODULES)

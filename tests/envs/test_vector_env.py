@@ -16,18 +16,36 @@ from gymnasium.vector import AutoresetMode
 import tokenized_bandit_gym
 from tokenized_bandit_gym.core import NoiseModel, RoundStreams
 from tokenized_bandit_gym.core.round_buffer import RoundBuffer
+from tokenized_bandit_gym.registration import LLM_ENVS
 
 VECTOR_IDS = [env_id for env_id in tokenized_bandit_gym.registered_ids() if gym.spec(env_id).vector_entry_point]
 
 
-def _policy_actions(rng: np.random.Generator, masks: np.ndarray, eos: int) -> np.ndarray:
-    """Mostly allowed tokens, sometimes EOS, and a masked token wherever only EOS is allowed."""
+VECTOR_IDS = [env_id for env_id in tokenized_bandit_gym.registered_ids() if gym.spec(env_id).vector_entry_point]
+# the shipped stories260K at small L and k keeps the LLM cases fast
+LLM_KWARGS: dict[str, Any] = {"max_length": 4, "top_k": 3, "optimal_kind": "oracle_greedy"}
+FLOAT_ATOL = 1e-4  # LLM rows: the batched forward over a padded cache rounds differently from a batch of one
+
+
+def _kwargs(env_id: str) -> dict[str, Any]:
+    return dict(LLM_KWARGS) if env_id in LLM_ENVS else {}
+
+
+def _eos_actions(observations: dict[str, Any], eos: int) -> np.ndarray:
+    """``(N,)`` the action that appends EOS in each row (``-1`` where EOS is not a candidate)."""
+    is_eos = np.asarray(observations["candidate_tokens"]) == eos  # (N, k)
+    return np.where(is_eos.any(axis=1), is_eos.argmax(axis=1), -1)
+
+
+def _policy_actions(rng: np.random.Generator, masks: np.ndarray, eos_actions: np.ndarray) -> np.ndarray:
+    """Mostly allowed actions, sometimes EOS, and a masked action wherever only EOS is allowed."""
     actions = np.empty(masks.shape[0], dtype=np.int64)
     for row, mask in enumerate(masks.astype(bool)):
         allowed = np.flatnonzero(mask)
+        eos = int(eos_actions[row])
         if allowed.size == 1 and rng.random() < 0.5:
-            actions[row] = rng.integers(masks.shape[1])  # any token at position L: the forced EOS
-        elif mask[eos] and rng.random() < 0.15:
+            actions[row] = rng.integers(masks.shape[1])  # any action at position L: the forced EOS
+        elif eos >= 0 and mask[eos] and rng.random() < 0.15:
             actions[row] = eos
         else:
             actions[row] = rng.choice(allowed)
@@ -60,19 +78,26 @@ class _Reference:
         return observations, rewards, terminated, infos
 
 
-def _assert_same(actual: Any, expected: Any, message: str) -> None:
-    """Bit for bit: the core computes a response's utility the same way at any batch size."""
-    np.testing.assert_array_equal(actual, np.asarray(expected), err_msg=message)
+def _assert_same(actual: Any, expected: Any, message: str, atol: float = 0.0) -> None:
+    """Bit for bit (synthetic: the core computes a response's utility the same way at any batch size).
+
+    With ``atol > 0`` (LLM envs) floats agree to ``atol``; tokens, actions and flags stay exact.
+    """
+    expected = np.asarray(expected)
+    if atol and expected.dtype.kind == "f":
+        np.testing.assert_allclose(actual, expected, rtol=0.0, atol=atol, err_msg=message)
+    else:
+        np.testing.assert_array_equal(actual, expected, err_msg=message)
 
 
-def _assert_rows_equal(batched: dict[str, Any], singles: list[dict[str, Any]]) -> None:
+def _assert_rows_equal(batched: dict[str, Any], singles: list[dict[str, Any]], atol: float = 0.0) -> None:
     for row, single in enumerate(singles):
         assert set(batched) == set(single)
         for key, value in single.items():
-            np.testing.assert_array_equal(batched[key][row], value, err_msg=f"observation {key!r}, row {row}")
+            _assert_same(batched[key][row], value, f"observation {key!r}, row {row}", atol)
 
 
-def _assert_infos_equal(batched: dict[str, Any], singles: list[dict[str, Any]]) -> None:
+def _assert_infos_equal(batched: dict[str, Any], singles: list[dict[str, Any]], atol: float = 0.0) -> None:
     keys = {key for info in singles for key in info}
     assert {key for key in batched if not key.startswith("_")} == keys
     for key in keys:
@@ -84,18 +109,31 @@ def _assert_infos_equal(batched: dict[str, Any], singles: list[dict[str, Any]]) 
             if key == "response":
                 value = value[: len(info[key])]
                 assert np.all(batched[key][row][len(info[key]) :] == info[key][-1])  # padded with EOS
-            _assert_same(value, info[key], f"info {key!r}, row {row}")
+            _assert_same(value, info[key], f"info {key!r}, row {row}", atol)
 
 
-EQUIVALENCE_CASES = [(env_id, {}) for env_id in VECTOR_IDS] + [
-    ("TokenizedLinearBandit-v0", {"dtype": "float32", "fixed_length": True, "noise": "bounded"}),
+EQUIVALENCE_CASES = [pytest.param(env_id, _kwargs(env_id), id=env_id) for env_id in VECTOR_IDS] + [
+    pytest.param(
+        "TokenizedLinearBandit-v0",
+        {"dtype": "float32", "fixed_length": True, "noise": "bounded"},
+        id="TokenizedLinearBandit-v0-float32-fixed-bounded",
+    ),
+    pytest.param(
+        "TokenizedDecoding-v0",
+        {"max_length": 6, "top_k": 4, "optimal_kind": "oracle_beam", "beam_width": 3, "observe_logprobs": True},
+        id="TokenizedDecoding-v0-beam-logprobs",
+    ),
+    pytest.param(
+        "TokenizedAlignment-v0",
+        {"max_length": 8, "top_k": 6, "embedding_norm": "l2", "candidate_batching": "expand"},
+        id="TokenizedAlignment-v0-l2-expand",
+    ),
 ]
 
 
-@pytest.mark.parametrize(
-    ("env_id", "kwargs"), EQUIVALENCE_CASES, ids=[f"{env_id}{kwargs or ''}" for env_id, kwargs in EQUIVALENCE_CASES]
-)
+@pytest.mark.parametrize(("env_id", "kwargs"), EQUIVALENCE_CASES)
 def test_vector_env_replays_single_envs_exactly(env_id: str, kwargs: dict[str, Any]) -> None:
+    atol = FLOAT_ATOL if env_id in LLM_ENVS else 0.0
     seeds = [3, 11, 12, 40, 7]
     vector = gym.make_vec(
         env_id, num_envs=len(seeds), vectorization_mode="vector_entry_point", round_buffer=4, **kwargs
@@ -103,27 +141,27 @@ def test_vector_env_replays_single_envs_exactly(env_id: str, kwargs: dict[str, A
     reference = _Reference(env_id, seeds, **kwargs)
     observations, infos = vector.reset(seed=seeds)
     expected_observations, expected_infos = reference.reset()
-    _assert_rows_equal(observations, expected_observations)
-    _assert_infos_equal(infos, expected_infos)
+    _assert_rows_equal(observations, expected_observations, atol)
+    _assert_infos_equal(infos, expected_infos, atol)
     rng = np.random.default_rng(0)
     eos = vector.unwrapped.eos_token_id
     episodes = np.zeros(len(seeds), dtype=int)
-    for _ in range(60):  # several episodes per sub-env, ending at different steps, across buffer refills
-        actions = _policy_actions(rng, observations["action_mask"], eos)
+    for _ in range(60 if atol == 0.0 else 30):  # several episodes per sub-env, ending apart, across buffer refills
+        actions = _policy_actions(rng, observations["action_mask"], _eos_actions(observations, eos))
         observations, rewards, terminated, truncated, infos = vector.step(actions)
         expected_observations, expected_rewards, expected_terminated, expected_infos = reference.step(actions)
-        _assert_rows_equal(observations, expected_observations)
-        _assert_same(rewards, expected_rewards, "rewards")
+        _assert_rows_equal(observations, expected_observations, atol)
+        _assert_same(rewards, expected_rewards, "rewards", atol)
         np.testing.assert_array_equal(terminated, expected_terminated)
         assert not truncated.any()
-        _assert_infos_equal(infos, expected_infos)
+        _assert_infos_equal(infos, expected_infos, atol)
         episodes += terminated
     assert episodes.min() >= 3
 
 
 @pytest.mark.parametrize("env_id", VECTOR_IDS)
 def test_make_vec_defaults_to_the_native_vector_env(env_id: str) -> None:
-    envs = gym.make_vec(env_id, num_envs=2)
+    envs = gym.make_vec(env_id, num_envs=2, **_kwargs(env_id))
     assert type(envs.unwrapped).__name__.endswith("VectorEnv")
     assert envs.metadata["autoreset_mode"] == AutoresetMode.NEXT_STEP
     assert envs.action_space == gym.spaces.MultiDiscrete([envs.unwrapped.single_action_space.n] * 2)
@@ -213,7 +251,8 @@ def _run(envs: gym.vector.VectorEnv, seed: Any, steps: int) -> list[np.ndarray]:
     rng = np.random.default_rng(1)
     trace = []
     for _ in range(steps):
-        actions = _policy_actions(rng, np.asarray(observations["action_mask"]), envs.unwrapped.eos_token_id)
+        eos_actions = _eos_actions(observations, envs.unwrapped.eos_token_id)
+        actions = _policy_actions(rng, np.asarray(observations["action_mask"]), eos_actions)
         observations, rewards, _, _, infos = envs.step(actions)
         trace += [np.asarray(observations["response"]), np.asarray(rewards), np.asarray(infos["query_index"])]
     return trace
@@ -253,7 +292,8 @@ def test_torch_backend_matches_numpy_backend_and_stays_on_device(env_id: str) ->
         for key, value in torch_observations.items():
             assert isinstance(value, torch.Tensor) and value.device == device
             np.testing.assert_array_equal(value.numpy(), numpy_observations[key])
-        actions = _policy_actions(rng, numpy_observations["action_mask"], numpy_envs.unwrapped.eos_token_id)
+        eos_actions = _eos_actions(numpy_observations, numpy_envs.unwrapped.eos_token_id)
+        actions = _policy_actions(rng, numpy_observations["action_mask"], eos_actions)
         numpy_observations, numpy_rewards, numpy_terminated, _, numpy_infos = numpy_envs.step(actions)
         torch_observations, rewards, terminated, truncated, torch_infos = torch_envs.step(
             torch.as_tensor(actions, device=device)
@@ -281,7 +321,8 @@ def test_cuda_torch_backend_matches_cpu_within_tolerance() -> None:
         torch.testing.assert_close(
             cuda_observations["candidate_embeddings"].cpu(), cpu_observations["candidate_embeddings"]
         )
-        actions = _policy_actions(rng, cpu_observations["action_mask"].numpy(), cpu.unwrapped.eos_token_id)
+        eos_actions = _eos_actions(cpu_observations, cpu.unwrapped.eos_token_id)
+        actions = _policy_actions(rng, cpu_observations["action_mask"].numpy(), eos_actions)
         cpu_observations, cpu_rewards, _, _, _ = cpu.step(torch.as_tensor(actions))
         cuda_observations, cuda_rewards, _, _, _ = cuda.step(torch.as_tensor(actions, device="cuda"))
         torch.testing.assert_close(cuda_rewards.cpu(), cpu_rewards)
@@ -313,3 +354,78 @@ def test_round_buffer_replays_each_row_stream_across_refills() -> None:
         expected = [
             stream.draw(50, noise) if row else old for stream, row, old in zip(streams, rows, expected, strict=True)
         ]
+
+
+LLM_VECTOR_IDS = [env_id for env_id in VECTOR_IDS if env_id in LLM_ENVS]
+
+
+@pytest.mark.parametrize("env_id", LLM_VECTOR_IDS)
+def test_llm_torch_backend_matches_numpy_backend_and_stays_on_device(env_id: str) -> None:
+    device = torch.device("cpu")
+    numpy_envs = gym.make_vec(env_id, num_envs=3, **LLM_KWARGS)
+    torch_envs = gym.make_vec(env_id, num_envs=3, array_backend="torch", device=device, **LLM_KWARGS)
+    numpy_observations, _ = numpy_envs.reset(seed=2)
+    torch_observations, _ = torch_envs.reset(seed=2)
+    eos = numpy_envs.unwrapped.eos_token_id
+    rng = np.random.default_rng(3)
+    ended = 0
+    for _ in range(12):
+        for key, value in torch_observations.items():
+            assert isinstance(value, torch.Tensor) and value.device == device
+            np.testing.assert_array_equal(value.numpy(), numpy_observations[key])
+        actions = _policy_actions(rng, numpy_observations["action_mask"], _eos_actions(numpy_observations, eos))
+        numpy_observations, numpy_rewards, numpy_terminated, _, numpy_infos = numpy_envs.step(actions)
+        torch_observations, rewards, terminated, _, torch_infos = torch_envs.step(torch.as_tensor(actions))
+        assert rewards.device == device and terminated.device == device
+        np.testing.assert_array_equal(rewards.numpy(), numpy_rewards)
+        np.testing.assert_array_equal(terminated.numpy(), numpy_terminated)
+        assert set(torch_infos) == set(numpy_infos)
+        if numpy_terminated.any():
+            ended += int(numpy_terminated.sum())
+            # strings cannot be tensors: the text stays a NumPy object array, "" off the ended rows
+            assert isinstance(torch_infos["text"], np.ndarray) and torch_infos["text"].dtype == object
+            assert torch_infos["text"].tolist() == numpy_infos["text"].tolist()
+            assert all(text == "" for text in torch_infos["text"][~numpy_terminated])
+            assert torch_infos["optimal_kind"] == "oracle_greedy"
+            np.testing.assert_array_equal(torch_infos["regret"].numpy(), numpy_infos["regret"])
+        for key, value in torch_infos.items():
+            assert isinstance(value, (str, np.ndarray)) and key in ("text", "optimal_kind") or value.device == device
+    assert ended > 0
+
+
+@pytest.mark.parametrize("env_id", LLM_VECTOR_IDS)
+def test_llm_bad_action_batches_and_strict_actions_raise(env_id: str) -> None:
+    envs = gym.make_vec(env_id, num_envs=2, strict_actions=True, **LLM_KWARGS)
+    observations, _ = envs.reset(seed=0)
+    k = LLM_KWARGS["top_k"]
+    with pytest.raises(ValueError, match=r"shape \(2,\).*got shape \(3,\)"):
+        envs.step(np.array([0, 1, 2]))
+    with pytest.raises(TypeError, match="dtype float64"):
+        envs.step(np.array([0.0, 1.0]))
+    with pytest.raises(ValueError, match=rf"action {k} of sub-env 1 is out of range: it must lie in \[0, {k}\)"):
+        envs.step(np.array([0, k]))
+    eos_actions = _eos_actions(observations, envs.unwrapped.eos_token_id)
+    non_eos = (eos_actions + 1) % k  # never the EOS candidate
+    for _ in range(LLM_KWARGS["max_length"] - 1):
+        observations, _, terminated, _, _ = envs.step(non_eos)
+        assert not terminated.any()
+        eos_actions = _eos_actions(observations, envs.unwrapped.eos_token_id)
+        non_eos = (eos_actions + 1) % k
+    # position L: only EOS is allowed, and strict_actions refuses the forced EOS
+    with pytest.raises(ValueError, match=r"action \d of sub-env 0 is masked at position 4: allowed actions are"):
+        envs.step(non_eos)
+    _, _, terminated, _, infos = envs.step(eos_actions)
+    assert terminated.all() and not infos["forced_eos"].any()
+
+
+def test_llm_cache_stays_as_wide_as_the_longest_live_prefix() -> None:
+    envs = gym.make_vec("TokenizedDecoding-v0", num_envs=4, **LLM_KWARGS)
+    observations, _ = envs.reset(seed=0)
+    query_width = observations["query"].shape[1]
+    rng = np.random.default_rng(0)
+    eos = envs.unwrapped.eos_token_id
+    for _ in range(40):  # about ten rounds per sub-env: without trimming the cache would grow by 40 columns
+        actions = _policy_actions(rng, observations["action_mask"], _eos_actions(observations, eos))
+        observations, *_ = envs.step(actions)
+        width = envs.unwrapped._state.attention_mask.shape[1]
+        assert width <= query_width + LLM_KWARGS["max_length"] + 1

@@ -76,6 +76,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
         if env_kwargs.get("render_mode") is not None:
             raise ValueError(f"the vector env does not render; got render_mode={env_kwargs['render_mode']!r}")
         template = self.single_env_class(**env_kwargs)
+        self._template = template  # the single env whose instance every sub-env shares
         self.problem = template.problem
         self.noise_model = template.noise_model
         self.strict_actions = template.strict_actions
@@ -98,7 +99,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
             np.arange(self._num_actions, dtype=np.int64), (self.num_envs, self._num_actions)
         )
         self._candidate_tokens_tensor = torch.arange(self._num_actions, device=self.device).expand(self.num_envs, -1)
-        self._state: DecodingState | None = None
+        self._state: Any = None  # the core's batched state (DecodingState, or the LLM's)
         self._noise = torch.zeros(self.num_envs, dtype=torch.float64, device=self.device)  # (N,)
         self._autoreset = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)  # (N,)
         self._mask = torch.zeros(self.num_envs, self._num_actions, dtype=torch.bool, device=self.device)  # (N, n)
@@ -174,8 +175,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
         refused = forced_eos & (~at_last_position | self.strict_actions)  # (N,)
         if bool((out_of_range | refused).any()):
             self._raise_invalid(tokens, out_of_range, refused, state)
-        tokens = torch.where(forced_eos, self.eos_token_id, tokens)  # (N,)
-        state = self.problem.advance(state, tokens, active=stepping, candidate_carries=self._carries)
+        state = self._advance(state, self._forced_actions(tokens, forced_eos), stepping)
         terminated = stepping & state.finished  # (N,)
         summary = self._round_summary(state, terminated)
         utility = summary.get("utility")
@@ -185,13 +185,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
             rewards = torch.where(terminated, utility + self._noise, 0.0)  # (N,)
         resetting = self._autoreset
         self._rounds.advance(resetting)
-        if not self._on_host or bool(resetting.any()):  # on the host, skip the work when no round starts
-            queries, noise = self._rounds.current()
-            fresh = self.problem.initial_state(queries)
-            # with_rows keeps the queries (advance never changes them); a new round does
-            state = state.with_rows(resetting, fresh)
-            state = replace(state, queries=torch.where(resetting, fresh.queries, state.queries))
-            self._noise = torch.where(resetting, noise, self._noise)
+        state = self._restart_rows(state, resetting)
         self._state = state
         self._autoreset = terminated
         observations = self._observe(state)
@@ -217,6 +211,27 @@ class TokenizedBanditVectorEnv(VectorEnv):
     def action_masks(self) -> Any:
         """Allowed actions now, ``(N, k)`` bool (array or tensor by backend)."""
         return self._to_backend(self._mask.clone())
+
+    # ------------------------------------------------------------------ hooks (overridden by the LLM vector env)
+    def _forced_actions(self, actions: torch.Tensor, forced_eos: torch.Tensor) -> torch.Tensor:
+        """``actions`` ``(N,)`` with the EOS action on the rows ``forced_eos`` ``(N,)`` (here EOS is a token id)."""
+        return torch.where(forced_eos, self.eos_token_id, actions)  # (N,)
+
+    def _advance(self, state: Any, actions: torch.Tensor, stepping: torch.Tensor) -> Any:
+        """Append ``actions`` ``(N,)`` on the rows ``stepping`` ``(N,)`` (one batch of the core)."""
+        return self.problem.advance(state, actions, active=stepping, candidate_carries=self._carries)
+
+    def _restart_rows(self, state: Any, resetting: torch.Tensor) -> Any:
+        """``state`` with a fresh round (the buffer's current one) on the rows ``resetting`` ``(N,)``."""
+        if self._on_host and not bool(resetting.any()):  # on the host, skip the work when no round starts
+            return state
+        queries, noise = self._rounds.current()
+        fresh = self.problem.initial_state(queries)
+        # with_rows keeps the queries (advance never changes them); a new round does
+        state = state.with_rows(resetting, fresh)
+        state = replace(state, queries=torch.where(resetting, fresh.queries, state.queries))
+        self._noise = torch.where(resetting, noise, self._noise)
+        return state
 
     # ------------------------------------------------------------------ helpers
     def _row_seeds(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
@@ -258,7 +273,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
         tokens: torch.Tensor,
         out_of_range: torch.Tensor,
         refused: torch.Tensor,
-        state: DecodingState,
+        state: Any,
     ) -> None:
         """Raise ``ValueError`` naming the first invalid action and its sub-env."""
         bad_range = torch.nonzero(out_of_range).flatten().tolist()

@@ -123,8 +123,8 @@ def run_online_vector(
         rows: Any = rows_host
         if isinstance(terminated, torch.Tensor):
             rows = torch.as_tensor(rows_host, device=terminated.device)
-        final_infos = {
-            key: value if isinstance(value, str) else value[rows]
+        final_infos = {  # NumPy arrays (the LLM envs' text) are indexed on the host whatever the backend
+            key: value if isinstance(value, str) else value[rows_host if isinstance(value, np.ndarray) else rows]
             for key, value in infos.items()
             if not key.startswith("_") and bool(_host(infos[f"_{key}"])[rows_host].all())
         }

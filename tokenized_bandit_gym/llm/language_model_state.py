@@ -80,3 +80,68 @@ class LanguageModelState:
             candidate_hidden=None if self.candidate_hidden is None else self.candidate_hidden[rows],
             candidate_past=candidate_past,
         )
+
+    def with_new_rows(self, rows: torch.Tensor, fresh: LanguageModelState) -> LanguageModelState:
+        """This state with rows ``rows`` ``(R,)`` int64 replaced by the R rows of ``fresh``.
+
+        The two KV caches have different widths (``P`` here, ``F`` in ``fresh``, each left-padded
+        on its own): both are left-padded to ``max(P, F)`` with masked zero columns, the fresh
+        rows are copied in, and the leading columns that no row attends to any more (the cache of
+        the rounds just replaced) are trimmed, so the cache stays as wide as the longest live
+        prefix. Finding them reads one integer back from the device.
+        """
+        rows = torch.as_tensor(rows, dtype=torch.int64, device=self.queries.device)
+        if fresh.batch_size != rows.shape[0]:
+            raise ValueError(f"fresh has {fresh.batch_size} rows but {rows.shape[0]} rows are replaced")
+        if rows.numel() == 0:
+            return self
+        width = max(self.attention_mask.shape[1], fresh.attention_mask.shape[1])
+        mask = _left_pad(self.attention_mask, 1, width).index_copy(
+            0, rows, _left_pad(fresh.attention_mask, 1, width)
+        )  # (B, W)
+        first = int(mask.any(dim=0).int().argmax())  # first column some row attends to
+        mask = mask[:, first:]
+        past = tuple(
+            (
+                _left_pad(keys, 2, width).index_copy(0, rows, _left_pad(new_keys, 2, width))[:, :, first:],
+                _left_pad(values, 2, width).index_copy(0, rows, _left_pad(new_values, 2, width))[:, :, first:],
+            )  # (B, h, W', hd)
+            for (keys, values), (new_keys, new_values) in zip(self.past, fresh.past, strict=True)
+        )
+        candidate_past = None
+        if self.candidate_past is not None and fresh.candidate_past is not None:
+            layers = zip(self.candidate_past, fresh.candidate_past, strict=True)
+            candidate_past = tuple(
+                (keys.index_copy(0, rows, new_keys), values.index_copy(0, rows, new_values))  # (B, k, h, 1, hd)
+                for (keys, values), (new_keys, new_values) in layers
+            )
+        candidate_hidden = None
+        if self.candidate_hidden is not None and fresh.candidate_hidden is not None:
+            candidate_hidden = self.candidate_hidden.index_copy(0, rows, fresh.candidate_hidden)
+        return LanguageModelState(
+            queries=self.queries.index_copy(0, rows, fresh.queries),
+            tokens=self.tokens.index_copy(0, rows, fresh.tokens),
+            lengths=self.lengths.index_copy(0, rows, fresh.lengths),
+            finished=self.finished.index_copy(0, rows, fresh.finished),
+            past=past,
+            attention_mask=mask,
+            next_positions=self.next_positions.index_copy(0, rows, fresh.next_positions),
+            hidden_sum=self.hidden_sum.index_copy(0, rows, fresh.hidden_sum),
+            pooled_count=self.pooled_count.index_copy(0, rows, fresh.pooled_count),
+            sequence_logprob=self.sequence_logprob.index_copy(0, rows, fresh.sequence_logprob),
+            last_hidden=self.last_hidden.index_copy(0, rows, fresh.last_hidden),
+            candidate_tokens=self.candidate_tokens.index_copy(0, rows, fresh.candidate_tokens),
+            candidate_logprobs=self.candidate_logprobs.index_copy(0, rows, fresh.candidate_logprobs),
+            candidate_hidden=candidate_hidden,
+            candidate_past=candidate_past,
+        )
+
+
+def _left_pad(tensor: torch.Tensor, dim: int, width: int) -> torch.Tensor:
+    """``tensor`` with zero columns prepended along ``dim`` up to size ``width``."""
+    missing = width - tensor.shape[dim]
+    if missing == 0:
+        return tensor
+    shape = list(tensor.shape)
+    shape[dim] = missing
+    return torch.cat([tensor.new_zeros(shape), tensor], dim=dim)
