@@ -124,6 +124,7 @@ class LanguageModelProblem:
         self._greedy: dict[int, tuple[float, torch.Tensor]] = {}
         self._beam: dict[tuple[int, int], tuple[float, torch.Tensor]] = {}
         self._memo: dict[tuple[int, tuple[int, ...]], LanguageModelState] = {}
+        self._self_masks: dict[tuple[int, torch.dtype], torch.Tensor] = {}
 
     # ------------------------------------------------------------------ public attributes
     @property
@@ -227,8 +228,8 @@ class LanguageModelProblem:
         tokens = state.candidate_tokens[rows, actions]  # (B,)
         past = tuple(
             (
-                torch.cat([keys, cand_keys[rows, actions]], dim=2),  # (B, h, P + 1, hd)
-                torch.cat([values, cand_values[rows, actions]], dim=2),
+                torch.cat([keys, cand_keys[rows, :, actions, None]], dim=2),  # (B, h, P + 1, hd)
+                torch.cat([values, cand_values[rows, :, actions, None]], dim=2),
             )
             for (keys, values), (cand_keys, cand_values) in zip(state.past, state.candidate_past, strict=True)
         )
@@ -400,8 +401,14 @@ class LanguageModelProblem:
     ) -> tuple[torch.Tensor, KeyValues]:
         """Run the base model on ``input_ids`` ``(N, T)`` over ``past``; hidden ``(N, T, H)`` and the new cache."""
         from transformers import DynamicCache
+        from transformers.cache_utils import DynamicLayer
 
-        cache = DynamicCache(ddp_cache_data=list(past)) if past else DynamicCache()
+        cache = DynamicCache()
+        for keys, values in past:  # the layers take the state's tensors as they are (DynamicCache(data) copies them)
+            layer = DynamicLayer()
+            layer.lazy_initialization(keys, values)
+            layer.keys, layer.values = keys, values
+            cache.layers.append(layer)
         output = self._base(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -461,21 +468,25 @@ class LanguageModelProblem:
         batch, k = tokens.shape
         prefix = state.attention_mask.shape[1]
         dtype = self._lm_head.weight.dtype
-        allowed_prefix = state.attention_mask.bool()[:, None, None, :].expand(batch, 1, k, prefix)  # (B, 1, k, P)
-        allowed_self = torch.eye(k, dtype=torch.bool, device=self.device).expand(batch, 1, k, k)  # (B, 1, k, k)
-        allowed = torch.cat([allowed_prefix, allowed_self], dim=3)  # (B, 1, k, P + k)
-        mask = torch.zeros(allowed.shape, dtype=dtype, device=self.device)
-        mask = mask.masked_fill(~allowed, torch.finfo(dtype).min)  # additive mask (B, 1, k, P + k)
+        blocked = torch.finfo(dtype).min
+        prefix_mask = (1 - state.attention_mask).to(dtype).mul_(blocked)  # (B, P) additive: 0 or -inf-like
+        mask = torch.cat(
+            [prefix_mask[:, None, None, :].expand(batch, 1, k, prefix), self._self_only_mask(k, dtype, batch)], dim=3
+        )  # (B, 1, k, P + k)
         positions = state.next_positions[:, None].expand(batch, k)  # (B, k)
         hidden, new_past = self._forward(tokens, mask, positions, state.past)  # (B, k, H)
-        candidate_past = tuple(
-            (
-                keys[:, :, prefix:].transpose(1, 2).unsqueeze(3),  # (B, k, h, 1, hd)
-                values[:, :, prefix:].transpose(1, 2).unsqueeze(3),
-            )
-            for keys, values in new_past
-        )
-        return hidden, candidate_past
+        candidate_past = tuple((keys[:, :, prefix:], values[:, :, prefix:]) for keys, values in new_past)
+        return hidden, candidate_past  # candidate entries (B, h, k, hd): views of the forward's cache
+
+    def _self_only_mask(self, k: int, dtype: torch.dtype, batch: int) -> torch.Tensor:
+        """Additive mask ``(B, 1, k, k)`` letting candidate j see only itself (built once per k and dtype)."""
+        key = (k, dtype)
+        block = self._self_masks.get(key)
+        if block is None:
+            eye = torch.eye(k, dtype=torch.bool, device=self.device)
+            block = torch.zeros(k, k, dtype=dtype, device=self.device).masked_fill_(~eye, torch.finfo(dtype).min)
+            self._self_masks[key] = block
+        return block.expand(batch, 1, k, k)
 
     def _score_expanded(self, state: LanguageModelState, tokens: torch.Tensor) -> tuple[torch.Tensor, KeyValues]:
         """The k candidates as ``B * k`` one-token rows over the prefix cache repeated along the batch."""
@@ -493,8 +504,8 @@ class LanguageModelProblem:
         )
         candidate_past = tuple(
             (
-                keys[:, :, -1:].reshape(batch, k, *keys.shape[1:2], 1, keys.shape[-1]),  # (B, k, h, 1, hd)
-                values[:, :, -1:].reshape(batch, k, *values.shape[1:2], 1, values.shape[-1]),
+                keys[:, :, -1].reshape(batch, k, *keys.shape[1:2], keys.shape[-1]).transpose(1, 2),  # (B, h, k, hd)
+                values[:, :, -1].reshape(batch, k, *values.shape[1:2], values.shape[-1]).transpose(1, 2),
             )
             for keys, values in new_past
         )
