@@ -224,18 +224,22 @@ class LanguageModelProblem:
         if state.candidate_hidden is None or state.candidate_past is None:
             return self.advance_tokens(state, state.candidate_tokens.gather(1, actions[:, None])[:, 0], active)
         grow = self._grow(state, active)  # (B,)
-        rows = torch.arange(state.batch_size, device=self.device)
-        tokens = state.candidate_tokens[rows, actions]  # (B,)
-        past = tuple(
-            (
-                torch.cat([keys, cand_keys[rows, :, actions, None]], dim=2),  # (B, h, P + 1, hd)
-                torch.cat([values, cand_values[rows, :, actions, None]], dim=2),
+        chosen = actions[:, None]  # (B, 1)
+        tokens = state.candidate_tokens.gather(1, chosen)[:, 0]  # (B,)
+        logprob = state.candidate_logprobs.gather(1, chosen)[:, 0]  # (B,)
+        hidden = state.candidate_hidden[torch.arange(state.batch_size, device=self.device), actions]  # (B, H)
+        slot: torch.Tensor | None = None  # (B, h, 1, hd) index of the chosen entry, shared by every layer
+        past = []
+        for (keys, values), (candidate_keys, candidate_values) in zip(state.past, state.candidate_past, strict=True):
+            if slot is None or slot.shape[1] != candidate_keys.shape[1]:
+                slot = chosen[:, None, :, None].expand(-1, candidate_keys.shape[1], 1, candidate_keys.shape[3])
+            past.append(
+                (
+                    torch.cat([keys, candidate_keys.gather(2, slot)], dim=2),  # (B, h, P + 1, hd)
+                    torch.cat([values, candidate_values.gather(2, slot)], dim=2),
+                )
             )
-            for (keys, values), (cand_keys, cand_values) in zip(state.past, state.candidate_past, strict=True)
-        )
-        hidden = state.candidate_hidden[rows, actions]  # (B, H)
-        logprob = state.candidate_logprobs[rows, actions]  # (B,)
-        return self._appended(state, tokens, grow, past, hidden, logprob)
+        return self._appended(state, tokens, grow, tuple(past), hidden, logprob)
 
     @torch.no_grad()
     def advance_tokens(
@@ -406,8 +410,9 @@ class LanguageModelProblem:
         cache = DynamicCache()
         for keys, values in past:  # the layers take the state's tensors as they are (DynamicCache(data) copies them)
             layer = DynamicLayer()
-            layer.lazy_initialization(keys, values)
+            layer.dtype, layer.device = keys.dtype, keys.device
             layer.keys, layer.values = keys, values
+            layer.is_initialized = True  # what DynamicLayer.lazy_initialization sets, without its empty tensors
             cache.layers.append(layer)
         output = self._base(
             input_ids=input_ids,
@@ -430,10 +435,9 @@ class LanguageModelProblem:
         """Recompute the top-k candidates of the rows ``grow`` ``(B,)`` and score every row's candidates."""
         logprobs = self._logprobs(state.last_hidden)  # (B, n)
         values, tokens = logprobs.topk(self.top_k, dim=1)  # (B, k), (B, k)
-        need_eos = state.finished | (state.lengths >= self.max_length - 1)  # (B,)
-        if self.eos_candidate:
-            need_eos = torch.ones_like(need_eos)
-        missing = need_eos & ~(tokens == self.eos_token_id).any(dim=1)  # (B,)
+        missing = ~(tokens == self.eos_token_id).any(dim=1)  # (B,)
+        if not self.eos_candidate:
+            missing &= state.finished | (state.lengths >= self.max_length - 1)  # only where EOS is the one action
         tokens[:, -1] = torch.where(missing, self.eos_token_id, tokens[:, -1])
         values[:, -1] = torch.where(missing, logprobs[:, self.eos_token_id], values[:, -1])
         tokens = torch.where(grow[:, None], tokens, state.candidate_tokens)  # (B, k)
@@ -523,18 +527,20 @@ class LanguageModelProblem:
         """The state after appending ``tokens`` ``(B,)`` to the rows ``grow`` (cache already extended)."""
         position = state.lengths.clamp(max=self.max_length - 1)[:, None]  # (B, 1)
         new_tokens = state.tokens.scatter(1, position, tokens[:, None])  # (B, L)
+        grown_by = grow.long()  # (B,) 1 where the row grows
+        grow_column = grow[:, None]  # (B, 1)
         grown = LanguageModelState(
             queries=state.queries,
-            tokens=torch.where(grow[:, None], new_tokens, state.tokens),
-            lengths=state.lengths + grow.long(),
+            tokens=torch.where(grow_column, new_tokens, state.tokens),
+            lengths=state.lengths + grown_by,
             finished=state.finished | (grow & (tokens == self.eos_token_id)),
             past=past,
-            attention_mask=torch.cat([state.attention_mask, grow.long()[:, None]], dim=1),  # (B, P + 1)
-            next_positions=state.next_positions + grow.long(),
-            hidden_sum=state.hidden_sum + grow[:, None].float() * hidden.float(),  # (B, H)
-            pooled_count=state.pooled_count + grow.long(),
-            sequence_logprob=state.sequence_logprob + grow.double() * logprob.double(),
-            last_hidden=torch.where(grow[:, None], hidden, state.last_hidden),
+            attention_mask=torch.cat([state.attention_mask, grown_by[:, None]], dim=1),  # (B, P + 1)
+            next_positions=state.next_positions + grown_by,
+            hidden_sum=state.hidden_sum + torch.where(grow_column, hidden.float(), 0.0),  # (B, H)
+            pooled_count=state.pooled_count + grown_by,
+            sequence_logprob=state.sequence_logprob + torch.where(grow, logprob.double(), 0.0),
+            last_hidden=torch.where(grow_column, hidden, state.last_hidden),
             candidate_tokens=state.candidate_tokens,
             candidate_logprobs=state.candidate_logprobs,
             candidate_hidden=state.candidate_hidden,
