@@ -1,6 +1,7 @@
 """Per-step wall time of the LLM env vs model.generate with a KV cache and vs naive recomputation.
 
-Measured side by side in one run (ratios; these machines are noisy):
+Measured interleaved in one run (each repeat times every method once, in turn; medians over the
+repeats), so a change of machine load hits all of them alike; the ratios are what to quote:
 
 * env: ``TokenizedAlignmentEnv.step`` over a whole L-token episode, observation included (the k
   candidates' ``[e : v]`` features, log-probs, mask); one batched forward of the k candidates over
@@ -10,7 +11,15 @@ Measured side by side in one run (ratios; these machines are noisy):
   ``(t(L new tokens) - t(1 new token)) / (L - 1)``, so the prefill is excluded as it is for the env.
 * (b) naive: every step recomputes each candidate's full ``x:y:tau`` without a cache (the k
   sequences batched in one forward), mean-pools the last-layer hidden states and reads the next
-  log-probs; averaged over ``naive_positions`` positions spread over the episode.
+  candidates from the chosen sequence's last position (LM head on that one row). No separate
+  forward of the prefix: the chosen sequence's own forward already gives the next distribution.
+  Averaged over ``naive_positions`` positions spread over the episode.
+
+Floors, timed in the same loop on a prefix of the episode's mean length: the model's forward of
+one token over the cache (what generate runs per token), of the k candidates under the 4-D mask
+(what the env runs per step), and the LM head + top-k on one row (both run it once per step).
+``floor env / (a) = (k-token forward + head) / (1-token forward + head)`` is what the env would
+reach with zero overhead of its own; ``floor (b) / env = naive / (k-token forward + head)``.
 
 Run: ``PYTHONPATH=. python benchmarks/llm_step.py`` (``--help`` for the options).
 """
@@ -21,6 +30,7 @@ import argparse
 import dataclasses
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +38,8 @@ import numpy as np
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+QUERY = "Once upon a time, there was a little girl named Lily."
 
 
 @dataclass
@@ -40,8 +52,8 @@ class Args:
     """L, tokens per episode"""
     top_k: int = 15
     """k, candidates per step"""
-    repeats: int = 3
-    """episodes (and generate calls) timed; the median is reported"""
+    repeats: int = 5
+    """interleaved repeats (each: one episode per env variant, one generate pair, one naive pass, floors)"""
     naive_positions: int = 6
     """positions of the episode at which the naive recomputation is timed"""
     threads: int = 1
@@ -54,7 +66,9 @@ def parse_args() -> Args:
     """Args from the command line (one ``--field value`` per dataclass field)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for field in dataclasses.fields(Args):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
+        parser.add_argument(
+            f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default, help=field.__doc__
+        )
     return Args(**vars(parser.parse_args()))
 
 
@@ -72,42 +86,41 @@ def load(name: str, device: str) -> tuple[Any, Any]:
         config.eos_token_id = tokenizer.eos_token_id
         torch.manual_seed(0)
         return GPT2LMHeadModel(config).to(device).eval(), tokenizer  # stories260K ids (< 512) drive it
-    raise ValueError(f"unknown model {name!r}")
+    raise ValueError(f"unknown model {name!r}: expected stories260K or gpt2-small-random")
 
 
-def time_env(model: Any, tokenizer: Any, args: Args, batching: str) -> tuple[float, list[int], list[int]]:
-    """Median seconds per env step over whole episodes that never pick EOS early; the query and response ids."""
+def make_env(model: Any, tokenizer: Any, args: Args, batching: str) -> Any:
+    """A noise-free ``TokenizedAlignmentEnv`` on the one benchmark query."""
     from tokenized_bandit_gym.envs.tokenized_alignment_env import TokenizedAlignmentEnv
 
-    env = TokenizedAlignmentEnv(
+    return TokenizedAlignmentEnv(
         model=model,
         tokenizer=tokenizer,
-        queries=["Once upon a time, there was a little girl named Lily."],
+        queries=[QUERY],
         max_length=args.max_length,
         top_k=args.top_k,
         noise_scale=0.0,
         candidate_batching=batching,
     )
+
+
+def time_episode(env: Any) -> tuple[float, list[int]]:
+    """Mean seconds per step over one episode that never picks EOS early; the response ids."""
     eos = env.unwrapped.eos_token_id
-    per_step = []
-    for repeat in range(args.repeats + 1):  # the first episode also fills the oracle benchmark cache
-        observation, _ = env.reset(seed=repeat)
-        terminated, elapsed, steps = False, 0.0, 0
-        while not terminated:
-            allowed = np.flatnonzero(observation["action_mask"] & (observation["candidate_tokens"] != eos))
-            action = int(allowed[0]) if allowed.size else int(np.flatnonzero(observation["action_mask"])[0])
-            start = time.perf_counter()
-            observation, _, terminated, _, info = env.step(action)
-            elapsed += time.perf_counter() - start
-            steps += 1
-        if repeat:
-            per_step.append(elapsed / steps)
-    query = env.unwrapped.problem.query_tokens[0, : int(env.unwrapped.problem.query_lengths[0])].tolist()
-    return float(np.median(per_step)), query, [int(t) for t in info["response"]]
+    observation, _ = env.reset(seed=0)
+    terminated, elapsed, steps = False, 0.0, 0
+    while not terminated:
+        allowed = np.flatnonzero(observation["action_mask"] & (observation["candidate_tokens"] != eos))
+        action = int(allowed[0]) if allowed.size else int(np.flatnonzero(observation["action_mask"])[0])
+        start = time.perf_counter()
+        observation, _, terminated, _, info = env.step(action)
+        elapsed += time.perf_counter() - start
+        steps += 1
+    return elapsed / steps, [int(t) for t in info["response"]]
 
 
 def time_generate(model: Any, query: list[int], args: Args) -> float:
-    """Median seconds per generated token of ``model.generate`` (greedy, KV cache), prefill excluded."""
+    """Seconds per generated token of ``model.generate`` (greedy, KV cache), prefill excluded."""
     ids = torch.tensor([query], device=args.device)
 
     def run(new_tokens: int) -> float:
@@ -123,9 +136,7 @@ def time_generate(model: Any, query: list[int], args: Args) -> float:
         )
         return time.perf_counter() - start
 
-    run(2)
-    samples = [(run(args.max_length) - run(1)) / (args.max_length - 1) for _ in range(args.repeats)]
-    return float(np.median(samples))
+    return (run(args.max_length) - run(1)) / (args.max_length - 1)
 
 
 @torch.no_grad()
@@ -136,39 +147,112 @@ def time_naive(model: Any, query: list[int], response: list[int], args: Args) ->
     elapsed = []
     for position in positions:
         prefix = torch.tensor(query + response[:position], device=args.device)
+        candidates = torch.arange(3, 3 + args.top_k, device=args.device)  # (k,) ids; their values do not matter
         start = time.perf_counter()
-        logits = head(base(input_ids=prefix[None]).last_hidden_state[:, -1]).float()  # next-token distribution
-        candidates = logits.log_softmax(-1).topk(args.top_k).indices[0]  # (k,)
         sequences = torch.cat([prefix.expand(args.top_k, -1), candidates[:, None]], dim=1)  # (k, T + 1)
         hidden = base(input_ids=sequences).last_hidden_state  # (k, T + 1, H)
         pooled = hidden.mean(dim=1)  # (k, H)
         pooled = pooled / pooled.norm(dim=-1, keepdim=True)
-        head(hidden[:, -1]).float().log_softmax(-1)  # next distribution of every candidate
+        head(hidden[:1, -1]).float().log_softmax(-1).topk(args.top_k)  # next candidates after the chosen one
         elapsed.append(time.perf_counter() - start)
     return float(np.mean(elapsed))
 
 
+@torch.no_grad()
+def time_floors(model: Any, prefix_length: int, args: Args) -> tuple[float, float, float]:
+    """Seconds of the 1-token forward over a cache, the k-token masked forward over it, the LM head + top-k."""
+    from transformers import DynamicCache
+
+    base, head = model.base_model, model.get_output_embeddings()
+    ids = torch.arange(3, 3 + prefix_length, device=args.device)[None] % 500  # (1, P)
+    past = [(layer.keys, layer.values) for layer in base(input_ids=ids, use_cache=True).past_key_values.layers]
+    k = args.top_k
+    blocked = torch.finfo(head.weight.dtype).min
+    self_only = torch.zeros(k, k, device=args.device).masked_fill_(~torch.eye(k, dtype=torch.bool), blocked)
+    mask = torch.cat([torch.zeros(1, 1, k, prefix_length, device=args.device), self_only[None, None]], dim=3)
+    position = torch.full((1, k), prefix_length, device=args.device)
+    hidden = torch.randn(1, head.weight.shape[1], device=args.device, dtype=head.weight.dtype)
+
+    def one_token() -> None:
+        base(
+            input_ids=ids[:, :1],
+            position_ids=position[:, :1],
+            past_key_values=DynamicCache(ddp_cache_data=past),
+            use_cache=True,
+        )
+
+    def k_tokens() -> None:
+        base(
+            input_ids=ids[:, :k],
+            attention_mask=mask,
+            position_ids=position,
+            past_key_values=DynamicCache(ddp_cache_data=past),
+            use_cache=True,
+        )
+
+    def lm_head() -> None:
+        head(hidden).float().log_softmax(-1).topk(k)
+
+    return timed(one_token), timed(k_tokens), timed(lm_head)
+
+
+def timed(call: Callable[[], None], calls: int = 3) -> float:
+    """Median seconds of ``calls`` calls."""
+    samples = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        call()
+        samples.append(time.perf_counter() - start)
+    return float(np.median(samples))
+
+
+def benchmark(name: str, args: Args) -> str:
+    """One markdown row: medians over the interleaved repeats, the ratios and the floors."""
+    model, tokenizer = load(name, args.device)
+    envs = {batching: make_env(model, tokenizer, args, batching) for batching in ("mask", "expand")}
+    _, response = time_episode(envs["mask"])  # untimed: fills the oracle benchmark cache, warms up
+    time_episode(envs["expand"])
+    problem = envs["mask"].unwrapped.problem
+    query = problem.query_tokens[0, : int(problem.query_lengths[0])].tolist()
+    time_generate(model, query, args)
+    columns: dict[str, list[float]] = {}
+    for _ in range(args.repeats):
+        samples = {
+            "mask": time_episode(envs["mask"])[0],
+            "expand": time_episode(envs["expand"])[0],
+            "generate": time_generate(model, query, args),
+            "naive": time_naive(model, query, response, args),
+        }
+        samples["one"], samples["k"], samples["head"] = time_floors(model, len(query) + args.max_length // 2, args)
+        for key, value in samples.items():
+            columns.setdefault(key, []).append(value)
+    ms = {key: 1e3 * float(np.median(values)) for key, values in columns.items()}
+    env_over_generate = [m / g for m, g in zip(columns["mask"], columns["generate"], strict=True)]
+    floor_a = (ms["k"] + ms["head"]) / (ms["one"] + ms["head"])
+    floor_b = ms["naive"] / (ms["k"] + ms["head"])
+    return (
+        f"| {name} | {ms['mask']:.2f} | {ms['expand']:.2f} | {ms['generate']:.2f} | {ms['naive']:.1f} | "
+        f"**{ms['mask'] / ms['generate']:.2f}x** ({min(env_over_generate):.2f}-{max(env_over_generate):.2f}) | "
+        f"**{ms['naive'] / ms['mask']:.1f}x** | {ms['one']:.2f} / {ms['k']:.2f} / {ms['head']:.2f} | "
+        f"{floor_a:.2f}x | {floor_b:.1f}x |"
+    )
+
+
 def main() -> None:
-    """Print one markdown table row per model."""
+    """Print one markdown table row per model, with the load average before and after."""
     args = parse_args()
     torch.set_num_threads(args.threads)
-    print(f"L={args.max_length}, k={args.top_k}, device={args.device}, threads={args.threads}")
+    print(f"L={args.max_length}, k={args.top_k}, device={args.device}, threads={args.threads}, repeats={args.repeats}")
+    print(f"load average before: {os.getloadavg()}")
     print(
         "| model | env step, 4-D mask (ms) | env step, expanded cache (ms) | (a) generate / token (ms) "
-        "| (b) naive step (ms) | env / (a) | (b) / env |"
+        "| (b) naive step (ms) | env / (a) (min-max) | (b) / env "
+        "| floors: 1-token fwd / k-token fwd / LM head (ms) | floor env / (a) | floor (b) / env |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
-        model, tokenizer = load(name, args.device)
-        env_step, query, response = time_env(model, tokenizer, args, "mask")
-        expanded, _, _ = time_env(model, tokenizer, args, "expand")
-        generate = time_generate(model, query, args)
-        naive = time_naive(model, query, response, args)
-        print(
-            f"| {name} | {1e3 * env_step:.1f} | {1e3 * expanded:.1f} | {1e3 * generate:.1f} | {1e3 * naive:.1f} | "
-            f"{env_step / generate:.2f}x | {naive / env_step:.1f}x |",
-            flush=True,
-        )
+        print(benchmark(name, args), flush=True)
+    print(f"load average after: {os.getloadavg()}")
 
 
 if __name__ == "__main__":

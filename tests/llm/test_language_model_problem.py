@@ -232,3 +232,42 @@ def test_bfloat16_weights_step(stories: tuple[Any, Any]) -> None:
         assert bool(torch.isfinite(problem.candidate_embeddings(state)).all())
         state = problem.advance(state, problem.action_mask(state).float().argmax(dim=1))
     assert bool(torch.isfinite(problem.utility_of(state)).all())
+
+
+def tensors_of(state: LanguageModelState) -> list[torch.Tensor]:
+    """Every tensor a state holds (cache layers included), in a fixed order."""
+    tensors = []
+    for value in state.__dict__.values():
+        if isinstance(value, torch.Tensor):
+            tensors.append(value)
+        elif isinstance(value, tuple):
+            tensors.extend(tensor for pair in value for tensor in pair)
+    return tensors
+
+
+@pytest.mark.parametrize("batching", ["mask", "expand"])
+def test_branching_from_a_state_leaves_it_intact(stories: tuple[Any, Any], batching: str) -> None:
+    """States share cache tensors with their successors: advancing one (twice, deeply) never changes it."""
+    problem = LanguageModelProblem(*stories, QUERIES, max_length=8, top_k=4, candidate_batching=batching)
+    state = problem.advance(problem.initial_state(torch.tensor([0, 2])), torch.tensor([1, 0]))
+    snapshot = [tensor.clone() for tensor in tensors_of(state)]
+    first = problem.advance(state, torch.tensor([0, 1]))
+    deep = problem.advance(problem.advance(first, torch.tensor([2, 2])), torch.tensor([1, 3]))
+    second = problem.advance(state, torch.tensor([3, 2]))
+    for kept, now in zip(snapshot, tensors_of(state), strict=True):
+        assert torch.equal(kept, now)
+    again = problem.advance(state, torch.tensor([0, 1]))
+    for branch, replay in zip(tensors_of(first), tensors_of(again), strict=True):
+        assert torch.equal(branch, replay)
+    for branched in (second, deep):
+        replayed = problem.state_for(branched.queries, branched.tokens[:, : int(branched.lengths[0])])
+        assert torch.equal(replayed.candidate_tokens, branched.candidate_tokens)
+        torch.testing.assert_close(
+            problem.candidate_utilities(replayed), problem.candidate_utilities(branched), atol=1e-5, rtol=0
+        )
+
+
+def test_long_episode_equals_full_recompute_at_every_step(stories: tuple[Any, Any]) -> None:
+    """Twelve cached steps (cache grown by a chosen candidate's entries each step) match no-cache forwards."""
+    problem = LanguageModelProblem(*stories, QUERIES, max_length=12, top_k=5, eos_candidate=False)
+    assert play_and_compare(problem, [2, 3], seed=7) >= 2 * 6

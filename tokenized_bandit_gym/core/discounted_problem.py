@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from tokenized_bandit_gym.core.decoding_state import DecodingState
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.query_pool import random_query_pool
 from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses
@@ -119,6 +120,17 @@ class DiscountedProblem(LinearTokenizedProblem):
             return self._feature_table[queries[:, None], rows[:, None], tokens]  # (B, m, d)
         return self._compute_token_features(queries, tokens, rows)
 
+    def every_token_features(self, queries: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """:meth:`token_features` of every token of the vocabulary, ``(B, n, d)``.
+
+        Args:
+            queries: ``(B,)`` query indices.
+            rows: ``(B,)`` 0-based positions in ``[0, L)`` (``j - 1``).
+        """
+        if self._feature_table is not None:
+            return self._feature_table[queries, rows]  # (B, n, d)
+        return self._compute_token_features(queries, self.vocabulary.expand(queries.shape[0], -1), rows)
+
     def _compute_token_features(self, queries: torch.Tensor, tokens: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         """``phi / c`` from the parameters for ``(B,)`` queries, ``(B, m)`` tokens, ``(B,)`` 0-based rows."""
         raw = (
@@ -152,8 +164,39 @@ class DiscountedProblem(LinearTokenizedProblem):
         positions: torch.Tensor,
     ) -> torch.Tensor:
         """``alpha * e(x, y) + phi(x, tau, |y| + 1)`` for each candidate, ``(B, m, d)``."""
-        increment = self.scale * self.token_features(queries, tokens, positions)  # (B, m, d)
-        return self.alpha * carry[:, None, :] + increment
+        return self._next_carries(carry, last_tokens, tokens, self.token_features(queries, tokens, positions))
+
+    def append_every_token(
+        self,
+        queries: torch.Tensor,
+        carry: torch.Tensor,
+        last_tokens: torch.Tensor,
+        lengths: torch.Tensor,
+    ) -> torch.Tensor:
+        """:meth:`append` for every token at once (one row of the feature table), ``(B, n, d)``."""
+        rows = lengths.clamp(min=0, max=self.max_length - 1)  # (B,) = _position_index(lengths + 1)
+        return self._next_carries(carry, last_tokens, None, self.every_token_features(queries, rows))
+
+    def _next_carries(
+        self,
+        carry: torch.Tensor,
+        last_tokens: torch.Tensor,
+        tokens: torch.Tensor | None,
+        features: torch.Tensor,
+    ) -> torch.Tensor:
+        """Carries ``(B, m, d)`` from the candidates' ``features`` ``(B, m, d)`` (``phi / c``).
+
+        Args:
+            carry: ``(B, d)`` ``e(x, y)``.
+            last_tokens: ``(B,)`` last token of ``x:y`` (unused here; the Markov family reads it).
+            tokens: ``(B, m)`` the candidates, or None for every token of the vocabulary.
+            features: ``(B, m, d)`` their token features.
+        """
+        return self.alpha * carry[:, None, :] + self.scale * features
+
+    def candidate_embeddings(self, state: DecodingState, carries: torch.Tensor | None = None) -> torch.Tensor:
+        """``e(x, y:tau)`` for every token tau, ``(B, n, d)``: the carries themselves."""
+        return self.candidate_carries(state) if carries is None else carries
 
     def embedding_of_states(self, queries: torch.Tensor, carry: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """The carry is the embedding itself, ``(N, d)``."""

@@ -52,18 +52,19 @@ class MarkovProblem(DiscountedProblem):
         raw = self.previous_vectors[previous][:, None, :] * self.next_vectors[tokens]  # (B, m, d)
         return raw / raw.norm(dim=-1, keepdim=True).clamp_min(1e-12)
 
-    def append(
+    def _next_carries(
         self,
-        queries: torch.Tensor,
         carry: torch.Tensor,
         last_tokens: torch.Tensor,
-        tokens: torch.Tensor,
-        positions: torch.Tensor,
+        tokens: torch.Tensor | None,
+        features: torch.Tensor,
     ) -> torch.Tensor:
         """``alpha * e + c (phi + w psi) / (1 + w)`` per candidate, ``(B, m, d)``."""
         weight = self.ddmc_violation
-        feature = self.token_features(queries, tokens, positions)  # (B, m, d)
+        feature = features  # (B, m, d)
         if weight > 0.0:
+            if tokens is None:
+                tokens = self.vocabulary.expand(carry.shape[0], -1)  # (B, n)
             feature = (feature + weight * self.bigram_features(last_tokens, tokens)) / (1.0 + weight)
         return self.alpha * carry[:, None, :] + self.scale * feature
 

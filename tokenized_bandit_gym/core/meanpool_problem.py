@@ -90,6 +90,16 @@ class MeanPoolProblem(LinearTokenizedProblem):
         """Running sums with each candidate's vector added, ``(B, m, d)``."""
         return carry[:, None, :] + self.token_vectors[tokens]
 
+    def append_every_token(
+        self,
+        queries: torch.Tensor,
+        carry: torch.Tensor,
+        last_tokens: torch.Tensor,
+        lengths: torch.Tensor,
+    ) -> torch.Tensor:
+        """Running sums with every token's vector added, ``(B, n, d)``."""
+        return carry[:, None, :] + self.token_vectors
+
     def embedding_of_states(self, queries: torch.Tensor, carry: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """Mean over ``|x| + |y|`` tokens, ``(N, d)``."""
         count = (self.query_lengths[queries] + lengths).to(carry.dtype)  # (N,)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from tokenized_bandit_gym.core.decoding_state import DecodingState
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses, TokenizedProblem
 
@@ -66,6 +67,16 @@ class StopValueProblem(TokenizedProblem):
         """The base's carries, ``(B, m, *c)``."""
         return self.base.append(queries, carry, last_tokens, tokens, positions)
 
+    def append_every_token(
+        self,
+        queries: torch.Tensor,
+        carry: torch.Tensor,
+        last_tokens: torch.Tensor,
+        lengths: torch.Tensor,
+    ) -> torch.Tensor:
+        """The base's carries for every token, ``(B, n, *c)``."""
+        return self.base.append_every_token(queries, carry, last_tokens, lengths)
+
     def utility_of_states(
         self,
         queries: torch.Tensor,
@@ -80,12 +91,17 @@ class StopValueProblem(TokenizedProblem):
         """
         count = queries.shape[0]
         eos = torch.full((count, 1), self.eos_token_id, dtype=torch.int64, device=self.device)
-        last = self.base.initial_state(queries).last_tokens  # (N,) query's last token
+        last = self.base.query_last_tokens[queries]  # (N,) query's last token
         stopped = self.base.append(queries, carry, last, eos, (lengths + 1).clamp(max=self.max_length))[:, 0]
         rows = (~finished).view(-1, *([1] * (carry.dim() - 1)))
         final_carry = torch.where(rows, stopped, carry)  # (N, *c)
         final_length = torch.where(finished, lengths, lengths + 1)  # (N,)
         value = self.base.utility_of_states(queries, final_carry, final_length, torch.ones_like(finished))
+        return self.offset + self.scale * value
+
+    def utility_of_complete(self, state: DecodingState) -> torch.Tensor:
+        """``0.5 + 0.5 u_base(y)`` of complete responses, ``(B,)`` (nothing to append)."""
+        value = self.base.utility_of_states(state.queries, state.carry, state.lengths, state.finished)
         return self.offset + self.scale * value
 
     def _exact_optimum(self, queries: torch.Tensor) -> DecodedResponses:

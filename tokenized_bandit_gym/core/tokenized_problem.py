@@ -72,6 +72,10 @@ class TokenizedProblem(ABC):
         self.device = device
         self.query_tokens = query_tokens.to(device)  # (Q, Lq)
         self.query_lengths = query_lengths.to(device)  # (Q,)
+        pool = torch.arange(self.query_tokens.shape[0], device=device)  # (Q,)
+        # Last token of each query (the first column for an empty one), read by initial_state.
+        self.query_last_tokens = self.query_tokens[pool, (self.query_lengths - 1).clamp(min=0)]  # (Q,)
+        self.vocabulary = torch.arange(self.vocab_size, device=device)  # (n,) every token id
         self._optimum: DecodedResponses | None = None
         self._greedy: DecodedResponses | None = None
 
@@ -102,6 +106,28 @@ class TokenizedProblem(ABC):
         Returns:
             ``(B, m, *c)`` carries.
         """
+
+    def append_every_token(
+        self,
+        queries: torch.Tensor,
+        carry: torch.Tensor,
+        last_tokens: torch.Tensor,
+        lengths: torch.Tensor,
+    ) -> torch.Tensor:
+        """:meth:`append` with every token of the vocabulary as the candidates, ``(B, n, *c)``.
+
+        Equal, element for element, to ``append(queries, carry, last_tokens, tokens, lengths + 1)``
+        with ``tokens = vocabulary.expand(B, -1)``; families override it where all n candidates
+        cost fewer operations at once (a table row instead of a gather).
+
+        Args:
+            queries: ``(B,)`` query indices.
+            carry: ``(B, *c)`` carry of ``x:y``.
+            last_tokens: ``(B,)`` last token of ``x:y``.
+            lengths: ``(B,)`` ``|y|`` (the candidates take position ``|y| + 1``).
+        """
+        tokens = self.vocabulary.expand(queries.shape[0], -1)  # (B, n)
+        return self.append(queries, carry, last_tokens, tokens, lengths + 1)
 
     @abstractmethod
     def utility_of_states(
@@ -140,15 +166,13 @@ class TokenizedProblem(ABC):
         """Empty responses for ``queries`` ``(B,)`` int64."""
         queries = queries.to(self.device, torch.int64)
         batch = queries.shape[0]
-        last_index = (self.query_lengths[queries] - 1).clamp(min=0)  # (B,)
-        last_tokens = self.query_tokens[queries, last_index]  # (B,)
         return DecodingState(
             queries=queries,
             tokens=torch.full((batch, self.max_length), self.eos_token_id, dtype=torch.int64, device=self.device),
             lengths=torch.zeros(batch, dtype=torch.int64, device=self.device),
             finished=torch.zeros(batch, dtype=torch.bool, device=self.device),
             carry=self.initial_carry(queries),
-            last_tokens=last_tokens,
+            last_tokens=self.query_last_tokens[queries],
         )
 
     def action_mask(self, state: DecodingState) -> torch.Tensor:
@@ -165,8 +189,7 @@ class TokenizedProblem(ABC):
 
     def candidate_carries(self, state: DecodingState) -> torch.Tensor:
         """Carries of ``x:y:tau`` for every token tau, ``(B, n, *c)``."""
-        tokens = torch.arange(self.vocab_size, device=self.device).expand(state.batch_size, -1)  # (B, n)
-        return self.append(state.queries, state.carry, state.last_tokens, tokens, state.lengths + 1)
+        return self.append_every_token(state.queries, state.carry, state.last_tokens, state.lengths)
 
     def candidate_utilities(self, state: DecodingState) -> torch.Tensor:
         """``u(x, y:tau)`` for every token tau, ``(B, n)`` (masked entries included)."""
@@ -181,6 +204,35 @@ class TokenizedProblem(ABC):
         )
         return utilities.view(batch, n)
 
+    def extend(self, state: DecodingState, tokens: torch.Tensor, carry: torch.Tensor | None = None) -> DecodingState:
+        """Append ``tokens`` ``(B,)`` int64 (on the device) to every row of ``state``, as they are.
+
+        No mask, no forced EOS and no row selection: the caller extends only rows that are
+        unfinished and shorter than L (:meth:`advance` does this for a whole batch; a batch-of-one
+        env knows it on the host). A row already holding L tokens gets its last token overwritten.
+
+        Args:
+            state: the current state.
+            tokens: ``(B,)`` int64 token per row.
+            carry: ``(B, *c)`` carries of ``x:y:tokens`` when already known (a row of
+                :meth:`candidate_carries`); computed with :meth:`append` otherwise.
+
+        Returns:
+            The new state (a new object; ``state`` is unchanged).
+        """
+        positions = state.lengths + 1  # (B,) 1-based position of the new token
+        if carry is None:
+            carry = self.append(state.queries, state.carry, state.last_tokens, tokens.unsqueeze(1), positions)[:, 0]
+        column = state.lengths.clamp(max=self.max_length - 1).unsqueeze(1)  # (B, 1)
+        return DecodingState(
+            queries=state.queries,
+            tokens=state.tokens.scatter(1, column, tokens.unsqueeze(1)),
+            lengths=positions,
+            finished=tokens == self.eos_token_id,
+            carry=carry,
+            last_tokens=tokens,
+        )
+
     def advance(
         self,
         state: DecodingState,
@@ -191,7 +243,8 @@ class TokenizedProblem(ABC):
         """Append ``tokens`` ``(B,)`` to the rows of ``state`` that are active and unfinished.
 
         The token of a row at position L is EOS whatever ``tokens`` says (only EOS is allowed
-        there), so every row that reaches L tokens is complete.
+        there), so every row that reaches L tokens is complete. This is :meth:`extend` on the
+        forced tokens, kept on the rows that may grow.
 
         Args:
             state: the current state.
@@ -212,29 +265,24 @@ class TokenizedProblem(ABC):
         grow = ~state.finished & (state.lengths < self.max_length)  # (B,)
         if active is not None:
             grow = grow & active
+        new_carry = None
         if candidate_carries is not None:
             index = tokens.view(-1, 1, *([1] * (candidate_carries.dim() - 2)))
             index = index.expand(-1, 1, *candidate_carries.shape[2:])
             new_carry = candidate_carries.gather(1, index)[:, 0]  # (B, *c)
-        else:
-            new_carry = self.append(state.queries, state.carry, state.last_tokens, tokens[:, None], state.lengths + 1)[
-                :, 0
-            ]  # (B, *c)
-        position = state.lengths.clamp(max=self.max_length - 1)[:, None]  # (B, 1)
-        new_tokens = state.tokens.scatter(1, position, tokens[:, None])  # (B, L)
-        grown = DecodingState(
-            queries=state.queries,
-            tokens=new_tokens,
-            lengths=state.lengths + 1,
-            finished=tokens == self.eos_token_id,
-            carry=new_carry,
-            last_tokens=tokens,
-        )
-        return state.with_rows(grow, grown)
+        return state.with_rows(grow, self.extend(state, tokens, new_carry))
 
     def utility_of(self, state: DecodingState) -> torch.Tensor:
         """Noise-free utility ``(B,)`` of the responses held in ``state``."""
         return self.utility_of_states(state.queries, state.carry, state.lengths, state.finished)
+
+    def utility_of_complete(self, state: DecodingState) -> torch.Tensor:
+        """:meth:`utility_of` for a ``state`` whose every response is complete, ``(B,)``.
+
+        Equal to :meth:`utility_of` on such a state; families whose utility of an incomplete
+        response does extra work (TMAB's stop value) skip it here.
+        """
+        return self.utility_of(state)
 
     # ------------------------------------------------------------------ oracle access
     def state_for(

@@ -11,9 +11,12 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from tokenized_bandit_gym.core.action_mask_table import ActionMaskTable
 from tokenized_bandit_gym.core.decoding_state import DecodingState
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.noise_model import NoiseModel
+from tokenized_bandit_gym.core.pool_benchmarks import PoolBenchmarks
+from tokenized_bandit_gym.core.query_start_memo import QueryStartMemo
 from tokenized_bandit_gym.core.round_streams import RoundStreams
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 
@@ -104,11 +107,22 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         self._candidate_tokens = np.arange(n, dtype=np.int64)
         self._query_tokens = to_numpy(problem.query_tokens).astype(np.int64)  # (Q, Lq), host copy
         self._query_lengths = to_numpy(problem.query_lengths).astype(np.int64)  # (Q,)
+        self._has_embeddings = isinstance(problem, LinearTokenizedProblem)
+        # Per step, only what depends on the actions goes through torch: the mask is looked up,
+        # the round start and the round's benchmarks are computed once per query.
+        self._masks = ActionMaskTable(problem)
+        self._starts = QueryStartMemo(problem, with_candidates=self._has_embeddings)
+        self._benchmarks: PoolBenchmarks | None = None
+        self._token_tensors = [problem.vocabulary[token : token + 1] for token in range(n)]  # n x (1,)
+        if self._has_embeddings:
+            self._no_embeddings = np.zeros(self.observation_space["candidate_embeddings"].shape, dtype=np.float32)
         self._finished = False
         self._streams: RoundStreams | None = None
         self._state: DecodingState | None = None
         self._candidate_carries: torch.Tensor | None = None
-        self._mask = np.zeros(n, dtype=bool)
+        self._mask_row = self._masks.row(0, finished=False)
+        self._response = np.full(length, problem.eos_token_id, dtype=np.int64)  # (L,) host copy of the tokens
+        self._length = 0
         self._noise = 0.0
         self._query = 0
 
@@ -128,10 +142,14 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         super().reset(seed=seed)
         self._streams = RoundStreams.on_reset(self._streams, seed, self.np_random)
         self._query, self._noise = self._streams.draw(self.problem.num_queries, self.noise_model)
-        queries = torch.full((1,), self._query, dtype=torch.int64, device=self.problem.device)
-        self._state = self.problem.initial_state(queries)
+        start = self._starts.get(self._query)
+        self._state = start.state
+        self._candidate_carries = start.candidate_carries
+        self._response.fill(self.eos_token_id)
+        self._length = 0
         self._finished = False
-        return self._observe(), {"query_index": self._query}
+        embeddings = None if start.candidate_embeddings is None else to_numpy(start.candidate_embeddings).copy()
+        return self._observe(embeddings), {"query_index": self._query}
 
     def step(self, action: object) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Append one token; the reward is 0 until the response is complete.
@@ -148,27 +166,41 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
             raise ValueError("step() called after the episode ended: call reset() to start a new round")
         token = validate_action(action, self.action_space.n)
         forced_eos = False
-        if not self._mask[token]:
-            at_last_position = int(self._state.lengths[0]) >= self.problem.max_length - 1
+        mask = self._masks.allowed[self._mask_row]
+        if not mask[token]:
+            at_last_position = self._length >= self.problem.max_length - 1
             if self.strict_actions or not at_last_position:
                 raise ValueError(
-                    f"action {token} is masked at position {int(self._state.lengths[0]) + 1}: "
-                    f"allowed actions are {np.flatnonzero(self._mask).tolist()}"
+                    f"action {token} is masked at position {self._length + 1}: "
+                    f"allowed actions are {np.flatnonzero(mask).tolist()}"
                 )
             token, forced_eos = self.eos_token_id, True
-        tokens = torch.full((1,), token, dtype=torch.int64, device=self.problem.device)
-        self._state = self.problem.advance(self._state, tokens, candidate_carries=self._candidate_carries)
-        terminated = self._finished = bool(self._state.finished[0])
+        # The mask allows only EOS at position L, so the response is complete exactly when the
+        # token is EOS; the state is unfinished and shorter than L, as extend() requires.
+        carries = self._candidate_carries
+        if carries is None:  # not observed (no features): all n at once still beat a gather of one
+            carries = self.problem.candidate_carries(self._state)  # (1, n, *c)
+        self._state = self.problem.extend(self._state, self._token_tensors[token], carries[:, token])
+        self._response[self._length] = token
+        self._length += 1
+        terminated = self._finished = token == self.eos_token_id
         info: dict[str, Any] = {"query_index": self._query, "forced_eos": forced_eos}
         reward = 0.0
         if terminated:
+            self._candidate_carries = None
             info.update(self._round_summary())
             reward = info["utility"] + self._noise
-        return self._observe(), reward, terminated, False, info
+            return self._observe(None), reward, True, False, info
+        embeddings = None
+        if self._has_embeddings:
+            self._candidate_carries = self.problem.candidate_carries(self._state)  # (1, n, *c)
+            embeddings = self.problem.candidate_embeddings(self._state, self._candidate_carries)  # (1, n, d)
+            embeddings = to_numpy(embeddings.to(torch.float32, copy=True))[0]
+        return self._observe(embeddings), reward, False, False, info
 
     def action_masks(self) -> np.ndarray:
         """Allowed actions now, ``(k,)`` bool (sb3-contrib's MaskablePPO reads this)."""
-        return self._mask.copy()
+        return self._masks.allowed[self._mask_row].copy()
 
     def render(self) -> str | np.ndarray | None:
         """The query and the response so far: text (``"ansi"``) or an image (``"rgb_array"``).
@@ -178,10 +210,8 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         """
         if self.render_mode is None or self._state is None:
             return None
-        query_length = int(self.problem.query_lengths[self._query])
-        query = self.problem.query_tokens[self._query, :query_length].tolist()
-        length = int(self._state.lengths[0])
-        response = self._state.tokens[0, :length].tolist()
+        query = self._query_tokens[self._query, : self._query_lengths[self._query]].tolist()
+        response = self._response[: self._length].tolist()
         if self.render_mode == "ansi":
             words = ["EOS" if t == self.eos_token_id else str(t) for t in response]
             return f"query {query} -> response [{' '.join(words)}]"
@@ -207,50 +237,46 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
             raise ValueError("the environment has no round yet: call reset() first")
         return self._state
 
-    def _observe(self) -> Observation:
-        """Build the observation of the current state (and cache the candidates' carries)."""
-        state = self._require_state()
-        self._mask = to_numpy(self.problem.action_mask(state)[0])
+    def _observe(self, candidate_embeddings: np.ndarray | None) -> Observation:
+        """The observation of the current round (host copies throughout).
+
+        Args:
+            candidate_embeddings: ``(n, d)`` float32 for TLB families while the response is
+                incomplete (None otherwise: zeros are observed once it is complete).
+        """
+        self._mask_row = self._masks.row(self._length, self._finished)
         observation: Observation = {
             "query": self._query_tokens[self._query].copy(),
             "query_length": self._query_lengths[self._query].copy(),
-            "response": to_numpy(state.tokens[0]).copy(),
-            "length": np.int64(state.lengths[0]),
+            "response": self._response.copy(),
+            "length": np.int64(self._length),
             "candidate_tokens": self._candidate_tokens.copy(),
-            "action_mask": self._mask.astype(np.int8),
+            "action_mask": self._masks.allowed_int8[self._mask_row].copy(),
         }
-        if self._finished:
-            self._candidate_carries = None
-        else:
-            self._candidate_carries = self.problem.candidate_carries(state)  # (1, n, *c)
-        if isinstance(self.problem, LinearTokenizedProblem):
-            if self._candidate_carries is None:
-                embeddings = np.zeros(self.observation_space["candidate_embeddings"].shape, dtype=np.float32)
-            else:
-                embeddings = self.problem.candidate_embeddings(state, self._candidate_carries)[0]  # (n, d)
-                embeddings = to_numpy(embeddings.to(torch.float32))
-            observation["candidate_embeddings"] = embeddings
+        if self._has_embeddings:
+            observation["candidate_embeddings"] = (
+                self._no_embeddings.copy() if candidate_embeddings is None else candidate_embeddings
+            )
         return observation
 
     def _round_summary(self) -> dict[str, Any]:
         """Info entries of the round just completed (DESIGN.md section 2)."""
         state = self._require_state()
-        queries = state.queries
-        utility = float(self.problem.utility_of(state)[0])
-        optimum = self.problem.optimal(queries)
-        greedy = self.problem.oracle_greedy(queries)
-        optimal_utility = float(optimum.utility[0])
-        length = int(state.lengths[0])
+        if self._benchmarks is None:
+            self._benchmarks = PoolBenchmarks.from_problem(self.problem)
+        benchmarks, query = self._benchmarks, self._query
+        utility = float(self.problem.utility_of_complete(state))  # (1,) -> its one value
+        optimal_utility = float(benchmarks.optimal_utility[query])
         summary: dict[str, Any] = {
             "utility": utility,
             "optimal_utility": optimal_utility,
             "regret": optimal_utility - utility,
-            "oracle_greedy_utility": float(greedy.utility[0]),
+            "oracle_greedy_utility": float(benchmarks.oracle_greedy_utility[query]),
             "optimal_kind": "exact",
             "noise": self._noise,
-            "response": to_numpy(state.tokens[0, :length]).copy(),
-            "optimal_response": to_numpy(optimum.responses[0]).copy(),
+            "response": self._response[: self._length].copy(),
+            "optimal_response": benchmarks.optimal_responses[query].copy(),
         }
-        if isinstance(self.problem, LinearTokenizedProblem):
-            summary["response_embedding"] = to_numpy(self.problem.embedding_of(state)[0].to(torch.float32)).copy()
+        if self._has_embeddings:
+            summary["response_embedding"] = to_numpy(self.problem.embedding_of(state).to(torch.float32))[0].copy()
         return summary

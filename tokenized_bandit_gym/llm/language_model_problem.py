@@ -124,6 +124,7 @@ class LanguageModelProblem:
         self._greedy: dict[int, tuple[float, torch.Tensor]] = {}
         self._beam: dict[tuple[int, int], tuple[float, torch.Tensor]] = {}
         self._memo: dict[tuple[int, tuple[int, ...]], LanguageModelState] = {}
+        self._self_masks: dict[tuple[int, torch.dtype], torch.Tensor] = {}
 
     # ------------------------------------------------------------------ public attributes
     @property
@@ -223,18 +224,22 @@ class LanguageModelProblem:
         if state.candidate_hidden is None or state.candidate_past is None:
             return self.advance_tokens(state, state.candidate_tokens.gather(1, actions[:, None])[:, 0], active)
         grow = self._grow(state, active)  # (B,)
-        rows = torch.arange(state.batch_size, device=self.device)
-        tokens = state.candidate_tokens[rows, actions]  # (B,)
-        past = tuple(
-            (
-                torch.cat([keys, cand_keys[rows, actions]], dim=2),  # (B, h, P + 1, hd)
-                torch.cat([values, cand_values[rows, actions]], dim=2),
+        chosen = actions[:, None]  # (B, 1)
+        tokens = state.candidate_tokens.gather(1, chosen)[:, 0]  # (B,)
+        logprob = state.candidate_logprobs.gather(1, chosen)[:, 0]  # (B,)
+        hidden = state.candidate_hidden[torch.arange(state.batch_size, device=self.device), actions]  # (B, H)
+        slot: torch.Tensor | None = None  # (B, h, 1, hd) index of the chosen entry, shared by every layer
+        past = []
+        for (keys, values), (candidate_keys, candidate_values) in zip(state.past, state.candidate_past, strict=True):
+            if slot is None or slot.shape[1] != candidate_keys.shape[1]:
+                slot = chosen[:, None, :, None].expand(-1, candidate_keys.shape[1], 1, candidate_keys.shape[3])
+            past.append(
+                (
+                    torch.cat([keys, candidate_keys.gather(2, slot)], dim=2),  # (B, h, P + 1, hd)
+                    torch.cat([values, candidate_values.gather(2, slot)], dim=2),
+                )
             )
-            for (keys, values), (cand_keys, cand_values) in zip(state.past, state.candidate_past, strict=True)
-        )
-        hidden = state.candidate_hidden[rows, actions]  # (B, H)
-        logprob = state.candidate_logprobs[rows, actions]  # (B,)
-        return self._appended(state, tokens, grow, past, hidden, logprob)
+        return self._appended(state, tokens, grow, tuple(past), hidden, logprob)
 
     @torch.no_grad()
     def advance_tokens(
@@ -400,8 +405,15 @@ class LanguageModelProblem:
     ) -> tuple[torch.Tensor, KeyValues]:
         """Run the base model on ``input_ids`` ``(N, T)`` over ``past``; hidden ``(N, T, H)`` and the new cache."""
         from transformers import DynamicCache
+        from transformers.cache_utils import DynamicLayer
 
-        cache = DynamicCache(ddp_cache_data=list(past)) if past else DynamicCache()
+        cache = DynamicCache()
+        for keys, values in past:  # the layers take the state's tensors as they are (DynamicCache(data) copies them)
+            layer = DynamicLayer()
+            layer.dtype, layer.device = keys.dtype, keys.device
+            layer.keys, layer.values = keys, values
+            layer.is_initialized = True  # what DynamicLayer.lazy_initialization sets, without its empty tensors
+            cache.layers.append(layer)
         output = self._base(
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -423,10 +435,9 @@ class LanguageModelProblem:
         """Recompute the top-k candidates of the rows ``grow`` ``(B,)`` and score every row's candidates."""
         logprobs = self._logprobs(state.last_hidden)  # (B, n)
         values, tokens = logprobs.topk(self.top_k, dim=1)  # (B, k), (B, k)
-        need_eos = state.finished | (state.lengths >= self.max_length - 1)  # (B,)
-        if self.eos_candidate:
-            need_eos = torch.ones_like(need_eos)
-        missing = need_eos & ~(tokens == self.eos_token_id).any(dim=1)  # (B,)
+        missing = ~(tokens == self.eos_token_id).any(dim=1)  # (B,)
+        if not self.eos_candidate:
+            missing &= state.finished | (state.lengths >= self.max_length - 1)  # only where EOS is the one action
         tokens[:, -1] = torch.where(missing, self.eos_token_id, tokens[:, -1])
         values[:, -1] = torch.where(missing, logprobs[:, self.eos_token_id], values[:, -1])
         tokens = torch.where(grow[:, None], tokens, state.candidate_tokens)  # (B, k)
@@ -461,21 +472,25 @@ class LanguageModelProblem:
         batch, k = tokens.shape
         prefix = state.attention_mask.shape[1]
         dtype = self._lm_head.weight.dtype
-        allowed_prefix = state.attention_mask.bool()[:, None, None, :].expand(batch, 1, k, prefix)  # (B, 1, k, P)
-        allowed_self = torch.eye(k, dtype=torch.bool, device=self.device).expand(batch, 1, k, k)  # (B, 1, k, k)
-        allowed = torch.cat([allowed_prefix, allowed_self], dim=3)  # (B, 1, k, P + k)
-        mask = torch.zeros(allowed.shape, dtype=dtype, device=self.device)
-        mask = mask.masked_fill(~allowed, torch.finfo(dtype).min)  # additive mask (B, 1, k, P + k)
+        blocked = torch.finfo(dtype).min
+        prefix_mask = (1 - state.attention_mask).to(dtype).mul_(blocked)  # (B, P) additive: 0 or -inf-like
+        mask = torch.cat(
+            [prefix_mask[:, None, None, :].expand(batch, 1, k, prefix), self._self_only_mask(k, dtype, batch)], dim=3
+        )  # (B, 1, k, P + k)
         positions = state.next_positions[:, None].expand(batch, k)  # (B, k)
         hidden, new_past = self._forward(tokens, mask, positions, state.past)  # (B, k, H)
-        candidate_past = tuple(
-            (
-                keys[:, :, prefix:].transpose(1, 2).unsqueeze(3),  # (B, k, h, 1, hd)
-                values[:, :, prefix:].transpose(1, 2).unsqueeze(3),
-            )
-            for keys, values in new_past
-        )
-        return hidden, candidate_past
+        candidate_past = tuple((keys[:, :, prefix:], values[:, :, prefix:]) for keys, values in new_past)
+        return hidden, candidate_past  # candidate entries (B, h, k, hd): views of the forward's cache
+
+    def _self_only_mask(self, k: int, dtype: torch.dtype, batch: int) -> torch.Tensor:
+        """Additive mask ``(B, 1, k, k)`` letting candidate j see only itself (built once per k and dtype)."""
+        key = (k, dtype)
+        block = self._self_masks.get(key)
+        if block is None:
+            eye = torch.eye(k, dtype=torch.bool, device=self.device)
+            block = torch.zeros(k, k, dtype=dtype, device=self.device).masked_fill_(~eye, torch.finfo(dtype).min)
+            self._self_masks[key] = block
+        return block.expand(batch, 1, k, k)
 
     def _score_expanded(self, state: LanguageModelState, tokens: torch.Tensor) -> tuple[torch.Tensor, KeyValues]:
         """The k candidates as ``B * k`` one-token rows over the prefix cache repeated along the batch."""
@@ -493,8 +508,8 @@ class LanguageModelProblem:
         )
         candidate_past = tuple(
             (
-                keys[:, :, -1:].reshape(batch, k, *keys.shape[1:2], 1, keys.shape[-1]),  # (B, k, h, 1, hd)
-                values[:, :, -1:].reshape(batch, k, *values.shape[1:2], 1, values.shape[-1]),
+                keys[:, :, -1].reshape(batch, k, *keys.shape[1:2], keys.shape[-1]).transpose(1, 2),  # (B, h, k, hd)
+                values[:, :, -1].reshape(batch, k, *values.shape[1:2], values.shape[-1]).transpose(1, 2),
             )
             for keys, values in new_past
         )
@@ -512,18 +527,20 @@ class LanguageModelProblem:
         """The state after appending ``tokens`` ``(B,)`` to the rows ``grow`` (cache already extended)."""
         position = state.lengths.clamp(max=self.max_length - 1)[:, None]  # (B, 1)
         new_tokens = state.tokens.scatter(1, position, tokens[:, None])  # (B, L)
+        grown_by = grow.long()  # (B,) 1 where the row grows
+        grow_column = grow[:, None]  # (B, 1)
         grown = LanguageModelState(
             queries=state.queries,
-            tokens=torch.where(grow[:, None], new_tokens, state.tokens),
-            lengths=state.lengths + grow.long(),
+            tokens=torch.where(grow_column, new_tokens, state.tokens),
+            lengths=state.lengths + grown_by,
             finished=state.finished | (grow & (tokens == self.eos_token_id)),
             past=past,
-            attention_mask=torch.cat([state.attention_mask, grow.long()[:, None]], dim=1),  # (B, P + 1)
-            next_positions=state.next_positions + grow.long(),
-            hidden_sum=state.hidden_sum + grow[:, None].float() * hidden.float(),  # (B, H)
-            pooled_count=state.pooled_count + grow.long(),
-            sequence_logprob=state.sequence_logprob + grow.double() * logprob.double(),
-            last_hidden=torch.where(grow[:, None], hidden, state.last_hidden),
+            attention_mask=torch.cat([state.attention_mask, grown_by[:, None]], dim=1),  # (B, P + 1)
+            next_positions=state.next_positions + grown_by,
+            hidden_sum=state.hidden_sum + torch.where(grow_column, hidden.float(), 0.0),  # (B, H)
+            pooled_count=state.pooled_count + grown_by,
+            sequence_logprob=state.sequence_logprob + torch.where(grow, logprob.double(), 0.0),
+            last_hidden=torch.where(grow_column, hidden, state.last_hidden),
             candidate_tokens=state.candidate_tokens,
             candidate_logprobs=state.candidate_logprobs,
             candidate_hidden=state.candidate_hidden,

@@ -34,7 +34,7 @@ class LanguageModelState:
         candidate_logprobs: ``(B, k)`` float32 ``log p(tau | x, y)``.
         candidate_hidden: ``(B, k, H)`` last-layer hidden state of each tau after ``x:y``, or None
             when the problem computes no embeddings.
-        candidate_past: per layer ``(keys, values)`` of each tau, ``(B, k, heads, 1, head_dim)``, or None.
+        candidate_past: per layer ``(keys, values)`` of each tau, ``(B, heads, k, head_dim)``, or None.
     """
 
     queries: torch.Tensor

@@ -1,0 +1,204 @@
+"""The core's shortcuts for a batch-of-one step equal the general batched path they stand for.
+
+``extend`` (advance without masks), ``append_every_token`` (append with every token),
+``utility_of_complete``, the discounted family's candidate embeddings, the query last-token
+table, the action-mask table, the pool benchmarks and the per-query round starts are each
+compared with the general computation they replace, bit for bit, over every family.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tokenized_bandit_gym.core import (
+    DecodingState,
+    LinearTokenizedProblem,
+    TokenizedProblem,
+    make_linear_problem,
+    make_multi_armed_problem,
+)
+from tokenized_bandit_gym.core import discounted_problem as discounted_module
+from tokenized_bandit_gym.core import query_start_memo as memo_module
+from tokenized_bandit_gym.core.action_mask_table import ActionMaskTable
+from tokenized_bandit_gym.core.pool_benchmarks import PoolBenchmarks
+from tokenized_bandit_gym.core.query_start_memo import QueryStartMemo
+
+LINEAR = ["discounted", "meanpool", "markov", "needle"]
+MULTI_ARMED = ["discounted", "meanpool", "random_table"]
+
+
+def make(kind: str, family: str, fixed_length: bool = False, seed: int = 0) -> TokenizedProblem:
+    if kind == "linear":
+        return make_linear_problem(
+            family,
+            vocab_size=3 if family == "needle" else 5,
+            max_length=4,
+            embedding_dim=3,
+            num_queries=6,
+            query_length=3,
+            instance_seed=seed,
+            fixed_length=fixed_length,
+            device="cpu",
+            dtype=torch.float64,
+        )
+    return make_multi_armed_problem(
+        family,
+        vocab_size=4,
+        max_length=4,
+        embedding_dim=3,
+        instance_seed=seed,
+        fixed_length=fixed_length,
+        device="cpu",
+        dtype=torch.float64,
+    )
+
+
+PROBLEMS = [("linear", family) for family in LINEAR] + [("multi_armed", family) for family in MULTI_ARMED]
+
+
+def random_states(problem: TokenizedProblem, generator: torch.Generator, count: int = 24) -> DecodingState:
+    """``count`` rounds on random queries, replayed for random numbers of random tokens."""
+    queries = torch.randint(0, problem.num_queries, (count,), generator=generator)
+    responses = torch.randint(0, problem.vocab_size, (count, problem.max_length), generator=generator)
+    lengths = torch.randint(0, problem.max_length + 1, (count,), generator=generator)
+    return problem.state_for(queries, responses, lengths)
+
+
+def assert_states_equal(actual: DecodingState, expected: DecodingState, rows: torch.Tensor) -> None:
+    for field in ("queries", "tokens", "lengths", "finished", "carry", "last_tokens"):
+        assert torch.equal(getattr(actual, field)[rows], getattr(expected, field)[rows]), field
+
+
+@pytest.mark.parametrize(("kind", "family"), PROBLEMS)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_extend_equals_advance_on_rows_that_grow(kind: str, family: str, seed: int) -> None:
+    problem = make(kind, family, seed=seed)
+    generator = torch.Generator().manual_seed(seed)
+    state = random_states(problem, generator)
+    tokens = torch.randint(0, problem.vocab_size, (state.batch_size,), generator=generator)
+    tokens = torch.where(state.lengths >= problem.max_length - 1, problem.eos_token_id, tokens)
+    grow = ~state.finished & (state.lengths < problem.max_length)
+    assert grow.any() and (~grow).any()
+    expected = problem.advance(state, tokens)
+    assert_states_equal(problem.extend(state, tokens), expected, grow)
+    carries = problem.candidate_carries(state)  # (B, n, *c)
+    chosen = carries[torch.arange(state.batch_size), tokens]
+    assert_states_equal(problem.extend(state, tokens, chosen), expected, grow)
+
+
+@pytest.mark.parametrize(("kind", "family"), PROBLEMS)
+@pytest.mark.parametrize("seed", [0, 3])
+def test_append_every_token_equals_append_of_the_vocabulary(kind: str, family: str, seed: int) -> None:
+    problem = make(kind, family, seed=seed)
+    state = random_states(problem, torch.Generator().manual_seed(seed))
+    tokens = problem.vocabulary.expand(state.batch_size, -1)
+    expected = problem.append(state.queries, state.carry, state.last_tokens, tokens, state.lengths + 1)
+    actual = problem.append_every_token(state.queries, state.carry, state.last_tokens, state.lengths)
+    assert torch.equal(actual, expected)
+    assert torch.equal(problem.candidate_carries(state), expected)
+
+
+@pytest.mark.parametrize("family", ["discounted", "markov"])
+def test_every_token_features_without_the_table(monkeypatch: pytest.MonkeyPatch, family: str) -> None:
+    monkeypatch.setattr(discounted_module, "FEATURE_TABLE_LIMIT", 0)
+    problem = make("linear", family)
+    assert problem._feature_table is None
+    state = random_states(problem, torch.Generator().manual_seed(5))
+    tokens = problem.vocabulary.expand(state.batch_size, -1)
+    expected = problem.append(state.queries, state.carry, state.last_tokens, tokens, state.lengths + 1)
+    actual = problem.append_every_token(state.queries, state.carry, state.last_tokens, state.lengths)
+    assert torch.equal(actual, expected)
+    tabulated = make("linear", family)
+    assert torch.equal(tabulated.candidate_carries(state), actual)
+
+
+@pytest.mark.parametrize("family", LINEAR)
+def test_candidate_embeddings_equal_the_embedding_of_each_candidate(family: str) -> None:
+    problem = make("linear", family)
+    assert isinstance(problem, LinearTokenizedProblem)
+    state = random_states(problem, torch.Generator().manual_seed(7))
+    carries = problem.candidate_carries(state)
+    general = LinearTokenizedProblem.candidate_embeddings(problem, state, carries)
+    assert torch.equal(problem.candidate_embeddings(state, carries), general)
+    assert torch.equal(problem.candidate_embeddings(state), general)
+
+
+@pytest.mark.parametrize(("kind", "family"), PROBLEMS)
+def test_utility_of_complete_equals_utility_of(kind: str, family: str) -> None:
+    problem = make(kind, family)
+    state = random_states(problem, torch.Generator().manual_seed(11), count=64)
+    complete = state.select(state.finished)
+    assert complete.batch_size > 0
+    assert torch.equal(problem.utility_of_complete(complete), problem.utility_of(complete))
+
+
+@pytest.mark.parametrize(("kind", "family"), PROBLEMS)
+def test_query_last_tokens_are_the_last_query_tokens(kind: str, family: str) -> None:
+    problem = make(kind, family)
+    for query in range(problem.num_queries):
+        length = int(problem.query_lengths[query])
+        assert int(problem.query_last_tokens[query]) == int(problem.query_tokens[query, max(length - 1, 0)])
+
+
+@pytest.mark.parametrize(("kind", "family"), PROBLEMS)
+@pytest.mark.parametrize("fixed_length", [False, True])
+def test_action_mask_table_equals_action_mask(kind: str, family: str, fixed_length: bool) -> None:
+    problem = make(kind, family, fixed_length)
+    table = ActionMaskTable(problem)
+    state = random_states(problem, torch.Generator().manual_seed(13), count=64)
+    masks = problem.action_mask(state)
+    for row in range(state.batch_size):
+        index = table.row(int(state.lengths[row]), bool(state.finished[row]))
+        assert table.allowed[index].tolist() == masks[row].tolist()
+        assert table.allowed_int8[index].tolist() == masks[row].int().tolist()
+    with pytest.raises(ValueError, match="length must lie in"):
+        table.row(problem.max_length + 1, False)
+
+
+@pytest.mark.parametrize(("kind", "family"), PROBLEMS)
+@pytest.mark.parametrize("fixed_length", [False, True])
+def test_pool_benchmarks_equal_a_fresh_computation_per_query(kind: str, family: str, fixed_length: bool) -> None:
+    benchmarks = PoolBenchmarks.from_problem(make(kind, family, fixed_length))
+    fresh = make(kind, family, fixed_length)  # nothing cached yet
+    for query in range(fresh.num_queries):
+        queries = torch.tensor([query])
+        exact = fresh._exact_optimum(queries)
+        assert benchmarks.optimal_responses[query].tolist() == exact.responses[0].tolist()
+        assert benchmarks.optimal_utility[query] == float(fresh.utility(queries, exact.responses)[0])
+        assert benchmarks.oracle_greedy_utility[query] == float(fresh.greedy_decode(queries).utility[0])
+    assert not benchmarks.optimal_utility.flags.writeable
+
+
+@pytest.mark.parametrize(("kind", "family"), PROBLEMS)
+@pytest.mark.parametrize("with_candidates", [False, True])
+def test_query_start_memo_equals_a_fresh_start(kind: str, family: str, with_candidates: bool) -> None:
+    problem = make(kind, family)
+    memo = QueryStartMemo(problem, with_candidates)
+    for query in list(range(problem.num_queries)) * 2:  # second pass: read from the memo
+        start = memo.get(query)
+        state = problem.initial_state(torch.tensor([query]))
+        assert_states_equal(start.state, state, torch.tensor([True]))
+        if not with_candidates:
+            assert start.candidate_carries is None and start.candidate_embeddings is None
+            continue
+        carries = problem.append(
+            state.queries, state.carry, state.last_tokens, problem.vocabulary.expand(1, -1), state.lengths + 1
+        )
+        assert torch.equal(start.candidate_carries, carries)
+        if isinstance(problem, LinearTokenizedProblem):
+            embeddings = LinearTokenizedProblem.candidate_embeddings(problem, state, carries)[0].float()
+            assert torch.equal(start.candidate_embeddings, embeddings)
+    assert len(memo) == problem.num_queries
+
+
+def test_query_start_memo_drops_the_oldest_query_beyond_its_capacity(monkeypatch: pytest.MonkeyPatch) -> None:
+    problem = make("linear", "discounted")
+    monkeypatch.setattr(memo_module, "MEMO_ELEMENT_BUDGET", 1)
+    memo = QueryStartMemo(problem, with_candidates=True)
+    assert memo.capacity == 1
+    for query in [0, 3, 3, 5, 0]:
+        assert torch.equal(memo.get(query).candidate_carries, memo.compute(query).candidate_carries)
+        assert len(memo) == 1
+    with pytest.raises(ValueError, match="query must lie in"):
+        memo.get(problem.num_queries)

@@ -1,0 +1,164 @@
+"""The single env's memoised round starts, mask table and pool benchmarks change no trajectory.
+
+A reference shell below steps the same instance through the general batched core only (mask,
+candidate carries and embeddings, ``advance``, ``utility_of``, ``optimal`` and ``oracle_greedy``
+recomputed at every step and round, nothing memoised); the env must return the same
+observations, rewards and infos, bit for bit, for the same seed and actions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import tokenized_bandit_gym
+from tokenized_bandit_gym.core import LinearTokenizedProblem, RoundStreams, TokenizedProblem
+from tokenized_bandit_gym.envs import TokenizedBanditEnv
+from tokenized_bandit_gym.registration import SYNTHETIC_ENVS
+
+assert tokenized_bandit_gym  # registers the ids
+
+
+class ReferenceShell:
+    """The single env's semantics written with the general core calls (no memo, no tables)."""
+
+    def __init__(self, env: TokenizedBanditEnv) -> None:
+        self.problem: TokenizedProblem = env.problem
+        self.noise_model = env.noise_model
+        self.streams: RoundStreams | None = None
+
+    def reset(self, seed: int | None) -> tuple[dict[str, Any], dict[str, Any]]:
+        if seed is not None:
+            self.streams = RoundStreams.from_seed(seed)
+        assert self.streams is not None
+        self.query, self.noise = self.streams.draw(self.problem.num_queries, self.noise_model)
+        self.state = self.problem.initial_state(torch.tensor([self.query]))
+        return self.observe(), {"query_index": self.query}
+
+    def candidate_carries(self) -> torch.Tensor:
+        state = self.state
+        tokens = self.problem.vocabulary.expand(1, -1)
+        return self.problem.append(state.queries, state.carry, state.last_tokens, tokens, state.lengths + 1)
+
+    def observe(self) -> dict[str, Any]:
+        problem, state = self.problem, self.state
+        self.mask = problem.action_mask(state)[0].numpy()
+        observation = {
+            "query": problem.query_tokens.numpy()[self.query].copy(),
+            "query_length": problem.query_lengths.numpy()[self.query].copy(),
+            "response": state.tokens[0].numpy().copy(),
+            "length": np.int64(state.lengths[0]),
+            "candidate_tokens": np.arange(problem.vocab_size),
+            "action_mask": self.mask.astype(np.int8),
+        }
+        if isinstance(problem, LinearTokenizedProblem):
+            embeddings = np.zeros((problem.vocab_size, problem.embedding_dim), dtype=np.float32)
+            if not bool(state.finished[0]):
+                general = LinearTokenizedProblem.candidate_embeddings(problem, state, self.candidate_carries())
+                embeddings = general[0].to(torch.float32).numpy()
+            observation["candidate_embeddings"] = embeddings
+        return observation
+
+    def step(self, action: int) -> tuple[dict[str, Any], float, bool, dict[str, Any]]:
+        problem = self.problem
+        forced_eos = not self.mask[action]
+        token = problem.eos_token_id if forced_eos else action
+        carries = self.candidate_carries()
+        self.state = problem.advance(self.state, torch.tensor([token]), candidate_carries=carries)
+        terminated = bool(self.state.finished[0])
+        info: dict[str, Any] = {"query_index": self.query, "forced_eos": forced_eos}
+        reward = 0.0
+        if terminated:
+            queries = self.state.queries
+            utility = float(problem.utility_of(self.state)[0])
+            optimum = problem.optimal(queries)
+            length = int(self.state.lengths[0])
+            info.update(
+                utility=utility,
+                optimal_utility=float(optimum.utility[0]),
+                regret=float(optimum.utility[0]) - utility,
+                oracle_greedy_utility=float(problem.oracle_greedy(queries).utility[0]),
+                optimal_kind="exact",
+                noise=self.noise,
+                response=self.state.tokens[0, :length].numpy().copy(),
+                optimal_response=optimum.responses[0].numpy().copy(),
+            )
+            if isinstance(problem, LinearTokenizedProblem):
+                info["response_embedding"] = problem.embedding_of(self.state)[0].to(torch.float32).numpy().copy()
+            reward = utility + self.noise
+        return self.observe(), reward, terminated, info
+
+
+def assert_same(actual: dict[str, Any], expected: dict[str, Any], what: str) -> None:
+    assert set(actual) == set(expected), what
+    for key, value in expected.items():
+        assert type(actual[key]) is type(value), f"{what} {key!r}"
+        np.testing.assert_array_equal(actual[key], value, err_msg=f"{what} {key!r}")
+        if isinstance(value, np.ndarray):
+            assert actual[key].dtype == value.dtype, f"{what} {key!r}"
+
+
+VARIANTS = [(env_id, {}) for env_id in SYNTHETIC_ENVS] + [
+    ("TokenizedLinearBandit-v0", {"fixed_length": True, "dtype": "float32"}),
+    ("TokenizedLinearBanditMarkov-v0", {"fixed_length": True, "num_queries": 3}),
+    ("TokenizedMultiArmedBandit-v0", {"family": "meanpool", "fixed_length": True}),
+]
+
+
+@pytest.mark.parametrize(("env_id", "kwargs"), VARIANTS)
+@pytest.mark.parametrize("seed", [0, 7])
+def test_same_seed_same_trajectory_as_the_unmemoised_reference(env_id: str, kwargs: dict, seed: int) -> None:
+    env = gym.make(env_id, **kwargs)
+    reference = ReferenceShell(env.unwrapped)
+    rng = np.random.default_rng(seed)
+    for episode in range(25):
+        episode_seed = seed if episode == 0 else None
+        observation, info = env.reset(seed=episode_seed)
+        expected_observation, expected_info = reference.reset(episode_seed)
+        assert_same(observation, expected_observation, f"reset {episode}")
+        assert_same(info, expected_info, f"reset info {episode}")
+        terminated = False
+        while not terminated:
+            allowed = np.flatnonzero(observation["action_mask"])
+            action = int(rng.choice(allowed))
+            if allowed.size == 1 and rng.random() < 0.5:
+                action = int(rng.integers(env.action_space.n))  # any token at position L: the forced EOS
+            observation["response"][:] = -1  # the caller owns what it was given
+            if "candidate_embeddings" in observation:
+                observation["candidate_embeddings"][:] = np.nan
+            observation, reward, terminated, truncated, info = env.step(action)
+            expected_observation, expected_reward, expected_terminated, expected_info = reference.step(action)
+            assert_same(observation, expected_observation, f"episode {episode}")
+            assert (reward, terminated, truncated) == (expected_reward, expected_terminated, False)
+            assert_same(info, expected_info, f"episode {episode} info")
+            if terminated:
+                info["optimal_response"][:] = -1
+                info["response"][:] = -1
+
+
+@pytest.mark.parametrize("env_id", list(SYNTHETIC_ENVS))
+def test_memoised_round_starts_stay_equal_to_a_fresh_start(env_id: str) -> None:
+    env = gym.make(env_id).unwrapped
+    env.reset(seed=3)
+    rng = np.random.default_rng(3)
+    for _ in range(40):
+        observation, _ = env.reset()
+        terminated = False
+        while not terminated:
+            action = int(rng.choice(np.flatnonzero(observation["action_mask"])))
+            observation, _, terminated, _, _ = env.step(action)
+    memo = env._starts
+    assert len(memo) > 0
+    for query in list(memo._starts):
+        memoised, fresh = memo.get(query), memo.compute(query)
+        for field in ("queries", "tokens", "lengths", "finished", "carry", "last_tokens"):
+            assert torch.equal(getattr(memoised.state, field), getattr(fresh.state, field)), field
+        for name in ("candidate_carries", "candidate_embeddings"):
+            if getattr(fresh, name) is None:
+                assert getattr(memoised, name) is None
+            else:
+                assert torch.equal(getattr(memoised, name), getattr(fresh, name)), name
