@@ -38,6 +38,10 @@ def validate_action(action: object, num_actions: int) -> int:
         TypeError: not an integer.
         ValueError: NaN, negative or ``>= num_actions``.
     """
+    if type(action) is int or isinstance(action, np.integer):  # the usual cases, checked first
+        if not 0 <= action < num_actions:
+            raise ValueError(f"action {int(action)} is out of range: it must lie in [0, {num_actions})")
+        return int(action)
     value = action
     if isinstance(value, (np.ndarray, torch.Tensor)) and value.ndim == 0:
         value = value.item()
