@@ -199,7 +199,8 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         if self._has_embeddings:
             self._candidate_carries = self.problem.candidate_carries(self._state)  # (1, n, *c)
             embeddings = self.problem.candidate_embeddings(self._state, self._candidate_carries)  # (1, n, d)
-            embeddings = to_numpy(embeddings.to(torch.float32, copy=True))[0]
+            # float64 -> float32 rounds to nearest in NumPy as in torch; a NumPy cast is cheaper.
+            embeddings = to_numpy(embeddings)[0].astype(np.float32)
         return self._observe(embeddings), reward, False, False, info
 
     def action_masks(self) -> np.ndarray:
