@@ -182,7 +182,7 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         # The mask allows only EOS at position L, so the response is complete exactly when the
         # token is EOS; the state is unfinished and shorter than L, as extend() requires.
         carries = self._candidate_carries
-        if carries is None:  # not observed (no features): all n at once still beat a gather of one
+        if carries is None:  # TMAB observes no candidates; a table row of all n is still the cheapest
             carries = self.problem.candidate_carries(self._state)  # (1, n, *c)
         self._state = self.problem.extend(self._state, self._token_tensors[token], carries[:, token])
         self._response[self._length] = token
