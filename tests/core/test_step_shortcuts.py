@@ -80,11 +80,15 @@ def test_extend_equals_advance_on_rows_that_grow(kind: str, family: str, seed: i
     tokens = torch.where(state.lengths >= problem.max_length - 1, problem.eos_token_id, tokens)
     grow = ~state.finished & (state.lengths < problem.max_length)
     assert grow.any() and (~grow).any()
-    expected = problem.advance(state, tokens)
-    assert_states_equal(problem.extend(state, tokens), expected, grow)
-    carries = problem.candidate_carries(state)  # (B, n, *c)
-    chosen = carries[torch.arange(state.batch_size), tokens]
-    assert_states_equal(problem.extend(state, tokens, chosen), expected, grow)
+    expected = problem.advance(state, tokens).select(grow)
+    growing, grown_tokens = state.select(grow), tokens[grow]
+    everyone = torch.ones(growing.batch_size, dtype=torch.bool)
+    assert_states_equal(problem.extend(growing, grown_tokens), expected, everyone)
+    carries = problem.candidate_carries(growing)  # (B', n, *c)
+    chosen = carries[torch.arange(growing.batch_size), grown_tokens]
+    assert_states_equal(problem.extend(growing, grown_tokens, chosen), expected, everyone)
+    with pytest.raises(RuntimeError):
+        problem.extend(state, tokens)  # rows holding L tokens have no column left
 
 
 @pytest.mark.parametrize(("kind", "family"), PROBLEMS)

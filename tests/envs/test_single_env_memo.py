@@ -162,3 +162,15 @@ def test_memoised_round_starts_stay_equal_to_a_fresh_start(env_id: str) -> None:
                 assert getattr(memoised, name) is None
             else:
                 assert torch.equal(getattr(memoised, name), getattr(fresh, name)), name
+
+
+def test_numpy_rounds_float64_to_float32_as_torch_does() -> None:
+    """The env casts candidate embeddings in NumPy; the vector env and the memo cast in torch."""
+    rng = np.random.default_rng(0)
+    values = rng.standard_normal(20000) * np.exp2(rng.integers(-160, 140, 20000))  # normal, subnormal, overflow
+    halfway = (rng.standard_normal(5000).astype(np.float32).astype(np.float64)) * (1 + 2.0**-24)
+    values = np.concatenate([values, halfway, [0.0, -0.0, np.inf, -np.inf, 1e-46, -1e-46]])
+    expected = torch.from_numpy(values).to(torch.float32).numpy()
+    with np.errstate(over="ignore"):
+        actual = values.astype(np.float32)
+    np.testing.assert_array_equal(actual.view(np.int32), expected.view(np.int32))

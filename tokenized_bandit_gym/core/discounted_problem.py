@@ -97,7 +97,7 @@ class DiscountedProblem(LinearTokenizedProblem):
         self.theta = (theta / theta.norm() * theta_norm).to(**to)
         self._feature_table: torch.Tensor | None = None
         if self.num_queries * length * n * dimension <= FEATURE_TABLE_LIMIT:
-            self._feature_table = self._compute_feature_table()  # (Q, L, n, d)
+            self._feature_table = self._compute_feature_table()  # (Q, L + 1, n, d)
 
     def _init_extra_parameters(self, generator: torch.Generator, dimension: int) -> None:
         """Hook for subclasses that draw more CPU parameters from the instance generator."""
@@ -120,15 +120,16 @@ class DiscountedProblem(LinearTokenizedProblem):
             return self._feature_table[queries[:, None], rows[:, None], tokens]  # (B, m, d)
         return self._compute_token_features(queries, tokens, rows)
 
-    def every_token_features(self, queries: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """:meth:`token_features` of every token of the vocabulary, ``(B, n, d)``.
+    def every_token_features(self, queries: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """:meth:`token_features` of every token at position ``lengths + 1``, ``(B, n, d)``.
 
         Args:
             queries: ``(B,)`` query indices.
-            rows: ``(B,)`` 0-based positions in ``[0, L)`` (``j - 1``).
+            lengths: ``(B,)`` ``|y|`` in ``[0, L]`` (position L + 1, past the end, reads L).
         """
         if self._feature_table is not None:
-            return self._feature_table[queries, rows]  # (B, n, d)
+            return self._feature_table[queries, lengths]  # (B, n, d); row L repeats row L - 1
+        rows = lengths.clamp(min=0, max=self.max_length - 1)  # (B,) = _position_index(lengths + 1)
         return self._compute_token_features(queries, self.vocabulary.expand(queries.shape[0], -1), rows)
 
     def _compute_token_features(self, queries: torch.Tensor, tokens: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -142,13 +143,18 @@ class DiscountedProblem(LinearTokenizedProblem):
         return unit * self.token_gains[tokens][..., None]  # (B, m, d)
 
     def _compute_feature_table(self) -> torch.Tensor:
-        """Every ``phi / c``, ``(Q, L, n, d)``."""
+        """Every ``phi / c``, ``(Q, L + 1, n, d)``.
+
+        Row ``j - 1`` holds position j; row L repeats row L - 1 (where candidates past the end
+        are clamped to), so :meth:`every_token_features` reads it without clamping.
+        """
         queries = torch.arange(self.num_queries, device=self.device)  # (Q,)
         tokens = torch.arange(self.vocab_size, device=self.device).expand(self.num_queries, -1)  # (Q, n)
         columns = [
             self._compute_token_features(queries, tokens, torch.full_like(queries, row))
             for row in range(self.max_length)
         ]  # L x (Q, n, d)
+        columns.append(columns[-1])
         return torch.stack(columns, dim=1)
 
     def initial_carry(self, queries: torch.Tensor) -> torch.Tensor:
@@ -174,8 +180,7 @@ class DiscountedProblem(LinearTokenizedProblem):
         lengths: torch.Tensor,
     ) -> torch.Tensor:
         """:meth:`append` for every token at once (one row of the feature table), ``(B, n, d)``."""
-        rows = lengths.clamp(min=0, max=self.max_length - 1)  # (B,) = _position_index(lengths + 1)
-        return self._next_carries(carry, last_tokens, None, self.every_token_features(queries, rows))
+        return self._next_carries(carry, last_tokens, None, self.every_token_features(queries, lengths))
 
     def _next_carries(
         self,

@@ -11,7 +11,7 @@ once here, on batches of B rounds, so the single env (B = 1) and the vector env 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -207,9 +207,9 @@ class TokenizedProblem(ABC):
     def extend(self, state: DecodingState, tokens: torch.Tensor, carry: torch.Tensor | None = None) -> DecodingState:
         """Append ``tokens`` ``(B,)`` int64 (on the device) to every row of ``state``, as they are.
 
-        No mask, no forced EOS and no row selection: the caller extends only rows that are
-        unfinished and shorter than L (:meth:`advance` does this for a whole batch; a batch-of-one
-        env knows it on the host). A row already holding L tokens gets its last token overwritten.
+        No mask, no forced EOS and no row selection: every row must be unfinished and hold fewer
+        than L tokens (:meth:`advance` sees to it for a whole batch; a batch-of-one env knows it
+        on the host). A row holding L tokens has no column left for the token (an index error).
 
         Args:
             state: the current state.
@@ -223,10 +223,9 @@ class TokenizedProblem(ABC):
         positions = state.lengths + 1  # (B,) 1-based position of the new token
         if carry is None:
             carry = self.append(state.queries, state.carry, state.last_tokens, tokens.unsqueeze(1), positions)[:, 0]
-        column = state.lengths.clamp(max=self.max_length - 1).unsqueeze(1)  # (B, 1)
         return DecodingState(
             queries=state.queries,
-            tokens=state.tokens.scatter(1, column, tokens.unsqueeze(1)),
+            tokens=state.tokens.scatter(1, state.lengths.unsqueeze(1), tokens.unsqueeze(1)),
             lengths=positions,
             finished=tokens == self.eos_token_id,
             carry=carry,
@@ -270,7 +269,9 @@ class TokenizedProblem(ABC):
             index = tokens.view(-1, 1, *([1] * (candidate_carries.dim() - 2)))
             index = index.expand(-1, 1, *candidate_carries.shape[2:])
             new_carry = candidate_carries.gather(1, index)[:, 0]  # (B, *c)
-        return state.with_rows(grow, self.extend(state, tokens, new_carry))
+        # Rows that do not grow may hold L tokens; extend them at column L - 1 and drop the result.
+        in_range = replace(state, lengths=state.lengths.clamp(max=self.max_length - 1))
+        return state.with_rows(grow, self.extend(in_range, tokens, new_carry))
 
     def utility_of(self, state: DecodingState) -> torch.Tensor:
         """Noise-free utility ``(B,)`` of the responses held in ``state``."""

@@ -38,6 +38,10 @@ def validate_action(action: object, num_actions: int) -> int:
         TypeError: not an integer.
         ValueError: NaN, negative or ``>= num_actions``.
     """
+    if type(action) is int or isinstance(action, np.integer):  # the usual cases, checked first
+        if not 0 <= action < num_actions:
+            raise ValueError(f"action {int(action)} is out of range: it must lie in [0, {num_actions})")
+        return int(action)
     value = action
     if isinstance(value, (np.ndarray, torch.Tensor)) and value.ndim == 0:
         value = value.item()
@@ -178,7 +182,7 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         # The mask allows only EOS at position L, so the response is complete exactly when the
         # token is EOS; the state is unfinished and shorter than L, as extend() requires.
         carries = self._candidate_carries
-        if carries is None:  # not observed (no features): all n at once still beat a gather of one
+        if carries is None:  # TMAB observes no candidates; a table row of all n is still the cheapest
             carries = self.problem.candidate_carries(self._state)  # (1, n, *c)
         self._state = self.problem.extend(self._state, self._token_tensors[token], carries[:, token])
         self._response[self._length] = token
@@ -195,7 +199,8 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         if self._has_embeddings:
             self._candidate_carries = self.problem.candidate_carries(self._state)  # (1, n, *c)
             embeddings = self.problem.candidate_embeddings(self._state, self._candidate_carries)  # (1, n, d)
-            embeddings = to_numpy(embeddings.to(torch.float32, copy=True))[0]
+            # float64 -> float32 rounds to nearest in NumPy as in torch; a NumPy cast is cheaper.
+            embeddings = to_numpy(embeddings)[0].astype(np.float32)
         return self._observe(embeddings), reward, False, False, info
 
     def action_masks(self) -> np.ndarray:
