@@ -51,7 +51,8 @@ def test_prefix_table_matches_direct_computation(embedder):
     m = min(len(x), len(y))
     rows = table.pair == 1
     np.testing.assert_array_equal(table.common_suffix[rows], common_suffix_lengths(x, y))
-    np.testing.assert_allclose(table.distances[rows], embedding_distances(ex[:m], ey[:m]).numpy(), atol=1e-6)
+    # The table batches pairs differently from this direct call: float32 GEMM blocking differs (~2e-6).
+    np.testing.assert_allclose(table.distances[rows], embedding_distances(ex[:m], ey[:m]).numpy(), atol=1e-5)
     # The shared query makes the first prefixes identical: distance 0, not diverged.
     same = ~table.diverged & rows
     assert same.any() and np.all(table.distances[same] < 1e-5)
