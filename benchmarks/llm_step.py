@@ -16,7 +16,8 @@ machine load hits all of them alike; the ratios are what to quote:
   forward of the prefix: the chosen sequence's own forward already gives the next distribution.
   Averaged over ``naive_positions`` positions spread over the episode.
 
-Floors, timed in the same loop on a prefix of the episode's mean length: the model's forward of
+Floors, timed in the same loop on a prefix of the episode's mean length (fastest of 5 calls per
+repeat, then the median over the repeats): the model's forward of
 one token over the cache (what generate runs per token), of the k candidates under the 4-D mask
 (what the env runs per step), and the LM head + top-k on one row (both run it once per step).
 ``floor env / (a) = (k-token forward + head) / (1-token forward + head)`` is what the env would
@@ -197,14 +198,14 @@ def time_floors(model: Any, prefix_length: int, args: Args) -> tuple[float, floa
     return timed(one_token), timed(k_tokens), timed(lm_head)
 
 
-def timed(call: Callable[[], None], calls: int = 3) -> float:
-    """Median seconds of ``calls`` calls."""
+def timed(call: Callable[[], None], calls: int = 5) -> float:
+    """Fastest of ``calls`` calls, in seconds (a floor: the least the machine's load added)."""
     samples = []
     for _ in range(calls):
         start = time.perf_counter()
         call()
         samples.append(time.perf_counter() - start)
-    return float(np.median(samples))
+    return min(samples)
 
 
 def benchmark(name: str, args: Args) -> str:
