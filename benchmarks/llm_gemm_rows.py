@@ -45,9 +45,7 @@ def parse_args() -> Args:
     """Args from the command line (one ``--field value`` per dataclass field)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     for field in dataclasses.fields(Args):
-        parser.add_argument(
-            f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default, help=field.__doc__
-        )
+        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
     return Args(**vars(parser.parse_args()))
 
 
