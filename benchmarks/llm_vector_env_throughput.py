@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 import tokenized_bandit_gym  # noqa: F401  (registers the ids)
+from tokenized_bandit_gym.wrappers import PadResponseInfo
 
 
 @dataclasses.dataclass
@@ -52,19 +53,6 @@ class Args:
     """seeds the envs and the random policy"""
     threads: int = 1
     """torch intra-op threads (1: a shared 2-core machine thrashes with more)"""
-
-
-class PadResponseInfo(gym.Wrapper):
-    """Pads ``info["response"]`` with EOS to L tokens so SyncVectorEnv can stack it."""
-
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """Step the single env and pad the response of a finished round."""
-        observation, reward, terminated, truncated, info = self.env.step(action)
-        if "response" in info:
-            padded = np.full(self.env.unwrapped.problem.max_length, self.env.unwrapped.eos_token_id)
-            padded[: len(info["response"])] = info["response"]
-            info["response"] = padded
-        return observation, reward, terminated, truncated, info
 
 
 def warm_benchmarks(envs: gym.vector.VectorEnv) -> None:
