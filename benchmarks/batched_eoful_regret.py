@@ -12,7 +12,6 @@ Run: ``PYTHONPATH=. python benchmarks/batched_eoful_regret.py`` (a few minutes o
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import time
 from typing import Any
@@ -24,6 +23,7 @@ import torch
 import tokenized_bandit_gym  # noqa: F401  (registers the ids)
 from agents.batched_eoful import BatchedEOFUL
 from tokenized_bandit_gym.evaluation import run_online_vector
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 
 
 @dataclasses.dataclass
@@ -96,18 +96,9 @@ def main(args: Args) -> None:
         )
 
 
-def parse_args() -> Args:
-    """Build :class:`Args` from the command line."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(Args):
-        default = field.default
-        flag = f"--{field.name.replace('_', '-')}"
-        if isinstance(default, tuple):
-            parser.add_argument(flag, nargs="+", type=type(default[0]), default=default)
-        else:
-            parser.add_argument(flag, type=type(default), default=default)
-    values = vars(parser.parse_args())
-    return Args(**{key: tuple(value) if isinstance(value, list) else value for key, value in values.items()})
+def parse_args(argv: list[str] | None = None) -> Args:
+    """Args from the command line (one ``--field-name`` flag per field)."""
+    return parse_dataclass_arguments(Args, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ Run: ``PYTHONPATH=. python benchmarks/batched_greedy_etc_regret.py`` (a few minu
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import os
 import time
@@ -29,6 +28,7 @@ import torch
 import tokenized_bandit_gym  # noqa: F401  (registers the ids)
 from agents.batched_greedy_etc import BatchedGreedyETC
 from tokenized_bandit_gym.evaluation import run_online_vector
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 
 
 @dataclasses.dataclass
@@ -116,18 +116,9 @@ def main(args: Args) -> list[tuple[int, float]]:
     return rows
 
 
-def parse_args() -> Args:
-    """Build :class:`Args` from the command line."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(Args):
-        default = field.default
-        flag = f"--{field.name.replace('_', '-')}"
-        if isinstance(default, tuple):
-            parser.add_argument(flag, nargs="+", type=type(default[0]), default=default)
-        else:
-            parser.add_argument(flag, type=type(default), default=default)
-    values = vars(parser.parse_args())
-    return Args(**{key: tuple(value) if isinstance(value, list) else value for key, value in values.items()})
+def parse_args(argv: list[str] | None = None) -> Args:
+    """Args from the command line (one ``--field-name`` flag per field)."""
+    return parse_dataclass_arguments(Args, __doc__, argv)
 
 
 if __name__ == "__main__":

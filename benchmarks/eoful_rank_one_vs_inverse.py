@@ -12,15 +12,15 @@ Run: ``PYTHONPATH=. python benchmarks/eoful_rank_one_vs_inverse.py``
 
 from __future__ import annotations
 
-import argparse
 import math
 import statistics
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import torch
 
 from agents.linear_confidence import LinearConfidence
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 
 
 @dataclass
@@ -104,18 +104,9 @@ def main(args: Args) -> None:
         )
 
 
-def parse_args() -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    defaults = Args()
-    for field in fields(Args):
-        default = getattr(defaults, field.name)
-        if isinstance(default, tuple):
-            parser.add_argument(f"--{field.name}", type=int, nargs="+", default=list(default))
-        else:
-            parser.add_argument(f"--{field.name}", type=type(default), default=default)
-    namespace = parser.parse_args()
-    values = {name: tuple(value) if isinstance(value, list) else value for name, value in vars(namespace).items()}
-    return Args(**values)
+def parse_args(argv: list[str] | None = None) -> Args:
+    """Args from the command line (one ``--field-name`` flag per field)."""
+    return parse_dataclass_arguments(Args, __doc__, argv)
 
 
 if __name__ == "__main__":

@@ -7,18 +7,18 @@ of ``examples/leaderboard.toml`` for the README's 3-minute budget on 2 CPU cores
 
 from __future__ import annotations
 
-import argparse
 import os
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import agents
 from tokenized_bandit_gym.evaluation.leaderboard_spec import load_spec
 from tokenized_bandit_gym.evaluation.results_store import ResultsStore
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -35,11 +35,9 @@ class Args:
     """override T of every task (0: the spec's)"""
 
 
-def parse_args() -> Args:
-    parser = argparse.ArgumentParser(description=__doc__)
-    for field in fields(Args):
-        parser.add_argument(f"--{field.name}", type=type(field.default), default=field.default)
-    return Args(**vars(parser.parse_args()))
+def parse_args(argv: list[str] | None = None) -> Args:
+    """Args from the command line (one ``--field-name`` flag per field)."""
+    return parse_dataclass_arguments(Args, __doc__, argv)
 
 
 def runnable_spec_text(path: Path, rounds: int) -> str:

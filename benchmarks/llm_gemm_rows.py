@@ -13,13 +13,13 @@ Run: ``PYTHONPATH=. python benchmarks/llm_gemm_rows.py`` (``--help`` for the opt
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import os
 import time
 from dataclasses import dataclass
 
 import torch
+
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 
 BLOCK_SHAPES = ((768, 2304), (768, 768), (768, 3072), (3072, 768))
 """(in, out) of the weight matrices of one GPT-2-small block."""
@@ -41,12 +41,9 @@ class Args:
     """torch CPU threads"""
 
 
-def parse_args() -> Args:
-    """Args from the command line (one ``--field value`` per dataclass field)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(Args):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
-    return Args(**vars(parser.parse_args()))
+def parse_args(argv: list[str] | None = None) -> Args:
+    """Args from the command line (one ``--field-name`` flag per field)."""
+    return parse_dataclass_arguments(Args, __doc__, argv)
 
 
 @torch.no_grad()

@@ -28,8 +28,6 @@ Run: ``PYTHONPATH=. python benchmarks/llm_step.py`` (``--help`` for the options)
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -38,6 +36,8 @@ from typing import Any
 
 import numpy as np
 import torch
+
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -64,12 +64,9 @@ class Args:
     """torch device"""
 
 
-def parse_args() -> Args:
-    """Args from the command line (one ``--field value`` per dataclass field)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(Args):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
-    return Args(**vars(parser.parse_args()))
+def parse_args(argv: list[str] | None = None) -> Args:
+    """Args from the command line (one ``--field-name`` flag per field)."""
+    return parse_dataclass_arguments(Args, __doc__, argv)
 
 
 def load(name: str, device: str) -> tuple[Any, Any]:

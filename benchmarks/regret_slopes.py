@@ -18,7 +18,6 @@ Run: ``PYTHONPATH=. python benchmarks/regret_slopes.py`` (add ``--help`` for the
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import time
 from typing import Any
@@ -30,6 +29,7 @@ import torch
 import tokenized_bandit_gym  # noqa: F401  (registers the envs)
 from agents.greedy_etc import GreedyETC, default_exploration_rounds
 from tokenized_bandit_gym.evaluation.run_online import run_online
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 from tokenized_bandit_gym.task import Task
 
 
@@ -171,12 +171,9 @@ def main(args: Args) -> None:
     print(f"slope over the upper half (T >= {horizons[half]}): {upper:.3f}")
 
 
-def parse_args() -> Args:
-    """Build :class:`Args` from the command line."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(Args):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
-    return Args(**vars(parser.parse_args()))
+def parse_args(argv: list[str] | None = None) -> Args:
+    """Args from the command line (one ``--field-name`` flag per field)."""
+    return parse_dataclass_arguments(Args, __doc__, argv)
 
 
 if __name__ == "__main__":

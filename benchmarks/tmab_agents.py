@@ -9,7 +9,6 @@ Run: ``PYTHONPATH=. python benchmarks/tmab_agents.py`` (``--help`` for the optio
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from typing import Any
 
@@ -19,6 +18,7 @@ import numpy as np
 import tokenized_bandit_gym  # noqa: F401  (registers the envs)
 from agents import make
 from tokenized_bandit_gym.evaluation.run_online import run_online
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 
 
 @dataclasses.dataclass
@@ -69,12 +69,9 @@ def main(args: Args) -> None:
             )
 
 
-def parse_args() -> Args:
-    """Build :class:`Args` from the command line."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(Args):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
-    return Args(**vars(parser.parse_args()))
+def parse_args(argv: list[str] | None = None) -> Args:
+    """Args from the command line (one ``--field-name`` flag per field)."""
+    return parse_dataclass_arguments(Args, __doc__, argv)
 
 
 if __name__ == "__main__":

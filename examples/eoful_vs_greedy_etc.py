@@ -6,8 +6,7 @@ Run: ``python examples/eoful_vs_greedy_etc.py`` (about a minute on a CPU with th
 
 from __future__ import annotations
 
-import argparse
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 
 import gymnasium as gym
@@ -19,6 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import agents  # noqa: E402
 import tokenized_bandit_gym  # noqa: E402, F401  (registers the env ids)
 from tokenized_bandit_gym.evaluation import run_online  # noqa: E402
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments  # noqa: E402
 
 TASKS = {
     "TokenizedLinearBandit-v0": ["eoful", "tokenized_lin_ts", "greedy_etc", "oracle_greedy", "random"],
@@ -39,10 +39,8 @@ class Args:
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
-    parser = argparse.ArgumentParser(description=__doc__)
-    for field in fields(Args):
-        parser.add_argument(f"--{field.name}", type=type(field.default), default=field.default)
-    return Args(**vars(parser.parse_args(argv)))
+    """Args from the command line (one ``--field-name`` flag per field)."""
+    return parse_dataclass_arguments(Args, __doc__, argv)
 
 
 def main(args: Args) -> dict[str, dict[str, float]]:

@@ -10,8 +10,6 @@ Run: ``PYTHONPATH=. python examples/llm_alignment_baselines.py --rounds 50``
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import os
 from dataclasses import dataclass
 
@@ -20,6 +18,7 @@ import gymnasium as gym
 import tokenized_bandit_gym  # noqa: F401  (registers the ids)
 from agents.registry import list_agents, make
 from tokenized_bandit_gym.evaluation.run_online import run_online
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -42,12 +41,9 @@ class Args:
     """seeds the query and noise streams and the agents"""
 
 
-def parse_args() -> Args:
-    """Args from the command line (one ``--field value`` per dataclass field)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(Args):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(field.default), default=field.default)
-    return Args(**vars(parser.parse_args()))
+def parse_args(argv: list[str] | None = None) -> Args:
+    """Args from the command line (one ``--field-name`` flag per field)."""
+    return parse_dataclass_arguments(Args, __doc__, argv)
 
 
 def main() -> None:

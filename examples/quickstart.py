@@ -5,7 +5,6 @@ Run: ``python examples/quickstart.py`` (a second or two on a CPU).
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 
 import gymnasium as gym
@@ -13,6 +12,7 @@ import gymnasium as gym
 import agents
 import tokenized_bandit_gym  # noqa: F401  (registers the env ids)
 from tokenized_bandit_gym.evaluation import run_online
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 
 
 @dataclass
@@ -27,11 +27,9 @@ class Args:
     """seed of the query and noise streams (the same for every agent: common random numbers)"""
 
 
-def parse_args() -> Args:
-    parser = argparse.ArgumentParser(description=__doc__)
-    for name, default in vars(Args()).items():
-        parser.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
-    return Args(**vars(parser.parse_args()))
+def parse_args(argv: list[str] | None = None) -> Args:
+    """Args from the command line (one ``--field-name`` flag per field)."""
+    return parse_dataclass_arguments(Args, __doc__, argv)
 
 
 def main(args: Args) -> dict[str, float]:

@@ -16,7 +16,6 @@ EOFUL exposes the ratios as ``prefix_ratio_max`` and ``prefix_ratio_mean`` (one 
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -25,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 
 ENV_ID = "TokenizedAlignment-v0"
 
@@ -70,14 +71,7 @@ QUICK = {"rounds": 150, "max_length": 10, "top_k": 8}
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(Args):
-        flag = f"--{field.name.replace('_', '-')}"
-        if field.type in (bool, "bool"):
-            parser.add_argument(flag, action="store_true")
-        else:
-            parser.add_argument(flag, type=type(field.default), default=field.default)
-    args = Args(**vars(parser.parse_args(argv)))
+    args = parse_dataclass_arguments(Args, __doc__, argv)
     for name, value in (PAPER if args.paper else QUICK).items():
         if not getattr(args, name):
             setattr(args, name, value)

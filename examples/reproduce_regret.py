@@ -19,7 +19,6 @@ generator); Figure 3 is ``--paper --top-k 10``. The paper used Llama-3-8B-Instru
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import math
@@ -30,6 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 
 ENV_ID = "TokenizedAlignment-v0"
 AGENT_LABELS = {"eoful": "EOFUL", "fixed_theta_greedy": "WrongTheta", "misaligned_greedy": "Misaligned greedy"}
@@ -85,14 +86,7 @@ QUICK = {"rounds": 150, "max_length": 10, "top_k": 8}
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(Args):
-        flag = f"--{field.name.replace('_', '-')}"
-        if field.type in (bool, "bool"):
-            parser.add_argument(flag, action="store_true")
-        else:
-            parser.add_argument(flag, type=type(field.default), default=field.default)
-    args = Args(**vars(parser.parse_args(argv)))
+    args = parse_dataclass_arguments(Args, __doc__, argv)
     for name, value in (PAPER if args.paper else QUICK).items():
         if not getattr(args, name):
             setattr(args, name, value)

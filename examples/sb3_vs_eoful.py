@@ -15,8 +15,6 @@ a message; the run goes on with the others.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import time
 from dataclasses import dataclass, field
 
@@ -32,6 +30,7 @@ from tokenized_bandit_gym.adapters.pettingzoo_arena import TokenizedBanditArena 
 from tokenized_bandit_gym.evaluation.online_result import OnlineResult  # noqa: E402
 from tokenized_bandit_gym.evaluation.run_arena import run_arena  # noqa: E402
 from tokenized_bandit_gym.evaluation.run_online import run_online  # noqa: E402
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments  # noqa: E402
 
 
 @dataclass
@@ -53,15 +52,8 @@ class Args:
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for spec in dataclasses.fields(Args):
-        name = "--" + spec.name.replace("_", "-")
-        if spec.type in ("bool", bool):
-            parser.add_argument(name, action="store_true", help=spec.metadata["help"])
-        else:
-            kind = int if spec.type in ("int", int) else str
-            parser.add_argument(name, type=kind, default=spec.default, help=spec.metadata["help"])
-    return Args(**vars(parser.parse_args(argv)))
+    """Args from the command line (one ``--field-name`` flag per field)."""
+    return parse_dataclass_arguments(Args, __doc__, argv)
 
 
 def available(names: str) -> list[str]:

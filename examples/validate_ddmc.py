@@ -18,12 +18,11 @@ The same diagnostics are the ``tbg ddmc`` command.
 
 from __future__ import annotations
 
-import argparse
-import dataclasses
 import os
 from dataclasses import dataclass
 
 from tokenized_bandit_gym.evaluation.ddmc import plot_ddmc_report, run_ddmc_diagnostics
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 
 
 @dataclass
@@ -55,25 +54,8 @@ class Args:
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    docs = _field_docs()
-    for field in dataclasses.fields(Args):
-        flag = f"--{field.name.replace('_', '-')}"
-        parser.add_argument(flag, type=type(field.default), default=field.default, help=docs.get(field.name))
-    return Args(**vars(parser.parse_args(argv)))
-
-
-def _field_docs() -> dict[str, str]:
-    """Return each Args field's docstring (the string literal under it), for --help, as CleanRL's tyro does."""
-    import ast
-    import inspect
-
-    body = ast.parse(inspect.getsource(Args)).body[0].body
-    docs = {}
-    for node, following in zip(body, body[1:], strict=False):
-        if isinstance(node, ast.AnnAssign) and isinstance(following, ast.Expr):
-            docs[node.target.id] = following.value.value
-    return docs
+    """Args from the command line (one ``--field-name`` flag per field)."""
+    return parse_dataclass_arguments(Args, __doc__, argv)
 
 
 def main(args: Args) -> None:

@@ -1,0 +1,70 @@
+"""Dataclass settings become typed command-line flags (the example and benchmark scripts)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tokenized_bandit_gym.script_arguments import field_docstrings, parse_dataclass_arguments
+
+
+@dataclasses.dataclass
+class Settings:
+    rounds: int = 10
+    """rounds per run"""
+    env_id: str = "TokenizedLinearBandit-v0"
+    scale: float = 0.5
+    paper: bool = False
+    dims: tuple[int, ...] = (64, 256)
+    labelled: str = dataclasses.field(default="x", metadata={"help": "from the metadata"})
+
+
+def test_defaults_when_no_flags() -> None:
+    assert parse_dataclass_arguments(Settings, "doc", []) == Settings()
+
+
+def test_each_flag_typed_by_its_default() -> None:
+    argv = ["--rounds", "7", "--env-id", "E-v0", "--scale", "2", "--paper", "--dims", "1", "2", "3"]
+    settings = parse_dataclass_arguments(Settings, "doc", argv)
+    assert settings == Settings(rounds=7, env_id="E-v0", scale=2.0, paper=True, dims=(1, 2, 3))
+    assert isinstance(settings.scale, float) and isinstance(settings.dims, tuple)
+
+
+def test_underscore_spelling_and_negated_bool() -> None:
+    settings = parse_dataclass_arguments(Settings, None, ["--env_id", "F-v0", "--no-paper"])
+    assert settings.env_id == "F-v0" and settings.paper is False
+
+
+def test_bad_value_names_the_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_dataclass_arguments(Settings, "doc", ["--rounds", "ten"])
+    error = capsys.readouterr().err
+    assert "--rounds" in error and "ten" in error
+
+
+def test_help_comes_from_field_docstrings_and_metadata(capsys: pytest.CaptureFixture[str]) -> None:
+    assert field_docstrings(Settings) == {"rounds": "rounds per run"}
+    with pytest.raises(SystemExit):
+        parse_dataclass_arguments(Settings, "First line.\nMore.", ["--help"])
+    out = capsys.readouterr().out
+    assert "rounds per run" in out and "from the metadata" in out and "First line." in out and "More." not in out
+
+
+def test_rejects_non_dataclasses_and_untypable_fields() -> None:
+    with pytest.raises(TypeError, match="dataclass"):
+        parse_dataclass_arguments(dict, "doc", [])
+
+    @dataclasses.dataclass
+    class NoDefault:
+        rounds: int
+
+    with pytest.raises(TypeError, match="NoDefault.rounds"):
+        parse_dataclass_arguments(NoDefault, "doc", [])
+
+    @dataclasses.dataclass
+    class EmptyTuple:
+        dims: tuple[int, ...] = ()
+
+    with pytest.raises(TypeError, match="EmptyTuple.dims"):
+        parse_dataclass_arguments(EmptyTuple, "doc", [])

@@ -1,0 +1,86 @@
+"""Command-line flags from a dataclass of settings, for the example and benchmark scripts.
+
+Each script states its settings once, as a dataclass with defaults and a docstring under each
+field (CleanRL's ``Args`` style); :func:`parse_dataclass_arguments` turns it into ``--field-name``
+flags with that docstring as the help.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import inspect
+import textwrap
+from collections.abc import Sequence
+from typing import Any, TypeVar
+
+SettingsT = TypeVar("SettingsT")
+
+
+def parse_dataclass_arguments(
+    settings_class: type[SettingsT], description: str | None, argv: Sequence[str] | None = None
+) -> SettingsT:
+    """Parse ``argv`` (default: ``sys.argv[1:]``) into an instance of ``settings_class``.
+
+    One flag per field, ``--field-name`` (``--field_name`` is accepted too) for ``field_name``,
+    typed by the field's default, with the field's docstring (or ``metadata["help"]``) as help:
+    a ``bool`` default gives ``--flag`` / ``--no-flag``, a non-empty ``tuple`` default takes one
+    or more values of its first element's type (returned as a tuple), anything else one value
+    of the default's type.
+
+    Args:
+        settings_class: a dataclass whose every field has a default.
+        description: the ``--help`` text (its first line is used), e.g. the script's ``__doc__``.
+        argv: the arguments; None reads the command line.
+
+    Raises:
+        TypeError: ``settings_class`` is not a dataclass, or a field has no default or an empty
+            tuple default (its flag's type cannot be inferred).
+    """
+    if not (isinstance(settings_class, type) and dataclasses.is_dataclass(settings_class)):
+        raise TypeError(f"settings_class must be a dataclass type, got {settings_class!r}")
+    first_line = description.strip().splitlines()[0] if description and description.strip() else None
+    parser = argparse.ArgumentParser(description=first_line)
+    docs = field_docstrings(settings_class)
+    tuple_fields = set()
+    for field in dataclasses.fields(settings_class):
+        default = field.default
+        if default is dataclasses.MISSING:
+            raise TypeError(f"{settings_class.__name__}.{field.name} needs a default to become a flag")
+        flags = dict.fromkeys([f"--{field.name.replace('_', '-')}", f"--{field.name}"])  # one or two spellings
+        options: dict[str, Any] = {"default": default, "help": field.metadata.get("help", docs.get(field.name))}
+        if isinstance(default, bool):
+            options["action"] = argparse.BooleanOptionalAction
+        elif isinstance(default, tuple):
+            if not default:
+                raise TypeError(f"{settings_class.__name__}.{field.name} has an empty tuple default: no element type")
+            options.update(nargs="+", type=type(default[0]))
+            tuple_fields.add(field.name)
+        else:
+            options["type"] = type(default)
+        parser.add_argument(*flags, dest=field.name, **options)
+    values = vars(parser.parse_args(argv))
+    for name in tuple_fields:
+        values[name] = tuple(values[name])
+    return settings_class(**values)
+
+
+def field_docstrings(settings_class: type) -> dict[str, str]:
+    """Each field's docstring (the string literal right under it), ``{}`` when the source is unavailable."""
+    try:
+        source = textwrap.dedent(inspect.getsource(settings_class))
+    except (OSError, TypeError):
+        return {}
+    body = ast.parse(source).body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for node, following in zip(body, body[1:], strict=False):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            docs[node.target.id] = following.value.value
+    return docs
