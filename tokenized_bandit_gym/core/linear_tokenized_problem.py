@@ -69,6 +69,14 @@ class LinearTokenizedProblem(TokenizedProblem):
             carries = self.candidate_carries(state)  # (B, n, *c)
         return self.embedding_of_states(state.queries[:, None], carries, (state.lengths + 1)[:, None])  # (B, n, d)
 
+    def observed_candidate_embeddings(self, state: DecodingState) -> torch.Tensor:
+        """:meth:`candidate_embeddings` rounded to float32, ``(B, n, d)``, a new tensor (what the envs observe).
+
+        Families override it where the float64 values need not all be kept (the vector env
+        takes each row's next carry from :meth:`append` on the chosen token alone).
+        """
+        return self.candidate_embeddings(state).to(torch.float32, copy=True)
+
     def embed(
         self,
         queries: torch.Tensor,

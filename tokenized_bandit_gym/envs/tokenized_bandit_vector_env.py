@@ -12,6 +12,7 @@ import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from tokenized_bandit_gym.core.action_mask_table import ActionMaskTable
 from tokenized_bandit_gym.core.decoding_state import DecodingState
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.round_buffer import RoundBuffer
@@ -105,7 +106,8 @@ class TokenizedBanditVectorEnv(VectorEnv):
         self._noise = torch.zeros(self.num_envs, dtype=torch.float64, device=self.device)  # (N,)
         self._autoreset = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)  # (N,)
         self._mask = torch.zeros(self.num_envs, self._num_actions, dtype=torch.bool, device=self.device)  # (N, n)
-        self._carries: torch.Tensor | None = None
+        self._mask_rows: torch.Tensor | None = None  # (L + 2, n) bool, the action mask table (built on first use)
+        self._mask_rows_int8: torch.Tensor | None = None  # (L + 2, n) int8
 
     @property
     def eos_token_id(self) -> int:
@@ -224,18 +226,35 @@ class TokenizedBanditVectorEnv(VectorEnv):
         return torch.where(forced_eos, self.eos_token_id, actions)  # (N,)
 
     def _advance(self, state: Any, actions: torch.Tensor, stepping: torch.Tensor) -> Any:
-        """Append ``actions`` ``(N,)`` on the rows ``stepping`` ``(N,)`` (one batch of the core)."""
-        return self.problem.advance(state, actions, active=stepping, candidate_carries=self._carries)
+        """Append ``actions`` ``(N,)`` on the rows ``stepping`` ``(N,)`` (one batch of the core).
+
+        The other rows are exactly those that restart in this step (their round ended last
+        step): :meth:`_restart_rows` overwrites them, so they take a throwaway token here (at
+        column L - 1 if they hold L tokens) instead of costing a row selection on every field.
+        A stepping row is unfinished and shorter than L, and its action is EOS at position L
+        (only EOS is allowed there, or the forced EOS replaced it), so :meth:`extend` applies
+        as is; it computes the chosen token's carry alone (``append`` equals the candidates'
+        carries element for element, so sub-env i still matches the single env bit for bit).
+        """
+        problem = self.problem
+        in_range = replace(state, lengths=state.lengths.clamp(max=problem.max_length - 1))
+        return problem.extend(in_range, actions)
 
     def _restart_rows(self, state: Any, resetting: torch.Tensor) -> Any:
         """``state`` with a fresh round (the buffer's current one) on the rows ``resetting`` ``(N,)``."""
         if self._on_host and not bool(resetting.any()):  # on the host, skip the work when no round starts
             return state
-        queries, noise = self._rounds.current()
-        fresh = self.problem.initial_state(queries)
-        # with_rows keeps the queries (advance never changes them); a new round does
-        state = state.with_rows(resetting, fresh)
-        state = replace(state, queries=torch.where(resetting, fresh.queries, state.queries))
+        problem = self.problem
+        queries, noise = self._rounds.current()  # (N,), (N,)
+        carry_rows = resetting.view(-1, *([1] * (state.carry.dim() - 1)))
+        state = DecodingState(
+            queries=torch.where(resetting, queries, state.queries),
+            tokens=state.tokens.masked_fill(resetting[:, None], problem.eos_token_id),
+            lengths=state.lengths.masked_fill(resetting, 0),
+            finished=state.finished & ~resetting,
+            carry=torch.where(carry_rows, problem.initial_carry(queries), state.carry),
+            last_tokens=torch.where(resetting, problem.query_last_tokens[queries], state.last_tokens),
+        )
         self._noise = torch.where(resetting, noise, self._noise)
         return state
 
@@ -297,19 +316,29 @@ class TokenizedBanditVectorEnv(VectorEnv):
         )
 
     def _observe(self, state: DecodingState) -> dict[str, Any]:
-        """Batched observations of ``state`` (and cache the mask and the candidates' carries)."""
+        """Batched observations of ``state`` (and cache the mask).
+
+        The mask is a row of the single env's :class:`ActionMaskTable` (by length, or the
+        complete-response row), and the candidates' embeddings come rounded to float32 from
+        :meth:`LinearTokenizedProblem.observed_candidate_embeddings` (one gather of the
+        feature table and one add for the discounted family).
+        """
         problem = self.problem
-        self._mask = problem.action_mask(state)  # (N, n)
-        self._carries = problem.candidate_carries(state)  # (N, n, *c)
+        if self._mask_rows is None:
+            table = ActionMaskTable(problem)
+            self._mask_rows = torch.tensor(table.allowed, device=self.device)  # (L + 2, n) bool
+            self._mask_rows_int8 = torch.tensor(table.allowed_int8, device=self.device)  # (L + 2, n) int8
+        table_rows = torch.where(state.finished, problem.max_length + 1, state.lengths)  # (N,)
+        self._mask = self._mask_rows[table_rows]  # (N, n)
         observation = {
             "query": problem.query_tokens[state.queries],  # (N, Lq)
             "query_length": problem.query_lengths[state.queries],  # (N,)
             "response": state.tokens.clone(),  # (N, L)
             "length": state.lengths.clone(),  # (N,)
-            "action_mask": self._mask.to(torch.int8),  # (N, n)
+            "action_mask": self._mask_rows_int8[table_rows],  # (N, n)
         }
         if self._has_embeddings:
-            embeddings = problem.candidate_embeddings(state, self._carries).to(torch.float32, copy=True)  # (N, n, d)
+            embeddings = problem.observed_candidate_embeddings(state)  # (N, n, d) float32
             if self._on_host:  # zero only the finished rows, as the single env observes them
                 embeddings[state.finished] = 0.0
             else:  # no host round trip to find them
@@ -334,7 +363,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
         queries = state.queries
         optimum = problem.optimal(queries)
         rows = terminated[:, None]  # (N, 1)
-        utility = problem.utility_of(state).to(torch.float64)  # (N,)
+        utility = problem.utility_of_complete(state).to(torch.float64)  # (N,) complete on the rows that matter
         optimal_utility = optimum.utility.to(torch.float64)  # (N,)
         summary: dict[str, Any] = {
             "utility": torch.where(terminated, utility, 0.0),
