@@ -97,6 +97,7 @@ class DiscountedProblem(LinearTokenizedProblem):
         self.theta = (theta / theta.norm() * theta_norm).to(**to)
         self._feature_table: torch.Tensor | None = None
         self._scaled_feature_rows: torch.Tensor | None = None  # (Q * (L + 1), n * d) c * table, on first use
+        self._gathered_rows: torch.Tensor | None = None  # (B, n * d) scratch of observed_candidate_embeddings
         if self.num_queries * length * n * dimension <= FEATURE_TABLE_LIMIT:
             self._feature_table = self._compute_feature_table()  # (Q, L + 1, n, d)
 
@@ -218,8 +219,12 @@ class DiscountedProblem(LinearTokenizedProblem):
             self._scaled_feature_rows = (self.scale * self._feature_table).flatten(0, 1).flatten(1)
         batch = state.queries.shape[0]
         rows = state.queries * (self.max_length + 1) + state.lengths  # (B,) table row (query, |y|)
-        carries = self._scaled_feature_rows.index_select(0, rows).view(batch, self.vocab_size, -1)  # (B, n, d)
-        carries.add_((self.alpha * state.carry)[:, None, :])
+        # The float64 rows are scratch, reused from call to call (a fresh (B, n, d) tensor per call
+        # costs its page faults again); only the float32 result is returned.
+        if self._gathered_rows is None or self._gathered_rows.shape[0] != batch:
+            self._gathered_rows = torch.empty_like(self._scaled_feature_rows[:1]).expand(batch, -1).contiguous()
+        carries = torch.index_select(self._scaled_feature_rows, 0, rows, out=self._gathered_rows)
+        carries = carries.view(batch, self.vocab_size, -1).add_((self.alpha * state.carry)[:, None, :])  # (B, n, d)
         return carries.to(torch.float32)
 
     def embedding_of_states(self, queries: torch.Tensor, carry: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -339,8 +339,8 @@ class TokenizedBanditVectorEnv(VectorEnv):
         }
         if self._has_embeddings:
             embeddings = problem.observed_candidate_embeddings(state)  # (N, n, d) float32
-            if self._on_host:  # zero only the finished rows, as the single env observes them
-                embeddings[state.finished] = 0.0
+            if self._on_host:  # zero only the finished rows (a boolean index_put scans every element)
+                embeddings.index_fill_(0, torch.nonzero(state.finished).flatten(), 0.0)
             else:  # no host round trip to find them
                 embeddings.masked_fill_(state.finished[:, None, None], 0.0)
             observation["candidate_embeddings"] = embeddings
