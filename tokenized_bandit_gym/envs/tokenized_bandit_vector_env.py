@@ -71,7 +71,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
         self,
         num_envs: int,
         array_backend: str = "numpy",
-        round_buffer: int = 64,
+        round_buffer: int = 256,
         **env_kwargs: Any,
     ) -> None:
         self.num_envs = check_int("num_envs", num_envs, minimum=1)
@@ -108,6 +108,8 @@ class TokenizedBanditVectorEnv(VectorEnv):
         self._mask = torch.zeros(self.num_envs, self._num_actions, dtype=torch.bool, device=self.device)  # (N, n)
         self._mask_rows: torch.Tensor | None = None  # (L + 2, n) bool, the action mask table (built on first use)
         self._mask_rows_int8: torch.Tensor | None = None  # (L + 2, n) int8
+        self._benchmark_utilities: torch.Tensor | None = None  # (Q, 2) float64, built on first use
+        self._benchmark_responses: torch.Tensor | None = None  # (Q, L) int64
 
     @property
     def eos_token_id(self) -> int:
@@ -354,27 +356,31 @@ class TokenizedBanditVectorEnv(VectorEnv):
     def _round_summary(self, state: DecodingState, terminated: torch.Tensor) -> dict[str, Any]:
         """Round-end info entries for every row (zeros where ``terminated`` is False).
 
-        The NumPy backend returns ``{}`` when no round ended (one cheap host check on the CPU).
+        The rows are read from the pool's benchmarks (:meth:`_pool_benchmarks`) and the
+        utility of the complete responses, and masked in two ``where`` calls (the float64
+        entries stacked, then the responses). The NumPy backend returns ``{}`` when no round
+        ended (one cheap host check on the CPU).
         """
         numpy_backend = self.array_backend == "numpy"
         if numpy_backend and not bool(terminated.any()):
             return {}
         problem = self.problem
-        queries = state.queries
-        optimum = problem.optimal(queries)
-        rows = terminated[:, None]  # (N, 1)
+        pool_utilities, pool_responses = self._pool_benchmarks()
+        benchmarks = pool_utilities[state.queries]  # (N, 2) optimal, oracle greedy
         utility = problem.utility_of_complete(state).to(torch.float64)  # (N,) complete on the rows that matter
-        optimal_utility = optimum.utility.to(torch.float64)  # (N,)
+        optimal_utility = benchmarks[:, 0]  # (N,)
+        values = torch.stack([utility, optimal_utility, optimal_utility - utility, benchmarks[:, 1], self._noise])
+        values = torch.where(terminated, values, 0.0)  # (5, N)
+        responses = torch.stack([state.tokens, pool_responses[state.queries]])  # (2, N, L)
+        responses = torch.where(terminated[:, None], responses, 0)  # (2, N, L)
         summary: dict[str, Any] = {
-            "utility": torch.where(terminated, utility, 0.0),
-            "optimal_utility": torch.where(terminated, optimal_utility, 0.0),
-            "regret": torch.where(terminated, optimal_utility - utility, 0.0),
-            "oracle_greedy_utility": torch.where(
-                terminated, problem.oracle_greedy(queries).utility.to(torch.float64), 0.0
-            ),
-            "noise": torch.where(terminated, self._noise, 0.0),
-            "response": torch.where(rows, state.tokens, 0),  # (N, L)
-            "optimal_response": torch.where(rows, optimum.responses, 0),  # (N, L)
+            "utility": values[0],
+            "optimal_utility": values[1],
+            "regret": values[2],
+            "oracle_greedy_utility": values[3],
+            "noise": values[4],
+            "response": responses[0],  # (N, L)
+            "optimal_response": responses[1],  # (N, L)
         }
         if numpy_backend:
             kind = np.full(self.num_envs, None, dtype=object)
@@ -384,8 +390,21 @@ class TokenizedBanditVectorEnv(VectorEnv):
             summary["optimal_kind"] = "exact"
         if isinstance(problem, LinearTokenizedProblem):
             embedding = problem.embedding_of(state).to(torch.float32)  # (N, d)
-            summary["response_embedding"] = torch.where(rows, embedding, 0.0)
+            summary["response_embedding"] = torch.where(terminated[:, None], embedding, 0.0)
         return summary
+
+    def _pool_benchmarks(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every query's exact optimum and oracle greedy utility ``(Q, 2)`` float64, and optimal response ``(Q, L)``.
+
+        The problem's own benchmarks (:meth:`TokenizedProblem.optimal` and
+        :meth:`TokenizedProblem.oracle_greedy` of the whole pool), stacked once on first use.
+        """
+        if self._benchmark_utilities is None or self._benchmark_responses is None:
+            pool = torch.arange(self.problem.num_queries, device=self.device)  # (Q,)
+            optimum, greedy = self.problem.optimal(pool), self.problem.oracle_greedy(pool)
+            self._benchmark_utilities = torch.stack([optimum.utility, greedy.utility], dim=1).to(torch.float64)
+            self._benchmark_responses = optimum.responses
+        return self._benchmark_utilities, self._benchmark_responses
 
     def _to_backend(self, value: torch.Tensor) -> Any:
         """A tensor as the backend's array type."""
