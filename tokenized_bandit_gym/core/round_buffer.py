@@ -50,6 +50,7 @@ class RoundBuffer:
         self._noise = torch.zeros(num_rows, capacity, dtype=torch.float64, device=device)  # (N, K)
         self._cursor = torch.zeros(num_rows, dtype=torch.int64, device=device)  # (N,) current round per row
         self._rows = torch.arange(num_rows, device=device)  # (N,)
+        self._host_rows = np.arange(num_rows)  # (N,)
         self._advances_since_refill = 0
 
     def is_seeded(self, row: int) -> bool:
@@ -71,17 +72,32 @@ class RoundBuffer:
             self._host_queries[row], self._host_noise[row] = queries, noise
         self._upload()
 
-    def advance(self, rows: torch.Tensor) -> None:
-        """Start the next round on ``rows`` ``(N,)`` bool (on the device)."""
+    def advance(self, rows: torch.Tensor | np.ndarray) -> None:
+        """Start the next round on ``rows`` ``(N,)`` bool (on the device, or a NumPy array when it is the CPU)."""
         if self._advances_since_refill >= self.capacity - 1:
             self._shift_and_refill(self._cursor.cpu().numpy())
             self._upload()
-        self._cursor += rows.to(torch.int64)
+        if isinstance(rows, np.ndarray):
+            cursor = self._host_cursor()
+            cursor += rows
+        else:
+            self._cursor += rows.to(torch.int64)
         self._advances_since_refill += 1
 
     def current(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The current round of every row: query indices ``(N,)`` int64 and noise ``(N,)`` float64."""
         return self._queries[self._rows, self._cursor], self._noise[self._rows, self._cursor]
+
+    def current_on_host(self) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`current` as new NumPy arrays, read from the host buffers (the device must be the CPU)."""
+        cursor = self._host_cursor()
+        return self._host_queries[self._host_rows, cursor], self._host_noise[self._host_rows, cursor]
+
+    def _host_cursor(self) -> np.ndarray:
+        """The cursors as a NumPy view (writes go through); raises off the CPU."""
+        if self.device.type != "cpu":
+            raise ValueError(f"the round buffer lives on {self.device}: its cursors have no host view")
+        return self._cursor.numpy()
 
     def _shift_and_refill(self, cursor: np.ndarray) -> None:
         """Drop each row's finished rounds (before its cursor) and draw as many new ones."""

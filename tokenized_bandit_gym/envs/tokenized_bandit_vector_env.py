@@ -16,7 +16,9 @@ from tokenized_bandit_gym.core.action_mask_table import ActionMaskTable
 from tokenized_bandit_gym.core.decoding_state import DecodingState
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.round_buffer import RoundBuffer
+from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.core.validation import check_choice, check_int
+from tokenized_bandit_gym.envs.host_round_batch import HostRoundBatch
 from tokenized_bandit_gym.envs.tokenized_bandit_env import TokenizedBanditEnv
 
 ARRAY_BACKENDS = ("numpy", "torch")
@@ -91,6 +93,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
         self._on_host = self.device.type == "cpu"  # host checks are free here, a sync on an accelerator
         self._has_embeddings = isinstance(self.problem, LinearTokenizedProblem)
         self._num_actions = int(self.single_action_space.n)
+        self._row_indices = np.arange(self.num_envs)  # (N,)
         self._rounds = RoundBuffer(
             self.num_envs,
             self.problem.num_queries,
@@ -110,6 +113,11 @@ class TokenizedBanditVectorEnv(VectorEnv):
         self._mask_rows_int8: torch.Tensor | None = None  # (L + 2, n) int8
         self._benchmark_utilities: torch.Tensor | None = None  # (Q, 2) float64, built on first use
         self._benchmark_responses: torch.Tensor | None = None  # (Q, L) int64
+        # The NumPy backend on the CPU keeps the synthetic rounds' bookkeeping in NumPy (the LLM's state is its own).
+        self._host: HostRoundBatch | None = None
+        if self.array_backend == "numpy" and self._on_host and isinstance(self.problem, TokenizedProblem):
+            self._host = HostRoundBatch(self.problem, self.num_envs)
+        self._host_autoreset = np.zeros(self.num_envs, dtype=bool)  # (N,) the host path's autoreset rows
 
     @property
     def eos_token_id(self) -> int:
@@ -145,9 +153,11 @@ class TokenizedBanditVectorEnv(VectorEnv):
             elif not self._rounds.is_seeded(row):
                 fresh_rows.append(row)
                 fresh_seeds.append(int(self.np_random.integers(2**63 - 1)))
+        self._rounds.seed(fresh_rows, fresh_seeds)
+        if self._host is not None:
+            return self._reset_on_host(self._host, fresh_rows)
         continuing = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
         continuing[torch.as_tensor(fresh_rows, dtype=torch.int64, device=self.device)] = False
-        self._rounds.seed(fresh_rows, fresh_seeds)
         self._rounds.advance(continuing)
         queries, self._noise = self._rounds.current()
         self._state = self._initial_state(queries)
@@ -171,6 +181,8 @@ class TokenizedBanditVectorEnv(VectorEnv):
         """
         if self._state is None:
             raise ValueError("step() called before reset(): call reset() to start the rounds")
+        if self._host is not None:
+            return self._step_on_host(self._host, actions)
         state = self._state
         tokens = self._action_tensor(actions)  # (N,)
         stepping = ~self._autoreset  # (N,)
@@ -217,6 +229,57 @@ class TokenizedBanditVectorEnv(VectorEnv):
     def action_masks(self) -> Any:
         """Allowed actions now, ``(N, k)`` bool (array or tensor by backend)."""
         return self._to_backend(self._mask.clone())
+
+    # ------------------------------------------------------------------ the NumPy backend on the CPU
+    def _reset_on_host(self, batch: HostRoundBatch, fresh_rows: list[int]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """:meth:`reset` after seeding, with the rounds in ``batch``: every row starts its current round."""
+        continuing = np.ones(self.num_envs, dtype=bool)
+        continuing[fresh_rows] = False
+        self._rounds.advance(continuing)
+        queries, noise = self._rounds.current_on_host()  # (N,), (N,)
+        everyone = np.ones(self.num_envs, dtype=bool)
+        batch.restart(everyone, queries, noise)
+        self._state = batch.state()
+        self._host_autoreset = np.zeros(self.num_envs, dtype=bool)
+        return self._observe_on_host(batch), {"query_index": queries, "_query_index": everyone}
+
+    def _step_on_host(
+        self, batch: HostRoundBatch, actions: Any
+    ) -> tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """:meth:`step` with the rounds in ``batch`` (the same checks, dynamics and outputs as the torch path)."""
+        tokens = self._action_array(actions)  # (N,)
+        stepping = ~self._host_autoreset  # (N,)
+        out_of_range = (tokens < 0) | (tokens >= self._num_actions)  # (N,)
+        allowed = batch.mask[self._row_indices, np.clip(tokens, 0, self._num_actions - 1)]  # (N,)
+        forced_eos = stepping & ~allowed  # (N,)
+        refused = forced_eos & ((batch.lengths < self.problem.max_length - 1) | self.strict_actions)  # (N,)
+        if (out_of_range | refused).any():
+            self._raise_invalid(
+                torch.from_numpy(tokens), torch.from_numpy(out_of_range), torch.from_numpy(refused), batch.state()
+            )
+        batch.advance(np.where(forced_eos, self.eos_token_id, tokens))
+        terminated = stepping & batch.finished  # (N,)
+        summary = batch.round_summary(terminated) if terminated.any() else {}
+        rewards = np.where(terminated, summary["utility"] + batch.noise, 0.0) if summary else np.zeros(self.num_envs)
+        resetting = self._host_autoreset
+        self._rounds.advance(resetting)
+        if resetting.any():
+            queries, noise = self._rounds.current_on_host()
+            batch.restart(resetting, queries, noise)
+        self._host_autoreset = terminated
+        observations = self._observe_on_host(batch)
+        infos: dict[str, Any] = {"query_index": batch.queries.copy(), "_query_index": np.ones(self.num_envs, bool)}
+        if stepping.any():
+            infos["forced_eos"], infos["_forced_eos"] = forced_eos, stepping
+        for key, value in summary.items():
+            infos[key], infos[f"_{key}"] = value, terminated.copy()
+        return observations, rewards, terminated.copy(), np.zeros(self.num_envs, dtype=bool), infos
+
+    def _observe_on_host(self, batch: HostRoundBatch) -> dict[str, Any]:
+        """``batch``'s observation in the observation space's key order (and cache its mask)."""
+        observation = batch.observe()
+        self._mask = torch.from_numpy(batch.mask)
+        return {key: observation[key] for key in self.single_observation_space.spaces}
 
     # ------------------------------------------------------------------ hooks (overridden by the LLM vector env)
     def _initial_state(self, queries: torch.Tensor) -> Any:
@@ -278,22 +341,29 @@ class TokenizedBanditVectorEnv(VectorEnv):
 
     def _action_tensor(self, actions: Any) -> torch.Tensor:
         """``actions`` as an ``(N,)`` int64 tensor on the device; raises on shape or dtype."""
+        if not isinstance(actions, torch.Tensor):
+            return torch.from_numpy(self._action_array(actions)).to(self.device)
+        if actions.dtype == torch.bool or actions.dtype.is_floating_point or actions.dtype.is_complex:
+            raise TypeError(f"actions must be integer token indices, got a tensor of dtype {actions.dtype}")
+        self._check_action_shape(tuple(actions.shape))
+        return actions.to(self.device, torch.int64)
+
+    def _action_array(self, actions: Any) -> np.ndarray:
+        """``actions`` as an ``(N,)`` int64 array (maybe the caller's: read only); raises on shape or dtype."""
         if isinstance(actions, torch.Tensor):
-            if actions.dtype == torch.bool or actions.dtype.is_floating_point or actions.dtype.is_complex:
-                raise TypeError(f"actions must be integer token indices, got a tensor of dtype {actions.dtype}")
-            tensor = actions
-        else:
-            array = np.asarray(actions)
-            if array.dtype.kind not in "iu":
-                raise TypeError(f"actions must be integer token indices, got dtype {array.dtype}: {actions!r}")
-            if array.dtype == np.uint64:
-                array = np.minimum(array, np.iinfo(np.int64).max)
-            tensor = torch.from_numpy(np.ascontiguousarray(array, dtype=np.int64))
-        if tuple(tensor.shape) != (self.num_envs,):
-            raise ValueError(
-                f"actions must have shape ({self.num_envs},), one token per sub-env, got shape {tuple(tensor.shape)}"
-            )
-        return tensor.to(self.device, torch.int64)
+            return self._action_tensor(actions).cpu().numpy()
+        array = np.asarray(actions)
+        if array.dtype.kind not in "iu":
+            raise TypeError(f"actions must be integer token indices, got dtype {array.dtype}: {actions!r}")
+        if array.dtype == np.uint64:
+            array = np.minimum(array, np.iinfo(np.int64).max)
+        self._check_action_shape(array.shape)
+        return np.ascontiguousarray(array, dtype=np.int64)
+
+    def _check_action_shape(self, shape: tuple[int, ...]) -> None:
+        """Raise ``ValueError`` unless ``shape`` is ``(N,)``."""
+        if shape != (self.num_envs,):
+            raise ValueError(f"actions must have shape ({self.num_envs},), one token per sub-env, got shape {shape}")
 
     def _raise_invalid(
         self,
