@@ -137,32 +137,48 @@ class HostRoundBatch:
         return observation
 
     def round_summary(self, ended: np.ndarray) -> dict[str, np.ndarray]:
-        """Round-end info entries for every row (zeros, or None, off the rows ``ended`` ``(N,)`` bool)."""
+        """Round-end info entries for every row (zeros, or None, off the rows ``ended`` ``(N,)`` bool).
+
+        The utilities come from one core call on the whole batch; everything else is written
+        on the ended rows only.
+        """
         problem = self.problem
         if self._benchmarks is None:
             self._benchmarks = PoolBenchmarks.from_problem(problem)
         benchmarks = self._benchmarks
         state = self.state()
-        rows = ended[:, None]  # (N, 1)
-        utility = problem.utility_of_complete(state).to(torch.float64).numpy()  # (N,) complete where it matters
-        optimal_utility = benchmarks.optimal_utility[self.queries].astype(np.float64)  # (N,)
-        greedy_utility = benchmarks.oracle_greedy_utility[self.queries].astype(np.float64)  # (N,)
+        index = np.flatnonzero(ended)  # (E,)
+        queries = self.queries[index]  # (E,)
+        utility = problem.utility_of_complete(state).to(torch.float64).numpy()[index]  # (E,)
+        optimal_utility = benchmarks.optimal_utility[queries].astype(np.float64)  # (E,)
+        values = np.zeros((5, self.num_rows))  # utility, optimal, regret, oracle greedy, noise
+        values[:, index] = (
+            utility,
+            optimal_utility,
+            optimal_utility - utility,
+            benchmarks.oracle_greedy_utility[queries],
+            self.noise[index],
+        )
+        responses = np.zeros((2, *self.tokens.shape), dtype=np.int64)  # (2, N, L) response, optimal response
+        responses[0, index] = self.tokens[index]
+        responses[1, index] = benchmarks.optimal_responses[queries]
         kind = np.full(self.num_rows, None, dtype=object)
-        kind[ended] = "exact"
+        kind[index] = "exact"
         summary: dict[str, Any] = {
-            "utility": np.where(ended, utility, 0.0),
-            "optimal_utility": np.where(ended, optimal_utility, 0.0),
-            "regret": np.where(ended, optimal_utility - utility, 0.0),
-            "oracle_greedy_utility": np.where(ended, greedy_utility, 0.0),
-            "noise": np.where(ended, self.noise, 0.0),
-            "response": np.where(rows, self.tokens, 0),  # (N, L)
-            "optimal_response": np.where(rows, benchmarks.optimal_responses[self.queries], 0),  # (N, L)
+            "utility": values[0],
+            "optimal_utility": values[1],
+            "regret": values[2],
+            "oracle_greedy_utility": values[3],
+            "noise": values[4],
+            "response": responses[0],  # (N, L)
+            "optimal_response": responses[1],  # (N, L)
             "optimal_kind": kind,
         }
         if self._has_embeddings:
             assert isinstance(problem, LinearTokenizedProblem)
             embedding = problem.embedding_of(state).to(torch.float32).numpy()  # (N, d)
-            summary["response_embedding"] = np.where(rows, embedding, np.float32(0.0))
+            summary["response_embedding"] = np.zeros_like(embedding)
+            summary["response_embedding"][index] = embedding[index]
         return summary
 
     def _mask_rows(self) -> np.ndarray:
