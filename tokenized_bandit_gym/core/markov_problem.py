@@ -70,9 +70,11 @@ class MarkovProblem(DiscountedProblem):
             feature = (feature + weight * self.bigram_features(last_tokens, tokens)) / (1.0 + weight)
         return self.alpha * carry[:, None, :] + self.scale * feature
 
-    def observed_candidate_embeddings(self, state: DecodingState) -> torch.Tensor:
-        """The candidates' embeddings rounded to float32, ``(B, n, d)`` (the bigram term needs every carry)."""
-        return LinearTokenizedProblem.observed_candidate_embeddings(self, state)
+    def observed_candidate_embeddings(
+        self, state: DecodingState, carries_out: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The candidates' embeddings rounded to float32, ``(B, n, d)`` (the bigram term: the generic way)."""
+        return LinearTokenizedProblem.observed_candidate_embeddings(self, state, carries_out)
 
     def _exact_optimum(self, queries: torch.Tensor) -> DecodedResponses:
         """Viterbi-style DP per response length m over (position, previous token)."""

@@ -67,6 +67,9 @@ class HostRoundBatch:
         self.last_tokens = np.zeros(num_rows, dtype=np.int64)
         self.carry = problem.initial_carry(torch.from_numpy(self.queries))
         self.noise = np.zeros(num_rows, dtype=np.float64)
+        # (N, n, *c) every candidate's carry, written by observe() (TLB families); advance() reads the chosen one
+        self._candidate_carries: np.ndarray | None = None
+        self._candidates_current = False  # whether _candidate_carries belongs to the current state
         self.mask = self._masks.allowed[self._mask_rows()]
 
     def state(self) -> DecodingState:
@@ -94,6 +97,7 @@ class HostRoundBatch:
         self.noise[index] = noise[index]
         initial = self.problem.initial_carry(torch.from_numpy(fresh))  # (R, *c)
         self.carry = self.carry.index_copy(0, torch.from_numpy(index), initial)
+        self._candidates_current = False
 
     def advance(self, tokens: np.ndarray) -> None:
         """Append ``tokens`` ``(N,)`` int64 to every row.
@@ -105,13 +109,18 @@ class HostRoundBatch:
         problem = self.problem
         columns = np.minimum(self.lengths, problem.max_length - 1)  # (N,)
         positions = columns + 1  # (N,) 1-based position of the new token
-        self.carry = problem.append(
-            torch.from_numpy(self.queries),
-            self.carry,
-            torch.from_numpy(self.last_tokens),
-            torch.from_numpy(tokens[:, None]),
-            torch.from_numpy(positions),
-        )[:, 0]
+        if self._candidate_carries is not None and self._candidates_current:
+            # the chosen candidate's carry, as observe() got it from the core (equal to append's)
+            self.carry = torch.from_numpy(self._candidate_carries[self._rows, tokens])  # (N, *c)
+        else:
+            self.carry = problem.append(
+                torch.from_numpy(self.queries),
+                self.carry,
+                torch.from_numpy(self.last_tokens),
+                torch.from_numpy(tokens[:, None]),
+                torch.from_numpy(positions),
+            )[:, 0]
+        self._candidates_current = False
         self.tokens[self._rows, columns] = tokens
         self.lengths = positions
         self.finished = tokens == problem.eos_token_id
@@ -131,7 +140,12 @@ class HostRoundBatch:
         }
         if self._has_embeddings:
             assert isinstance(self.problem, LinearTokenizedProblem)
-            embeddings = self.problem.observed_candidate_embeddings(self.state()).numpy()  # (N, n, d) float32
+            if self._candidate_carries is None:
+                shape = (self.num_rows, self.problem.vocab_size, *self.carry.shape[1:])
+                self._candidate_carries = np.empty(shape, dtype=self.carry.numpy().dtype)
+            carries_out = torch.from_numpy(self._candidate_carries)
+            embeddings = self.problem.observed_candidate_embeddings(self.state(), carries_out).numpy()  # (N, n, d)
+            self._candidates_current = True
             embeddings[self.finished] = 0.0  # the single env observes zeros once the response is complete
             observation["candidate_embeddings"] = embeddings
         return observation
