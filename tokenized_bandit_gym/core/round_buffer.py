@@ -90,8 +90,8 @@ class RoundBuffer:
 
     def current_on_host(self) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`current` as new NumPy arrays, read from the host buffers (the device must be the CPU)."""
-        cursor = self._host_cursor()
-        return self._host_queries[self._host_rows, cursor], self._host_noise[self._host_rows, cursor]
+        flat = self._host_rows * self.capacity + self._host_cursor()  # (N,) index into the flattened (N, K) buffers
+        return np.take(self._host_queries, flat), np.take(self._host_noise, flat)
 
     def _host_cursor(self) -> np.ndarray:
         """The cursors as a NumPy view (writes go through); raises off the CPU."""

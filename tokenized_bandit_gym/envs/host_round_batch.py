@@ -54,9 +54,7 @@ class HostRoundBatch:
         self._query_tokens = problem.query_tokens.numpy().astype(np.int64)  # (Q, Lq)
         self._query_lengths = problem.query_lengths.numpy().astype(np.int64)  # (Q,)
         self._query_last_tokens = problem.query_last_tokens.numpy().astype(np.int64)  # (Q,)
-        self._candidate_tokens = np.broadcast_to(
-            np.arange(problem.vocab_size, dtype=np.int64), (num_rows, problem.vocab_size)
-        )
+        self._candidate_tokens = np.tile(np.arange(problem.vocab_size, dtype=np.int64), (num_rows, 1))  # (N, n)
         self._benchmarks: PoolBenchmarks | None = None
         self._has_embeddings = isinstance(problem, LinearTokenizedProblem)
         self._rows = np.arange(num_rows)  # (N,)
@@ -111,7 +109,9 @@ class HostRoundBatch:
         positions = columns + 1  # (N,) 1-based position of the new token
         if self._candidate_carries is not None and self._candidates_current:
             # the chosen candidate's carry, as observe() got it from the core (equal to append's)
-            self.carry = torch.from_numpy(self._candidate_carries[self._rows, tokens])  # (N, *c)
+            candidates = self._candidate_carries.reshape(-1, *self.carry.shape[1:])  # (N * n, *c)
+            chosen = self._rows * self.problem.vocab_size + tokens  # (N,) flat candidate index
+            self.carry = torch.from_numpy(np.take(candidates, chosen, axis=0))  # (N, *c)
         else:
             self.carry = problem.append(
                 torch.from_numpy(self.queries),
@@ -129,14 +129,15 @@ class HostRoundBatch:
     def observe(self) -> dict[str, np.ndarray]:
         """The batched observation (new arrays), keyed as the single env's; updates :attr:`mask`."""
         mask_rows = self._mask_rows()  # (N,)
-        self.mask = self._masks.allowed[mask_rows]  # (N, n)
+        # np.take: a row gather several times faster than fancy indexing at large N
+        self.mask = np.take(self._masks.allowed, mask_rows, axis=0)  # (N, n)
         observation = {
-            "query": self._query_tokens[self.queries],  # (N, Lq)
-            "query_length": self._query_lengths[self.queries],  # (N,)
+            "query": np.take(self._query_tokens, self.queries, axis=0),  # (N, Lq)
+            "query_length": np.take(self._query_lengths, self.queries),  # (N,)
             "response": self.tokens.copy(),  # (N, L)
             "length": self.lengths.copy(),  # (N,)
             "candidate_tokens": self._candidate_tokens.copy(),  # (N, n)
-            "action_mask": self._masks.allowed_int8[mask_rows],  # (N, n)
+            "action_mask": np.take(self._masks.allowed_int8, mask_rows, axis=0),  # (N, n)
         }
         if self._has_embeddings:
             assert isinstance(self.problem, LinearTokenizedProblem)
@@ -175,7 +176,7 @@ class HostRoundBatch:
         )
         responses = np.zeros((2, *self.tokens.shape), dtype=np.int64)  # (2, N, L) response, optimal response
         responses[0, index] = self.tokens[index]
-        responses[1, index] = benchmarks.optimal_responses[queries]
+        responses[1, index] = np.take(benchmarks.optimal_responses, queries, axis=0)
         kind = np.full(self.num_rows, None, dtype=object)
         kind[index] = "exact"
         summary: dict[str, Any] = {

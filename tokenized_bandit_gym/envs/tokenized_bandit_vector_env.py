@@ -250,7 +250,8 @@ class TokenizedBanditVectorEnv(VectorEnv):
         tokens = self._action_array(actions)  # (N,)
         stepping = ~self._host_autoreset  # (N,)
         out_of_range = (tokens < 0) | (tokens >= self._num_actions)  # (N,)
-        allowed = batch.mask[self._row_indices, np.clip(tokens, 0, self._num_actions - 1)]  # (N,)
+        flat = self._row_indices * self._num_actions + np.where(out_of_range, 0, tokens)  # (N,) into the flat mask
+        allowed = np.take(batch.mask, flat)  # (N,)
         forced_eos = stepping & ~allowed  # (N,)
         refused = forced_eos & ((batch.lengths < self.problem.max_length - 1) | self.strict_actions)  # (N,)
         if (out_of_range | refused).any():
