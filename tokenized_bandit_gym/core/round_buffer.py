@@ -20,7 +20,9 @@ class RoundBuffer:
     blocks (:meth:`RoundStreams.draw_many`, equal to one-at-a-time draws) and copied to the
     device once per block, so starting a round costs a gather on the device and no host round
     trip. Every row starts at most one round per :meth:`advance`; after ``capacity - 1``
-    advances the buffer reads the cursors back once and tops every row up.
+    advances the buffer reads the cursors back once and tops every row up. On the CPU the
+    buffers are shared with the host arrays: :meth:`advance` takes a NumPy mask and
+    :meth:`current_on_host` reads them with NumPy (no torch dispatch per step).
 
     Args:
         num_rows: N.

@@ -30,7 +30,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
     Sub-env i is exactly the single env (:attr:`single_env_class`) reset with seed ``s_i``: the
     same instance (built once, by the single env's own constructor), the same query and noise
     streams (:class:`~tokenized_bandit_gym.core.round_buffer.RoundBuffer`), the same dynamics
-    (``TokenizedProblem.advance`` and friends, called with batch N instead of 1), the same
+    (``TokenizedProblem.extend`` and friends, called with batch N instead of 1), the same
     forced EOS and the same info entries. Subclasses name the single env class; a core with
     another state (the LLM's) overrides the small hooks ``_initial_state``, ``_forced_actions``,
     ``_advance``, ``_restart_rows``, ``_observe`` and ``_round_summary``.
@@ -55,7 +55,12 @@ class TokenizedBanditVectorEnv(VectorEnv):
     Array backends: ``array_backend="numpy"`` (default) returns NumPy arrays; ``"torch"``
     returns tensors on the instance's ``device`` and takes actions as tensors there. On an
     accelerator nothing is copied to the host per step but one flag (whether any action is
-    invalid), plus the round buffer's cursors once every ``round_buffer - 1`` steps.
+    invalid), plus the round buffer's cursors once every ``round_buffer - 1`` steps. With the
+    NumPy backend and an instance on the CPU, a synthetic env keeps the rounds' bookkeeping in
+    NumPy (:class:`~tokenized_bandit_gym.envs.host_round_batch.HostRoundBatch`: the same core
+    calls, once per step, with everything of size N on the host, where an operation costs a
+    microsecond instead of a torch dispatch's ten); the torch path does the same steps with
+    tensors, and the tests hold the two equal.
 
     Args:
         num_envs: N >= 1.
