@@ -69,6 +69,23 @@ class LinearTokenizedProblem(TokenizedProblem):
             carries = self.candidate_carries(state)  # (B, n, *c)
         return self.embedding_of_states(state.queries[:, None], carries, (state.lengths + 1)[:, None])  # (B, n, d)
 
+    def observed_candidate_embeddings(
+        self, state: DecodingState, carries_out: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """:meth:`candidate_embeddings` rounded to float32, ``(B, n, d)``, a new tensor (what the envs observe).
+
+        Families override it with fewer passes over ``(B, n, d)`` where they can.
+
+        Args:
+            state: the current state.
+            carries_out: ``(B, n, *c)`` of the carries' dtype, or None; when given, receives
+                :meth:`candidate_carries` of ``state`` (the caller's buffer, reused step after step).
+        """
+        carries = self.candidate_carries(state)  # (B, n, *c)
+        if carries_out is not None:
+            carries_out.copy_(carries)
+        return self.candidate_embeddings(state, carries).to(torch.float32, copy=True)
+
     def embed(
         self,
         queries: torch.Tensor,

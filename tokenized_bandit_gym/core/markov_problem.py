@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import torch
 
+from tokenized_bandit_gym.core.decoding_state import DecodingState
 from tokenized_bandit_gym.core.discounted_problem import DiscountedProblem
+from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses
 from tokenized_bandit_gym.core.validation import check_real
 
@@ -67,6 +69,12 @@ class MarkovProblem(DiscountedProblem):
                 tokens = self.vocabulary.expand(carry.shape[0], -1)  # (B, n)
             feature = (feature + weight * self.bigram_features(last_tokens, tokens)) / (1.0 + weight)
         return self.alpha * carry[:, None, :] + self.scale * feature
+
+    def observed_candidate_embeddings(
+        self, state: DecodingState, carries_out: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """The candidates' embeddings rounded to float32, ``(B, n, d)`` (the bigram term: the generic way)."""
+        return LinearTokenizedProblem.observed_candidate_embeddings(self, state, carries_out)
 
     def _exact_optimum(self, queries: torch.Tensor) -> DecodedResponses:
         """Viterbi-style DP per response length m over (position, previous token)."""

@@ -20,7 +20,9 @@ class RoundBuffer:
     blocks (:meth:`RoundStreams.draw_many`, equal to one-at-a-time draws) and copied to the
     device once per block, so starting a round costs a gather on the device and no host round
     trip. Every row starts at most one round per :meth:`advance`; after ``capacity - 1``
-    advances the buffer reads the cursors back once and tops every row up.
+    advances the buffer reads the cursors back once and tops every row up. On the CPU the
+    buffers are shared with the host arrays: :meth:`advance` takes a NumPy mask and
+    :meth:`current_on_host` reads them with NumPy (no torch dispatch per step).
 
     Args:
         num_rows: N.
@@ -50,6 +52,7 @@ class RoundBuffer:
         self._noise = torch.zeros(num_rows, capacity, dtype=torch.float64, device=device)  # (N, K)
         self._cursor = torch.zeros(num_rows, dtype=torch.int64, device=device)  # (N,) current round per row
         self._rows = torch.arange(num_rows, device=device)  # (N,)
+        self._host_rows = np.arange(num_rows)  # (N,)
         self._advances_since_refill = 0
 
     def is_seeded(self, row: int) -> bool:
@@ -71,17 +74,32 @@ class RoundBuffer:
             self._host_queries[row], self._host_noise[row] = queries, noise
         self._upload()
 
-    def advance(self, rows: torch.Tensor) -> None:
-        """Start the next round on ``rows`` ``(N,)`` bool (on the device)."""
+    def advance(self, rows: torch.Tensor | np.ndarray) -> None:
+        """Start the next round on ``rows`` ``(N,)`` bool (on the device, or a NumPy array when it is the CPU)."""
         if self._advances_since_refill >= self.capacity - 1:
             self._shift_and_refill(self._cursor.cpu().numpy())
             self._upload()
-        self._cursor += rows.to(torch.int64)
+        if isinstance(rows, np.ndarray):
+            cursor = self._host_cursor()
+            cursor += rows
+        else:
+            self._cursor += rows.to(torch.int64)
         self._advances_since_refill += 1
 
     def current(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The current round of every row: query indices ``(N,)`` int64 and noise ``(N,)`` float64."""
         return self._queries[self._rows, self._cursor], self._noise[self._rows, self._cursor]
+
+    def current_on_host(self) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`current` as new NumPy arrays, read from the host buffers (the device must be the CPU)."""
+        flat = self._host_rows * self.capacity + self._host_cursor()  # (N,) index into the flattened (N, K) buffers
+        return np.take(self._host_queries, flat), np.take(self._host_noise, flat)
+
+    def _host_cursor(self) -> np.ndarray:
+        """The cursors as a NumPy view (writes go through); raises off the CPU."""
+        if self.device.type != "cpu":
+            raise ValueError(f"the round buffer lives on {self.device}: its cursors have no host view")
+        return self._cursor.numpy()
 
     def _shift_and_refill(self, cursor: np.ndarray) -> None:
         """Drop each row's finished rounds (before its cursor) and draw as many new ones."""

@@ -12,10 +12,13 @@ import torch
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from tokenized_bandit_gym.core.action_mask_table import ActionMaskTable
 from tokenized_bandit_gym.core.decoding_state import DecodingState
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.round_buffer import RoundBuffer
+from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.core.validation import check_choice, check_int
+from tokenized_bandit_gym.envs.host_round_batch import HostRoundBatch
 from tokenized_bandit_gym.envs.tokenized_bandit_env import TokenizedBanditEnv
 
 ARRAY_BACKENDS = ("numpy", "torch")
@@ -27,7 +30,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
     Sub-env i is exactly the single env (:attr:`single_env_class`) reset with seed ``s_i``: the
     same instance (built once, by the single env's own constructor), the same query and noise
     streams (:class:`~tokenized_bandit_gym.core.round_buffer.RoundBuffer`), the same dynamics
-    (``TokenizedProblem.advance`` and friends, called with batch N instead of 1), the same
+    (``TokenizedProblem.extend`` and friends, called with batch N instead of 1), the same
     forced EOS and the same info entries. Subclasses name the single env class; a core with
     another state (the LLM's) overrides the small hooks ``_initial_state``, ``_forced_actions``,
     ``_advance``, ``_restart_rows``, ``_observe`` and ``_round_summary``.
@@ -52,7 +55,12 @@ class TokenizedBanditVectorEnv(VectorEnv):
     Array backends: ``array_backend="numpy"`` (default) returns NumPy arrays; ``"torch"``
     returns tensors on the instance's ``device`` and takes actions as tensors there. On an
     accelerator nothing is copied to the host per step but one flag (whether any action is
-    invalid), plus the round buffer's cursors once every ``round_buffer - 1`` steps.
+    invalid), plus the round buffer's cursors once every ``round_buffer - 1`` steps. With the
+    NumPy backend and an instance on the CPU, a synthetic env keeps the rounds' bookkeeping in
+    NumPy (:class:`~tokenized_bandit_gym.envs.host_round_batch.HostRoundBatch`: the same core
+    calls, once per step, with everything of size N on the host, where an operation costs a
+    microsecond instead of a torch dispatch's ten); the torch path does the same steps with
+    tensors, and the tests hold the two equal.
 
     Args:
         num_envs: N >= 1.
@@ -70,7 +78,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
         self,
         num_envs: int,
         array_backend: str = "numpy",
-        round_buffer: int = 64,
+        round_buffer: int = 256,
         **env_kwargs: Any,
     ) -> None:
         self.num_envs = check_int("num_envs", num_envs, minimum=1)
@@ -90,6 +98,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
         self._on_host = self.device.type == "cpu"  # host checks are free here, a sync on an accelerator
         self._has_embeddings = isinstance(self.problem, LinearTokenizedProblem)
         self._num_actions = int(self.single_action_space.n)
+        self._row_indices = np.arange(self.num_envs)  # (N,)
         self._rounds = RoundBuffer(
             self.num_envs,
             self.problem.num_queries,
@@ -105,7 +114,15 @@ class TokenizedBanditVectorEnv(VectorEnv):
         self._noise = torch.zeros(self.num_envs, dtype=torch.float64, device=self.device)  # (N,)
         self._autoreset = torch.zeros(self.num_envs, dtype=torch.bool, device=self.device)  # (N,)
         self._mask = torch.zeros(self.num_envs, self._num_actions, dtype=torch.bool, device=self.device)  # (N, n)
-        self._carries: torch.Tensor | None = None
+        self._mask_rows: torch.Tensor | None = None  # (L + 2, n) bool, the action mask table (built on first use)
+        self._mask_rows_int8: torch.Tensor | None = None  # (L + 2, n) int8
+        self._benchmark_utilities: torch.Tensor | None = None  # (Q, 2) float64, built on first use
+        self._benchmark_responses: torch.Tensor | None = None  # (Q, L) int64
+        # The NumPy backend on the CPU keeps the synthetic rounds' bookkeeping in NumPy (the LLM's state is its own).
+        self._host: HostRoundBatch | None = None
+        if self.array_backend == "numpy" and self._on_host and isinstance(self.problem, TokenizedProblem):
+            self._host = HostRoundBatch(self.problem, self.num_envs)
+        self._host_autoreset = np.zeros(self.num_envs, dtype=bool)  # (N,) the host path's autoreset rows
 
     @property
     def eos_token_id(self) -> int:
@@ -141,9 +158,11 @@ class TokenizedBanditVectorEnv(VectorEnv):
             elif not self._rounds.is_seeded(row):
                 fresh_rows.append(row)
                 fresh_seeds.append(int(self.np_random.integers(2**63 - 1)))
+        self._rounds.seed(fresh_rows, fresh_seeds)
+        if self._host is not None:
+            return self._reset_on_host(self._host, fresh_rows)
         continuing = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
         continuing[torch.as_tensor(fresh_rows, dtype=torch.int64, device=self.device)] = False
-        self._rounds.seed(fresh_rows, fresh_seeds)
         self._rounds.advance(continuing)
         queries, self._noise = self._rounds.current()
         self._state = self._initial_state(queries)
@@ -167,6 +186,8 @@ class TokenizedBanditVectorEnv(VectorEnv):
         """
         if self._state is None:
             raise ValueError("step() called before reset(): call reset() to start the rounds")
+        if self._host is not None:
+            return self._step_on_host(self._host, actions)
         state = self._state
         tokens = self._action_tensor(actions)  # (N,)
         stepping = ~self._autoreset  # (N,)
@@ -214,6 +235,58 @@ class TokenizedBanditVectorEnv(VectorEnv):
         """Allowed actions now, ``(N, k)`` bool (array or tensor by backend)."""
         return self._to_backend(self._mask.clone())
 
+    # ------------------------------------------------------------------ the NumPy backend on the CPU
+    def _reset_on_host(self, batch: HostRoundBatch, fresh_rows: list[int]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """:meth:`reset` after seeding, with the rounds in ``batch``: every row starts its current round."""
+        continuing = np.ones(self.num_envs, dtype=bool)
+        continuing[fresh_rows] = False
+        self._rounds.advance(continuing)
+        queries, noise = self._rounds.current_on_host()  # (N,), (N,)
+        everyone = np.ones(self.num_envs, dtype=bool)
+        batch.restart(everyone, queries, noise)
+        self._state = batch.state()
+        self._host_autoreset = np.zeros(self.num_envs, dtype=bool)
+        return self._observe_on_host(batch), {"query_index": queries, "_query_index": everyone}
+
+    def _step_on_host(
+        self, batch: HostRoundBatch, actions: Any
+    ) -> tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        """:meth:`step` with the rounds in ``batch`` (the same checks, dynamics and outputs as the torch path)."""
+        tokens = self._action_array(actions)  # (N,)
+        stepping = ~self._host_autoreset  # (N,)
+        out_of_range = (tokens < 0) | (tokens >= self._num_actions)  # (N,)
+        flat = self._row_indices * self._num_actions + np.where(out_of_range, 0, tokens)  # (N,) into the flat mask
+        allowed = np.take(batch.mask, flat)  # (N,)
+        forced_eos = stepping & ~allowed  # (N,)
+        refused = forced_eos & ((batch.lengths < self.problem.max_length - 1) | self.strict_actions)  # (N,)
+        if (out_of_range | refused).any():
+            self._raise_invalid(
+                torch.from_numpy(tokens), torch.from_numpy(out_of_range), torch.from_numpy(refused), batch.state()
+            )
+        batch.advance(np.where(forced_eos, self.eos_token_id, tokens))
+        terminated = stepping & batch.finished  # (N,)
+        summary = batch.round_summary(terminated) if terminated.any() else {}
+        rewards = np.where(terminated, summary["utility"] + batch.noise, 0.0) if summary else np.zeros(self.num_envs)
+        resetting = self._host_autoreset
+        self._rounds.advance(resetting)
+        if resetting.any():
+            queries, noise = self._rounds.current_on_host()
+            batch.restart(resetting, queries, noise)
+        self._host_autoreset = terminated
+        observations = self._observe_on_host(batch)
+        infos: dict[str, Any] = {"query_index": batch.queries.copy(), "_query_index": np.ones(self.num_envs, bool)}
+        if stepping.any():
+            infos["forced_eos"], infos["_forced_eos"] = forced_eos, stepping
+        for key, value in summary.items():
+            infos[key], infos[f"_{key}"] = value, terminated.copy()
+        return observations, rewards, terminated.copy(), np.zeros(self.num_envs, dtype=bool), infos
+
+    def _observe_on_host(self, batch: HostRoundBatch) -> dict[str, Any]:
+        """``batch``'s observation in the observation space's key order (and cache its mask)."""
+        observation = batch.observe()
+        self._mask = torch.from_numpy(batch.mask)
+        return {key: observation[key] for key in self.single_observation_space.spaces}
+
     # ------------------------------------------------------------------ hooks (overridden by the LLM vector env)
     def _initial_state(self, queries: torch.Tensor) -> Any:
         """The core's state of new rounds on ``queries`` ``(N,)``."""
@@ -224,18 +297,35 @@ class TokenizedBanditVectorEnv(VectorEnv):
         return torch.where(forced_eos, self.eos_token_id, actions)  # (N,)
 
     def _advance(self, state: Any, actions: torch.Tensor, stepping: torch.Tensor) -> Any:
-        """Append ``actions`` ``(N,)`` on the rows ``stepping`` ``(N,)`` (one batch of the core)."""
-        return self.problem.advance(state, actions, active=stepping, candidate_carries=self._carries)
+        """Append ``actions`` ``(N,)`` on the rows ``stepping`` ``(N,)`` (one batch of the core).
+
+        The other rows are exactly those that restart in this step (their round ended last
+        step): :meth:`_restart_rows` overwrites them, so they take a throwaway token here (at
+        column L - 1 if they hold L tokens) instead of costing a row selection on every field.
+        A stepping row is unfinished and shorter than L, and its action is EOS at position L
+        (only EOS is allowed there, or the forced EOS replaced it), so :meth:`extend` applies
+        as is; it computes the chosen token's carry alone (``append`` equals the candidates'
+        carries element for element, so sub-env i still matches the single env bit for bit).
+        """
+        problem = self.problem
+        in_range = replace(state, lengths=state.lengths.clamp(max=problem.max_length - 1))
+        return problem.extend(in_range, actions)
 
     def _restart_rows(self, state: Any, resetting: torch.Tensor) -> Any:
         """``state`` with a fresh round (the buffer's current one) on the rows ``resetting`` ``(N,)``."""
         if self._on_host and not bool(resetting.any()):  # on the host, skip the work when no round starts
             return state
-        queries, noise = self._rounds.current()
-        fresh = self.problem.initial_state(queries)
-        # with_rows keeps the queries (advance never changes them); a new round does
-        state = state.with_rows(resetting, fresh)
-        state = replace(state, queries=torch.where(resetting, fresh.queries, state.queries))
+        problem = self.problem
+        queries, noise = self._rounds.current()  # (N,), (N,)
+        carry_rows = resetting.view(-1, *([1] * (state.carry.dim() - 1)))
+        state = DecodingState(
+            queries=torch.where(resetting, queries, state.queries),
+            tokens=state.tokens.masked_fill(resetting[:, None], problem.eos_token_id),
+            lengths=state.lengths.masked_fill(resetting, 0),
+            finished=state.finished & ~resetting,
+            carry=torch.where(carry_rows, problem.initial_carry(queries), state.carry),
+            last_tokens=torch.where(resetting, problem.query_last_tokens[queries], state.last_tokens),
+        )
         self._noise = torch.where(resetting, noise, self._noise)
         return state
 
@@ -257,22 +347,29 @@ class TokenizedBanditVectorEnv(VectorEnv):
 
     def _action_tensor(self, actions: Any) -> torch.Tensor:
         """``actions`` as an ``(N,)`` int64 tensor on the device; raises on shape or dtype."""
+        if not isinstance(actions, torch.Tensor):
+            return torch.from_numpy(self._action_array(actions)).to(self.device)
+        if actions.dtype == torch.bool or actions.dtype.is_floating_point or actions.dtype.is_complex:
+            raise TypeError(f"actions must be integer token indices, got a tensor of dtype {actions.dtype}")
+        self._check_action_shape(tuple(actions.shape))
+        return actions.to(self.device, torch.int64)
+
+    def _action_array(self, actions: Any) -> np.ndarray:
+        """``actions`` as an ``(N,)`` int64 array (maybe the caller's: read only); raises on shape or dtype."""
         if isinstance(actions, torch.Tensor):
-            if actions.dtype == torch.bool or actions.dtype.is_floating_point or actions.dtype.is_complex:
-                raise TypeError(f"actions must be integer token indices, got a tensor of dtype {actions.dtype}")
-            tensor = actions
-        else:
-            array = np.asarray(actions)
-            if array.dtype.kind not in "iu":
-                raise TypeError(f"actions must be integer token indices, got dtype {array.dtype}: {actions!r}")
-            if array.dtype == np.uint64:
-                array = np.minimum(array, np.iinfo(np.int64).max)
-            tensor = torch.from_numpy(np.ascontiguousarray(array, dtype=np.int64))
-        if tuple(tensor.shape) != (self.num_envs,):
-            raise ValueError(
-                f"actions must have shape ({self.num_envs},), one token per sub-env, got shape {tuple(tensor.shape)}"
-            )
-        return tensor.to(self.device, torch.int64)
+            return self._action_tensor(actions).cpu().numpy()
+        array = np.asarray(actions)
+        if array.dtype.kind not in "iu":
+            raise TypeError(f"actions must be integer token indices, got dtype {array.dtype}: {actions!r}")
+        if array.dtype == np.uint64:
+            array = np.minimum(array, np.iinfo(np.int64).max)
+        self._check_action_shape(array.shape)
+        return np.ascontiguousarray(array, dtype=np.int64)
+
+    def _check_action_shape(self, shape: tuple[int, ...]) -> None:
+        """Raise ``ValueError`` unless ``shape`` is ``(N,)``."""
+        if shape != (self.num_envs,):
+            raise ValueError(f"actions must have shape ({self.num_envs},), one token per sub-env, got shape {shape}")
 
     def _raise_invalid(
         self,
@@ -297,21 +394,31 @@ class TokenizedBanditVectorEnv(VectorEnv):
         )
 
     def _observe(self, state: DecodingState) -> dict[str, Any]:
-        """Batched observations of ``state`` (and cache the mask and the candidates' carries)."""
+        """Batched observations of ``state`` (and cache the mask).
+
+        The mask is a row of the single env's :class:`ActionMaskTable` (by length, or the
+        complete-response row), and the candidates' embeddings come rounded to float32 from
+        :meth:`LinearTokenizedProblem.observed_candidate_embeddings` (one gather of the
+        feature table and one add for the discounted family).
+        """
         problem = self.problem
-        self._mask = problem.action_mask(state)  # (N, n)
-        self._carries = problem.candidate_carries(state)  # (N, n, *c)
+        if self._mask_rows is None:
+            table = ActionMaskTable(problem)
+            self._mask_rows = torch.tensor(table.allowed, device=self.device)  # (L + 2, n) bool
+            self._mask_rows_int8 = torch.tensor(table.allowed_int8, device=self.device)  # (L + 2, n) int8
+        table_rows = torch.where(state.finished, problem.max_length + 1, state.lengths)  # (N,)
+        self._mask = self._mask_rows[table_rows]  # (N, n)
         observation = {
             "query": problem.query_tokens[state.queries],  # (N, Lq)
             "query_length": problem.query_lengths[state.queries],  # (N,)
             "response": state.tokens.clone(),  # (N, L)
             "length": state.lengths.clone(),  # (N,)
-            "action_mask": self._mask.to(torch.int8),  # (N, n)
+            "action_mask": self._mask_rows_int8[table_rows],  # (N, n)
         }
         if self._has_embeddings:
-            embeddings = problem.candidate_embeddings(state, self._carries).to(torch.float32, copy=True)  # (N, n, d)
-            if self._on_host:  # zero only the finished rows, as the single env observes them
-                embeddings[state.finished] = 0.0
+            embeddings = problem.observed_candidate_embeddings(state)  # (N, n, d) float32
+            if self._on_host:  # zero only the finished rows (a boolean index_put scans every element)
+                embeddings.index_fill_(0, torch.nonzero(state.finished).flatten(), 0.0)
             else:  # no host round trip to find them
                 embeddings.masked_fill_(state.finished[:, None, None], 0.0)
             observation["candidate_embeddings"] = embeddings
@@ -325,27 +432,31 @@ class TokenizedBanditVectorEnv(VectorEnv):
     def _round_summary(self, state: DecodingState, terminated: torch.Tensor) -> dict[str, Any]:
         """Round-end info entries for every row (zeros where ``terminated`` is False).
 
-        The NumPy backend returns ``{}`` when no round ended (one cheap host check on the CPU).
+        The rows are read from the pool's benchmarks (:meth:`_pool_benchmarks`) and the
+        utility of the complete responses, and masked in two ``where`` calls (the float64
+        entries stacked, then the responses). The NumPy backend returns ``{}`` when no round
+        ended (one cheap host check on the CPU).
         """
         numpy_backend = self.array_backend == "numpy"
         if numpy_backend and not bool(terminated.any()):
             return {}
         problem = self.problem
-        queries = state.queries
-        optimum = problem.optimal(queries)
-        rows = terminated[:, None]  # (N, 1)
-        utility = problem.utility_of(state).to(torch.float64)  # (N,)
-        optimal_utility = optimum.utility.to(torch.float64)  # (N,)
+        pool_utilities, pool_responses = self._pool_benchmarks()
+        benchmarks = pool_utilities[state.queries]  # (N, 2) optimal, oracle greedy
+        utility = problem.utility_of_complete(state).to(torch.float64)  # (N,) complete on the rows that matter
+        optimal_utility = benchmarks[:, 0]  # (N,)
+        values = torch.stack([utility, optimal_utility, optimal_utility - utility, benchmarks[:, 1], self._noise])
+        values = torch.where(terminated, values, 0.0)  # (5, N)
+        responses = torch.stack([state.tokens, pool_responses[state.queries]])  # (2, N, L)
+        responses = torch.where(terminated[:, None], responses, 0)  # (2, N, L)
         summary: dict[str, Any] = {
-            "utility": torch.where(terminated, utility, 0.0),
-            "optimal_utility": torch.where(terminated, optimal_utility, 0.0),
-            "regret": torch.where(terminated, optimal_utility - utility, 0.0),
-            "oracle_greedy_utility": torch.where(
-                terminated, problem.oracle_greedy(queries).utility.to(torch.float64), 0.0
-            ),
-            "noise": torch.where(terminated, self._noise, 0.0),
-            "response": torch.where(rows, state.tokens, 0),  # (N, L)
-            "optimal_response": torch.where(rows, optimum.responses, 0),  # (N, L)
+            "utility": values[0],
+            "optimal_utility": values[1],
+            "regret": values[2],
+            "oracle_greedy_utility": values[3],
+            "noise": values[4],
+            "response": responses[0],  # (N, L)
+            "optimal_response": responses[1],  # (N, L)
         }
         if numpy_backend:
             kind = np.full(self.num_envs, None, dtype=object)
@@ -355,8 +466,21 @@ class TokenizedBanditVectorEnv(VectorEnv):
             summary["optimal_kind"] = "exact"
         if isinstance(problem, LinearTokenizedProblem):
             embedding = problem.embedding_of(state).to(torch.float32)  # (N, d)
-            summary["response_embedding"] = torch.where(rows, embedding, 0.0)
+            summary["response_embedding"] = torch.where(terminated[:, None], embedding, 0.0)
         return summary
+
+    def _pool_benchmarks(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every query's exact optimum and oracle greedy utility ``(Q, 2)`` float64, and optimal response ``(Q, L)``.
+
+        The problem's own benchmarks (:meth:`TokenizedProblem.optimal` and
+        :meth:`TokenizedProblem.oracle_greedy` of the whole pool), stacked once on first use.
+        """
+        if self._benchmark_utilities is None or self._benchmark_responses is None:
+            pool = torch.arange(self.problem.num_queries, device=self.device)  # (Q,)
+            optimum, greedy = self.problem.optimal(pool), self.problem.oracle_greedy(pool)
+            self._benchmark_utilities = torch.stack([optimum.utility, greedy.utility], dim=1).to(torch.float64)
+            self._benchmark_responses = optimum.responses
+        return self._benchmark_utilities, self._benchmark_responses
 
     def _to_backend(self, value: torch.Tensor) -> Any:
         """A tensor as the backend's array type."""

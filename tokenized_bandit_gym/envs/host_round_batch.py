@@ -1,0 +1,201 @@
+"""N rounds of a synthetic instance with their bookkeeping in NumPy: the vector env's NumPy backend on the CPU."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from tokenized_bandit_gym.core.action_mask_table import ActionMaskTable
+from tokenized_bandit_gym.core.decoding_state import DecodingState
+from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
+from tokenized_bandit_gym.core.pool_benchmarks import PoolBenchmarks
+from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
+
+
+class HostRoundBatch:
+    """The state of N rounds on the host, stepped with the core's own batched calls.
+
+    The dynamics are the core's, as in the vector env's torch path: the chosen tokens' carries
+    come from :meth:`TokenizedProblem.append`, the observed embeddings from
+    :meth:`LinearTokenizedProblem.observed_candidate_embeddings`, the utilities from
+    :meth:`TokenizedProblem.utility_of_complete`, each called once per step on the whole batch
+    (torch on the CPU, reading the host arrays without copies). What is of size N or
+    ``(N, L)`` (tokens, lengths, flags, the mask, the round-end entries) is NumPy, where an
+    operation costs about a microsecond and a torch dispatch about ten: at small N that is
+    most of a step. The mask and the round's benchmarks are read from the single env's host
+    tables (:class:`ActionMaskTable`, :class:`PoolBenchmarks`).
+
+    Every array the batch hands out is a new one (never a view of its state).
+
+    Args:
+        problem: the instance (on the CPU).
+        num_rows: N.
+
+    Attributes:
+        queries: ``(N,)`` int64 query index of each round.
+        tokens: ``(N, L)`` int64 the responses, padded with EOS.
+        lengths: ``(N,)`` int64 tokens chosen so far.
+        finished: ``(N,)`` bool whether each response is complete.
+        last_tokens: ``(N,)`` int64 last token of ``x:y``.
+        carry: ``(N, *c)`` the family's carries (a torch tensor on the CPU).
+        noise: ``(N,)`` float64 the reward noise of each round.
+        mask: ``(N, n)`` bool the allowed actions now.
+    """
+
+    def __init__(self, problem: TokenizedProblem, num_rows: int) -> None:
+        if problem.device.type != "cpu":
+            raise ValueError(f"HostRoundBatch needs an instance on the CPU, got device {problem.device}")
+        self.problem = problem
+        self.num_rows = num_rows
+        length = problem.max_length
+        self._masks = ActionMaskTable(problem)
+        self._query_tokens = problem.query_tokens.numpy().astype(np.int64)  # (Q, Lq)
+        self._query_lengths = problem.query_lengths.numpy().astype(np.int64)  # (Q,)
+        self._query_last_tokens = problem.query_last_tokens.numpy().astype(np.int64)  # (Q,)
+        self._candidate_tokens = np.tile(np.arange(problem.vocab_size, dtype=np.int64), (num_rows, 1))  # (N, n)
+        self._benchmarks: PoolBenchmarks | None = None
+        self._has_embeddings = isinstance(problem, LinearTokenizedProblem)
+        self._rows = np.arange(num_rows)  # (N,)
+        self.queries = np.zeros(num_rows, dtype=np.int64)
+        self.tokens = np.full((num_rows, length), problem.eos_token_id, dtype=np.int64)
+        self.lengths = np.zeros(num_rows, dtype=np.int64)
+        self.finished = np.zeros(num_rows, dtype=bool)
+        self.last_tokens = np.zeros(num_rows, dtype=np.int64)
+        self.carry = problem.initial_carry(torch.from_numpy(self.queries))
+        self.noise = np.zeros(num_rows, dtype=np.float64)
+        # (N, n, *c) every candidate's carry, written by observe() (TLB families); advance() reads the chosen one
+        self._candidate_carries: np.ndarray | None = None
+        self._candidates_current = False  # whether _candidate_carries belongs to the current state
+        self.mask = self._masks.allowed[self._mask_rows()]
+
+    def state(self) -> DecodingState:
+        """The core's view of the batch (tensors sharing the host arrays; read, never write)."""
+        return DecodingState(
+            queries=torch.from_numpy(self.queries),
+            tokens=torch.from_numpy(self.tokens),
+            lengths=torch.from_numpy(self.lengths),
+            finished=torch.from_numpy(self.finished),
+            carry=self.carry,
+            last_tokens=torch.from_numpy(self.last_tokens),
+        )
+
+    def restart(self, rows: np.ndarray, queries: np.ndarray, noise: np.ndarray) -> None:
+        """Start new rounds on ``rows`` ``(N,)`` bool, on ``queries`` with ``noise`` (``(N,)``, read on ``rows``)."""
+        if not rows.any():
+            return
+        index = np.flatnonzero(rows)  # (R,)
+        fresh = queries[index]  # (R,)
+        self.queries[index] = fresh
+        self.tokens[index] = self.problem.eos_token_id
+        self.lengths[index] = 0
+        self.finished[index] = False
+        self.last_tokens[index] = self._query_last_tokens[fresh]
+        self.noise[index] = noise[index]
+        initial = self.problem.initial_carry(torch.from_numpy(fresh))  # (R, *c)
+        self.carry = self.carry.index_copy(0, torch.from_numpy(index), initial)
+        self._candidates_current = False
+
+    def advance(self, tokens: np.ndarray) -> None:
+        """Append ``tokens`` ``(N,)`` int64 to every row.
+
+        A row that is unfinished and shorter than L must get EOS at position L (the env forces
+        it); the other rows (those whose round ended last step) must be restarted before they
+        are read: they take a throwaway token at column ``min(|y|, L - 1)``.
+        """
+        problem = self.problem
+        columns = np.minimum(self.lengths, problem.max_length - 1)  # (N,)
+        positions = columns + 1  # (N,) 1-based position of the new token
+        if self._candidate_carries is not None and self._candidates_current:
+            # the chosen candidate's carry, as observe() got it from the core (equal to append's)
+            candidates = self._candidate_carries.reshape(-1, *self.carry.shape[1:])  # (N * n, *c)
+            chosen = self._rows * self.problem.vocab_size + tokens  # (N,) flat candidate index
+            self.carry = torch.from_numpy(np.take(candidates, chosen, axis=0))  # (N, *c)
+        else:
+            self.carry = problem.append(
+                torch.from_numpy(self.queries),
+                self.carry,
+                torch.from_numpy(self.last_tokens),
+                torch.from_numpy(tokens[:, None]),
+                torch.from_numpy(positions),
+            )[:, 0]
+        self._candidates_current = False
+        self.tokens[self._rows, columns] = tokens
+        self.lengths = positions
+        self.finished = tokens == problem.eos_token_id
+        self.last_tokens = tokens.copy()
+
+    def observe(self) -> dict[str, np.ndarray]:
+        """The batched observation (new arrays), keyed as the single env's; updates :attr:`mask`."""
+        mask_rows = self._mask_rows()  # (N,)
+        # np.take: a row gather several times faster than fancy indexing at large N
+        self.mask = np.take(self._masks.allowed, mask_rows, axis=0)  # (N, n)
+        observation = {
+            "query": np.take(self._query_tokens, self.queries, axis=0),  # (N, Lq)
+            "query_length": np.take(self._query_lengths, self.queries),  # (N,)
+            "response": self.tokens.copy(),  # (N, L)
+            "length": self.lengths.copy(),  # (N,)
+            "candidate_tokens": self._candidate_tokens.copy(),  # (N, n)
+            "action_mask": np.take(self._masks.allowed_int8, mask_rows, axis=0),  # (N, n)
+        }
+        if self._has_embeddings:
+            assert isinstance(self.problem, LinearTokenizedProblem)
+            if self._candidate_carries is None:
+                shape = (self.num_rows, self.problem.vocab_size, *self.carry.shape[1:])
+                self._candidate_carries = np.empty(shape, dtype=self.carry.numpy().dtype)
+            carries_out = torch.from_numpy(self._candidate_carries)
+            embeddings = self.problem.observed_candidate_embeddings(self.state(), carries_out).numpy()  # (N, n, d)
+            self._candidates_current = True
+            embeddings[self.finished] = 0.0  # the single env observes zeros once the response is complete
+            observation["candidate_embeddings"] = embeddings
+        return observation
+
+    def round_summary(self, ended: np.ndarray) -> dict[str, np.ndarray]:
+        """Round-end info entries for every row (zeros, or None, off the rows ``ended`` ``(N,)`` bool).
+
+        The utilities come from one core call on the whole batch; everything else is written
+        on the ended rows only.
+        """
+        problem = self.problem
+        if self._benchmarks is None:
+            self._benchmarks = PoolBenchmarks.from_problem(problem)
+        benchmarks = self._benchmarks
+        state = self.state()
+        index = np.flatnonzero(ended)  # (E,)
+        queries = self.queries[index]  # (E,)
+        utility = problem.utility_of_complete(state).to(torch.float64).numpy()[index]  # (E,)
+        optimal_utility = benchmarks.optimal_utility[queries].astype(np.float64)  # (E,)
+        values = np.zeros((5, self.num_rows))  # utility, optimal, regret, oracle greedy, noise
+        values[:, index] = (
+            utility,
+            optimal_utility,
+            optimal_utility - utility,
+            benchmarks.oracle_greedy_utility[queries],
+            self.noise[index],
+        )
+        responses = np.zeros((2, *self.tokens.shape), dtype=np.int64)  # (2, N, L) response, optimal response
+        responses[0, index] = self.tokens[index]
+        responses[1, index] = np.take(benchmarks.optimal_responses, queries, axis=0)
+        kind = np.full(self.num_rows, None, dtype=object)
+        kind[index] = "exact"
+        summary: dict[str, Any] = {
+            "utility": values[0],
+            "optimal_utility": values[1],
+            "regret": values[2],
+            "oracle_greedy_utility": values[3],
+            "noise": values[4],
+            "response": responses[0],  # (N, L)
+            "optimal_response": responses[1],  # (N, L)
+            "optimal_kind": kind,
+        }
+        if self._has_embeddings:
+            assert isinstance(problem, LinearTokenizedProblem)
+            embedding = problem.embedding_of(state).to(torch.float32).numpy()  # (N, d)
+            summary["response_embedding"] = np.zeros_like(embedding)
+            summary["response_embedding"][index] = embedding[index]
+        return summary
+
+    def _mask_rows(self) -> np.ndarray:
+        """Each row's row of the mask table, ``(N,)`` (its length, or ``L + 1`` once complete)."""
+        return np.where(self.finished, self.problem.max_length + 1, self.lengths)
