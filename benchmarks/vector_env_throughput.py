@@ -13,7 +13,6 @@ minutes on a 2-core CPU); ``--num-envs 1 64`` and ``--seconds 0.2`` make it quic
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import time
 from typing import Any
@@ -23,6 +22,7 @@ import numpy as np
 import torch
 
 import tokenized_bandit_gym  # noqa: F401  (registers the ids)
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 from tokenized_bandit_gym.wrappers import PadResponseInfo
 
 
@@ -127,17 +127,9 @@ def main(args: Args) -> None:
                 stepper.envs.close()
 
 
-def parse_args() -> Args:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field in dataclasses.fields(Args):
-        default = field.default
-        if isinstance(default, tuple):
-            parser.add_argument(f"--{field.name.replace('_', '-')}", nargs="+", type=type(default[0]), default=default)
-        else:
-            parser.add_argument(f"--{field.name.replace('_', '-')}", type=type(default), default=default)
-    return Args(
-        **{key: tuple(value) if isinstance(value, list) else value for key, value in vars(parser.parse_args()).items()}
-    )
+def parse_args(argv: list[str] | None = None) -> Args:
+    """Args from the command line (one ``--field-name`` flag per field)."""
+    return parse_dataclass_arguments(Args, __doc__, argv)
 
 
 if __name__ == "__main__":
