@@ -15,6 +15,9 @@ machine load hits all of them alike; the ratios are what to quote:
   candidates from the chosen sequence's last position (LM head on that one row). No separate
   forward of the prefix: the chosen sequence's own forward already gives the next distribution.
   Averaged over ``naive_positions`` positions spread over the episode.
+* (b') naive, one forward per candidate: the same recomputation with the k sequences run one at a
+  time (the most literal "recompute every candidate's full sequence"; printed next to (b) so both
+  readings of the issue's baseline are on record).
 
 Floors, timed in the same loop on a prefix of the episode's mean length (fastest of 5 calls per
 repeat, then the median over the repeats): the model's forward of
@@ -137,8 +140,11 @@ def time_generate(model: Any, query: list[int], args: Args) -> float:
 
 
 @torch.no_grad()
-def time_naive(model: Any, query: list[int], response: list[int], args: Args) -> float:
-    """Mean seconds per step of recomputing the k candidates' full sequences without a cache."""
+def time_naive(model: Any, query: list[int], response: list[int], args: Args, batched: bool = True) -> float:
+    """Mean seconds per step of recomputing the k candidates' full sequences without a cache.
+
+    ``batched``: the k sequences ``(k, T + 1)`` in one forward; otherwise k forwards of ``(1, T + 1)``.
+    """
     positions = np.unique(np.linspace(0, len(response) - 1, args.naive_positions).astype(int))
     base, head = model.base_model, model.get_output_embeddings()
     elapsed = []
@@ -147,7 +153,10 @@ def time_naive(model: Any, query: list[int], response: list[int], args: Args) ->
         candidates = torch.arange(3, 3 + args.top_k, device=args.device)  # (k,) ids; their values do not matter
         start = time.perf_counter()
         sequences = torch.cat([prefix.expand(args.top_k, -1), candidates[:, None]], dim=1)  # (k, T + 1)
-        hidden = base(input_ids=sequences).last_hidden_state  # (k, T + 1, H)
+        if batched:
+            hidden = base(input_ids=sequences).last_hidden_state  # (k, T + 1, H)
+        else:
+            hidden = torch.cat([base(input_ids=row[None]).last_hidden_state for row in sequences])  # (k, T + 1, H)
         pooled = hidden.mean(dim=1)  # (k, H)
         pooled = pooled / pooled.norm(dim=-1, keepdim=True)
         head(hidden[:1, -1]).float().log_softmax(-1).topk(args.top_k)  # next candidates after the chosen one
@@ -219,6 +228,7 @@ def benchmark(name: str, args: Args) -> str:
             "expand": time_episode(envs["expand"])[0],
             "generate": time_generate(model, query, args),
             "naive": time_naive(model, query, response, args),
+            "naive_each": time_naive(model, query, response, args, batched=False),
         }
         samples["one"], samples["k"], samples["head"] = time_floors(model, len(query) + args.max_length // 2, args)
         for key, value in samples.items():
@@ -226,13 +236,16 @@ def benchmark(name: str, args: Args) -> str:
     ms = {key: 1e3 * float(np.median(values)) for key, values in columns.items()}
     env_over_generate = np.array(columns["mask"]) / np.array(columns["generate"])  # per repeat
     naive_over_env = np.array(columns["naive"]) / np.array(columns["mask"])
+    naive_each_over_env = np.array(columns["naive_each"]) / np.array(columns["mask"])
     floor_a = (ms["k"] + ms["head"]) / (ms["one"] + ms["head"])
     floor_b = ms["naive"] / (ms["k"] + ms["head"])
     return (
         f"| {name} | {ms['mask']:.2f} | {ms['expand']:.2f} | {ms['generate']:.2f} | {ms['naive']:.1f} | "
         f"**{np.median(env_over_generate):.2f}x** ({env_over_generate.min():.2f}-{env_over_generate.max():.2f}) | "
         f"**{np.median(naive_over_env):.1f}x** ({naive_over_env.min():.1f}-{naive_over_env.max():.1f}) | "
-        f"{ms['one']:.2f} / {ms['k']:.2f} / {ms['head']:.2f} | {floor_a:.2f}x | {floor_b:.1f}x |"
+        f"{ms['one']:.2f} / {ms['k']:.2f} / {ms['head']:.2f} | {floor_a:.2f}x | {floor_b:.1f}x | "
+        f"{ms['naive_each']:.1f} | **{np.median(naive_each_over_env):.1f}x** "
+        f"({naive_each_over_env.min():.1f}-{naive_each_over_env.max():.1f}) |"
     )
 
 
@@ -245,9 +258,10 @@ def main() -> None:
     print(
         "| model | env step, 4-D mask (ms) | env step, expanded cache (ms) | (a) generate / token (ms) "
         "| (b) naive step (ms) | env / (a) (min-max) | (b) / env (min-max) "
-        "| floors: 1-token fwd / k-token fwd / LM head (ms) | floor env / (a) | floor (b) / env |"
+        "| floors: 1-token fwd / k-token fwd / LM head (ms) | floor env / (a) | floor (b) / env "
+        "| (b') naive, a forward per candidate (ms) | (b') / env (min-max) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name in args.models.split(","):
         print(benchmark(name, args), flush=True)
     print(f"load average after: {os.getloadavg()}")
