@@ -106,3 +106,22 @@ def test_every_registered_agent_runs_on_the_vector_env(name: str) -> None:
     # several sub-envs: every copy keeps playing until T rounds are recorded
     result = run_online_vector(gym.make_vec(env_id, num_envs=3), lambda: agents.make(name), rounds, seed=seed)
     assert result.rounds == rounds and np.isfinite(result.regret).all()
+
+
+def test_run_online_dispatches_a_vector_env_to_run_online_vector() -> None:
+    from agents.batched_eoful import BatchedEOFUL
+
+    results = [
+        run(gym.make_vec("TokenizedLinearBandit-v0", num_envs=4), BatchedEOFUL(), 24, seed=3)
+        for run in (run_online, run_online_vector)
+    ]
+    for key in ("regret", "utility", "reward"):
+        np.testing.assert_array_equal(getattr(results[0], key), getattr(results[1], key))
+    np.testing.assert_array_equal(results[0].metadata["env_index"], results[1].metadata["env_index"])
+
+
+def test_run_online_rejects_a_batched_agent_on_a_single_env() -> None:
+    from agents.batched_eoful import BatchedEOFUL
+
+    with pytest.raises(TypeError, match="vector env"):
+        run_online(gym.make("TokenizedLinearBandit-v0"), BatchedEOFUL(), 4)

@@ -3,20 +3,23 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
 from tqdm.auto import tqdm
 
 from tokenized_bandit_gym.agent import Agent
+from tokenized_bandit_gym.batched_agent import BatchedAgent
 from tokenized_bandit_gym.evaluation.online_result import OnlineResult
+from tokenized_bandit_gym.evaluation.run_online_vector import run_online_vector
 from tokenized_bandit_gym.task import Task
 
 
 def run_online(
-    env: gym.Env[Any, Any],
-    agent: Agent,
+    env: gym.Env[Any, Any] | gym.vector.VectorEnv,
+    agent: Agent | BatchedAgent | Callable[[], Agent],
     rounds: int,
     seed: int | None = None,
     progress: bool = False,
@@ -27,9 +30,15 @@ def run_online(
     after, so two agents run with the same seed see the same queries and noise (common random
     numbers). The agent is reset with ``task = Task.from_env(env, rounds)`` and the same seed.
 
+    Given a vector env (``gym.make_vec``), this is
+    :func:`~tokenized_bandit_gym.evaluation.run_online_vector.run_online_vector`: N rounds decoded
+    at once, a :class:`~tokenized_bandit_gym.batched_agent.BatchedAgent` updated per batch of
+    finished rounds (or N independent copies from a factory of agents).
+
     Args:
-        env: a tokenized bandit env (wrapped or not).
-        agent: any object implementing :class:`~tokenized_bandit_gym.agent.Agent`.
+        env: a tokenized bandit env or vector env (wrapped or not).
+        agent: an :class:`~tokenized_bandit_gym.agent.Agent` (single env), or what
+            ``run_online_vector`` takes (vector env).
         rounds: T >= 1.
         seed: seeds the env streams and the agent.
         progress: show a progress bar over rounds.
@@ -39,6 +48,14 @@ def run_online(
     """
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+    if isinstance(env, gym.vector.VectorEnv):
+        return run_online_vector(env, agent, rounds, seed=seed, progress=progress)
+    if not callable(getattr(agent, "act", None)):
+        raise TypeError(
+            f"a single env needs an Agent (act/update/reset), got {agent!r}; "
+            "BatchedAgents and agent factories play a vector env (gym.make_vec)"
+        )
+    agent = cast(Agent, agent)
     agent.reset(Task.from_env(env, rounds), seed)
     columns = {
         key: np.zeros(rounds)
