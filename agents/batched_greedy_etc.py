@@ -9,12 +9,8 @@ import torch
 
 from agents.greedy_etc import GreedyETC
 from tokenized_bandit_gym.core.validation import check_int
+from tokenized_bandit_gym.host_array import as_host_array
 from tokenized_bandit_gym.task import Task
-
-
-def _host(value: Any) -> np.ndarray:
-    """An array or tensor as a NumPy array."""
-    return value.cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
 
 
 class BatchedGreedyETC:
@@ -77,10 +73,10 @@ class BatchedGreedyETC:
         task = self._require_task()
         etc = self.etc
         mask = observations["action_mask"]
-        allowed = _host(mask).astype(bool)  # (N, k)
-        candidates = _host(observations["candidate_tokens"])  # (N, k)
-        lengths = _host(observations["length"]).astype(np.int64)  # (N,)
-        needs = _host(needs_action).astype(bool)  # (N,)
+        allowed = as_host_array(mask).astype(bool)  # (N, k)
+        candidates = as_host_array(observations["candidate_tokens"])  # (N, k)
+        lengths = as_host_array(observations["length"]).astype(np.int64)  # (N,)
+        needs = as_host_array(needs_action).astype(bool)  # (N,)
         prefix = np.asarray(etc.prefix + [task.eos_token_id], dtype=np.int64)  # (|y| + 1,)
         level = len(etc.prefix)
         in_prefix = (self._row_arm < 0) & (lengths < level)  # (N,) rows following y
@@ -116,10 +112,10 @@ class BatchedGreedyETC:
     def update_batch(self, rows: Any, observations: dict[str, Any], rewards: Any, infos: dict[str, Any]) -> None:
         """Buffer the ended rounds; once ``batch_size`` are buffered, credit them and commit if the level is done."""
         self._require_task()
-        rows = _host(rows).astype(np.int64)  # (M,)
+        rows = as_host_array(rows).astype(np.int64)  # (M,)
         arms, levels = self._row_arm[rows].copy(), self._row_level[rows].copy()
         self._row_arm[rows] = -1  # the next round of these rows starts afresh
-        self._pending.append((levels, arms, _host(rewards).astype(np.float64)))
+        self._pending.append((levels, arms, as_host_array(rewards).astype(np.float64)))
         self._pending_rounds += int(rows.size)
         if self._pending_rounds < self.batch_size:
             return

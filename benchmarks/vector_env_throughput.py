@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any
 
 import gymnasium as gym
 import numpy as np
 import torch
 
 import tokenized_bandit_gym  # noqa: F401  (registers the ids)
+from tokenized_bandit_gym.host_array import as_host_array
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 from tokenized_bandit_gym.wrappers import PadResponseInfo
 
@@ -74,14 +74,10 @@ class Stepper:
         self.rng = np.random.default_rng(seed)
         warm_caches(envs)
         observations, _ = envs.reset(seed=seed)
-        self.masks = self._host(observations["action_mask"])
+        self.masks = as_host_array(observations["action_mask"])
         self.autoreset = np.zeros(envs.num_envs, dtype=bool)
         for _ in range(2):  # warm-up
             self.run(0.0, 1)
-
-    @staticmethod
-    def _host(value: Any) -> np.ndarray:
-        return np.asarray(value.cpu() if isinstance(value, torch.Tensor) else value)
 
     def run(self, seconds: float, min_steps: int) -> float:
         """Step for at least ``seconds`` and ``min_steps``; return token-steps per second."""
@@ -92,7 +88,7 @@ class Stepper:
             observations, _, terminated, _, _ = self.envs.step(actions)
             elapsed += time.perf_counter() - start
             token_steps += int((~self.autoreset).sum())
-            self.masks, self.autoreset = self._host(observations["action_mask"]), self._host(terminated)
+            self.masks, self.autoreset = as_host_array(observations["action_mask"]), as_host_array(terminated)
             steps += 1
         return token_steps / elapsed
 

@@ -15,15 +15,11 @@ from tqdm.auto import tqdm
 from tokenized_bandit_gym.agent import Agent
 from tokenized_bandit_gym.batched_agent import BatchedAgent
 from tokenized_bandit_gym.evaluation.online_result import OnlineResult
+from tokenized_bandit_gym.host_array import as_host_array
 from tokenized_bandit_gym.independent_agents import IndependentAgents
 from tokenized_bandit_gym.task import Task
 
 RECORDED = ("regret", "utility", "optimal_utility", "oracle_greedy_utility")
-
-
-def _host(value: Any) -> np.ndarray:
-    """Any array or tensor as a NumPy array."""
-    return value.cpu().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
 
 
 def vector_task(vector_env: gym.vector.VectorEnv, horizon: int) -> Task:
@@ -115,7 +111,7 @@ def run_online_vector(
     while recorded < rounds:
         actions = agent.act_batch(observations, infos, needs_action)
         observations, rewards, terminated, _, infos = vector_env.step(actions)
-        ended = _host(terminated)
+        ended = as_host_array(terminated)
         needs_action = ~terminated
         if not ended.any():
             continue
@@ -126,14 +122,14 @@ def run_online_vector(
         final_infos = {  # NumPy arrays (the LLM envs' text) are indexed on the host whatever the backend
             key: value if isinstance(value, str) else value[rows_host if isinstance(value, np.ndarray) else rows]
             for key, value in infos.items()
-            if not key.startswith("_") and bool(_host(infos[f"_{key}"])[rows_host].all())
+            if not key.startswith("_") and bool(as_host_array(infos[f"_{key}"])[rows_host].all())
         }
         agent.update_batch(rows, {key: value[rows] for key, value in observations.items()}, rewards[rows], final_infos)
         take = min(rows_host.size, rounds - recorded)
         window = slice(recorded, recorded + take)
         for key in RECORDED:
-            columns[key][window] = _host(final_infos[key])[:take]
-        columns["reward"][window] = _host(rewards[rows])[:take]
+            columns[key][window] = as_host_array(final_infos[key])[:take]
+        columns["reward"][window] = as_host_array(rewards[rows])[:take]
         now = time.perf_counter()
         columns["wall_time"][window] = (now - start) / rows_host.size
         start = now
