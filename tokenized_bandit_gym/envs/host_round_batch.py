@@ -13,6 +13,9 @@ from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedPr
 from tokenized_bandit_gym.core.pool_benchmarks import PoolBenchmarks
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 
+ROUND_VALUE_KEYS = ("utility", "optimal_utility", "regret", "oracle_greedy_utility", "noise")
+"""The float64 round-end info entries, in the order both vector-env paths stack them."""
+
 
 class HostRoundBatch:
     """The state of N rounds on the host, stepped with the core's own batched calls.
@@ -166,7 +169,7 @@ class HostRoundBatch:
         queries = self.queries[index]  # (E,)
         utility = problem.utility_of_complete(state).to(torch.float64).numpy()[index]  # (E,)
         optimal_utility = benchmarks.optimal_utility[queries].astype(np.float64)  # (E,)
-        values = np.zeros((5, self.num_rows))  # utility, optimal, regret, oracle greedy, noise
+        values = np.zeros((len(ROUND_VALUE_KEYS), self.num_rows))  # (5, N) in ROUND_VALUE_KEYS order
         values[:, index] = (
             utility,
             optimal_utility,
@@ -179,16 +182,8 @@ class HostRoundBatch:
         responses[1, index] = np.take(benchmarks.optimal_responses, queries, axis=0)
         kind = np.full(self.num_rows, None, dtype=object)
         kind[index] = "exact"
-        summary: dict[str, Any] = {
-            "utility": values[0],
-            "optimal_utility": values[1],
-            "regret": values[2],
-            "oracle_greedy_utility": values[3],
-            "noise": values[4],
-            "response": responses[0],  # (N, L)
-            "optimal_response": responses[1],  # (N, L)
-            "optimal_kind": kind,
-        }
+        summary: dict[str, Any] = dict(zip(ROUND_VALUE_KEYS, values, strict=True))
+        summary.update(response=responses[0], optimal_response=responses[1], optimal_kind=kind)  # (N, L) each
         if self._has_embeddings:
             assert isinstance(problem, LinearTokenizedProblem)
             embedding = problem.embedding_of(state).to(torch.float32).numpy()  # (N, d)

@@ -15,10 +15,11 @@ from gymnasium.vector.utils import batch_space
 from tokenized_bandit_gym.core.action_mask_table import ActionMaskTable
 from tokenized_bandit_gym.core.decoding_state import DecodingState
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
+from tokenized_bandit_gym.core.pool_benchmarks import PoolBenchmarks
 from tokenized_bandit_gym.core.round_buffer import RoundBuffer
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.core.validation import check_choice, check_int
-from tokenized_bandit_gym.envs.host_round_batch import HostRoundBatch
+from tokenized_bandit_gym.envs.host_round_batch import ROUND_VALUE_KEYS, HostRoundBatch
 from tokenized_bandit_gym.envs.tokenized_bandit_env import TokenizedBanditEnv
 
 ARRAY_BACKENDS = ("numpy", "torch")
@@ -449,15 +450,8 @@ class TokenizedBanditVectorEnv(VectorEnv):
         values = torch.where(terminated, values, 0.0)  # (5, N)
         responses = torch.stack([state.tokens, pool_responses[state.queries]])  # (2, N, L)
         responses = torch.where(terminated[:, None], responses, 0)  # (2, N, L)
-        summary: dict[str, Any] = {
-            "utility": values[0],
-            "optimal_utility": values[1],
-            "regret": values[2],
-            "oracle_greedy_utility": values[3],
-            "noise": values[4],
-            "response": responses[0],  # (N, L)
-            "optimal_response": responses[1],  # (N, L)
-        }
+        summary: dict[str, Any] = dict(zip(ROUND_VALUE_KEYS, values, strict=True))
+        summary.update(response=responses[0], optimal_response=responses[1])  # (N, L) each
         if numpy_backend:
             kind = np.full(self.num_envs, None, dtype=object)
             kind[terminated.cpu().numpy()] = "exact"
@@ -472,14 +466,14 @@ class TokenizedBanditVectorEnv(VectorEnv):
     def _pool_benchmarks(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Every query's exact optimum and oracle greedy utility ``(Q, 2)`` float64, and optimal response ``(Q, L)``.
 
-        The problem's own benchmarks (:meth:`TokenizedProblem.optimal` and
-        :meth:`TokenizedProblem.oracle_greedy` of the whole pool), stacked once on first use.
+        The single env's :class:`PoolBenchmarks` (the problem's own :meth:`TokenizedProblem.optimal`
+        and :meth:`TokenizedProblem.oracle_greedy` of the whole pool), put on the device once.
         """
         if self._benchmark_utilities is None or self._benchmark_responses is None:
-            pool = torch.arange(self.problem.num_queries, device=self.device)  # (Q,)
-            optimum, greedy = self.problem.optimal(pool), self.problem.oracle_greedy(pool)
-            self._benchmark_utilities = torch.stack([optimum.utility, greedy.utility], dim=1).to(torch.float64)
-            self._benchmark_responses = optimum.responses
+            benchmarks = PoolBenchmarks.from_problem(self.problem)
+            utilities = np.stack([benchmarks.optimal_utility, benchmarks.oracle_greedy_utility], axis=1)  # (Q, 2)
+            self._benchmark_utilities = torch.tensor(utilities, dtype=torch.float64, device=self.device)
+            self._benchmark_responses = torch.tensor(benchmarks.optimal_responses, device=self.device)  # (Q, L)
         return self._benchmark_utilities, self._benchmark_responses
 
     def _to_backend(self, value: torch.Tensor) -> Any:
