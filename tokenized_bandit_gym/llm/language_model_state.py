@@ -9,6 +9,22 @@ import torch
 KeyValues = tuple[tuple[torch.Tensor, torch.Tensor], ...]
 """Per layer ``(keys, values)``, each ``(B, heads, P, head_dim)``."""
 
+_ROW_FIELDS = (
+    "queries",
+    "tokens",
+    "lengths",
+    "finished",
+    "next_positions",
+    "hidden_sum",
+    "pooled_count",
+    "sequence_logprob",
+    "last_hidden",
+    "candidate_tokens",
+    "candidate_logprobs",
+    "candidate_hidden",
+)
+"""The fields that are one tensor with the batch first (the caches and the mask need more care)."""
+
 
 @dataclass(frozen=True)
 class LanguageModelState:
@@ -60,24 +76,14 @@ class LanguageModelState:
 
     def select(self, rows: torch.Tensor) -> LanguageModelState:
         """The sub-batch (or reordering, repeats allowed) at ``rows`` ``(B',)`` int64."""
+        fields = {name: None if (value := getattr(self, name)) is None else value[rows] for name in _ROW_FIELDS}
         candidate_past = None
         if self.candidate_past is not None:
             candidate_past = tuple((keys[rows], values[rows]) for keys, values in self.candidate_past)
         return LanguageModelState(
-            queries=self.queries[rows],
-            tokens=self.tokens[rows],
-            lengths=self.lengths[rows],
-            finished=self.finished[rows],
+            **fields,
             past=tuple((keys[rows], values[rows]) for keys, values in self.past),
             attention_mask=self.attention_mask[rows],
-            next_positions=self.next_positions[rows],
-            hidden_sum=self.hidden_sum[rows],
-            pooled_count=self.pooled_count[rows],
-            sequence_logprob=self.sequence_logprob[rows],
-            last_hidden=self.last_hidden[rows],
-            candidate_tokens=self.candidate_tokens[rows],
-            candidate_logprobs=self.candidate_logprobs[rows],
-            candidate_hidden=None if self.candidate_hidden is None else self.candidate_hidden[rows],
             candidate_past=candidate_past,
         )
 
@@ -110,29 +116,14 @@ class LanguageModelState:
         if self.candidate_past is not None and fresh.candidate_past is not None:
             layers = zip(self.candidate_past, fresh.candidate_past, strict=True)
             candidate_past = tuple(
-                (keys.index_copy(0, rows, new_keys), values.index_copy(0, rows, new_values))  # (B, k, h, 1, hd)
+                (keys.index_copy(0, rows, new_keys), values.index_copy(0, rows, new_values))  # (B, h, k, hd)
                 for (keys, values), (new_keys, new_values) in layers
             )
-        candidate_hidden = None
-        if self.candidate_hidden is not None and fresh.candidate_hidden is not None:
-            candidate_hidden = self.candidate_hidden.index_copy(0, rows, fresh.candidate_hidden)
-        merged = LanguageModelState(
-            queries=self.queries.index_copy(0, rows, fresh.queries),
-            tokens=self.tokens.index_copy(0, rows, fresh.tokens),
-            lengths=self.lengths.index_copy(0, rows, fresh.lengths),
-            finished=self.finished.index_copy(0, rows, fresh.finished),
-            past=past,
-            attention_mask=mask,
-            next_positions=self.next_positions.index_copy(0, rows, fresh.next_positions),
-            hidden_sum=self.hidden_sum.index_copy(0, rows, fresh.hidden_sum),
-            pooled_count=self.pooled_count.index_copy(0, rows, fresh.pooled_count),
-            sequence_logprob=self.sequence_logprob.index_copy(0, rows, fresh.sequence_logprob),
-            last_hidden=self.last_hidden.index_copy(0, rows, fresh.last_hidden),
-            candidate_tokens=self.candidate_tokens.index_copy(0, rows, fresh.candidate_tokens),
-            candidate_logprobs=self.candidate_logprobs.index_copy(0, rows, fresh.candidate_logprobs),
-            candidate_hidden=candidate_hidden,
-            candidate_past=candidate_past,
-        )
+        fields = {}
+        for name in _ROW_FIELDS:  # None (candidate_hidden) unless both states hold it
+            mine, theirs = getattr(self, name), getattr(fresh, name)
+            fields[name] = None if mine is None or theirs is None else mine.index_copy(0, rows, theirs)
+        merged = LanguageModelState(**fields, past=past, attention_mask=mask, candidate_past=candidate_past)
         return merged.trimmed()
 
     def trimmed(self) -> LanguageModelState:
