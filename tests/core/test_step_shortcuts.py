@@ -11,12 +11,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from tests.core.small_problems import linear, multi_armed
 from tokenized_bandit_gym.core import (
     DecodingState,
     LinearTokenizedProblem,
     TokenizedProblem,
-    make_linear_problem,
-    make_multi_armed_problem,
 )
 from tokenized_bandit_gym.core import discounted_problem as discounted_module
 from tokenized_bandit_gym.core import query_start_memo as memo_module
@@ -30,28 +29,9 @@ MULTI_ARMED = ["discounted", "meanpool", "random_table"]
 
 def make(kind: str, family: str, fixed_length: bool = False, seed: int = 0) -> TokenizedProblem:
     if kind == "linear":
-        return make_linear_problem(
-            family,
-            vocab_size=3 if family == "needle" else 5,
-            max_length=4,
-            embedding_dim=3,
-            num_queries=6,
-            query_length=3,
-            instance_seed=seed,
-            fixed_length=fixed_length,
-            device="cpu",
-            dtype=torch.float64,
-        )
-    return make_multi_armed_problem(
-        family,
-        vocab_size=4,
-        max_length=4,
-        embedding_dim=3,
-        instance_seed=seed,
-        fixed_length=fixed_length,
-        device="cpu",
-        dtype=torch.float64,
-    )
+        vocab_size = 3 if family == "needle" else 5
+        return linear(family, seed, fixed_length, vocab_size=vocab_size, num_queries=6)
+    return multi_armed(family, seed, fixed_length)
 
 
 PROBLEMS = [("linear", family) for family in LINEAR] + [("multi_armed", family) for family in MULTI_ARMED]
