@@ -61,6 +61,7 @@ def play_and_compare(problem: LanguageModelProblem, queries: list[int], seed: in
     return compared
 
 
+@pytest.mark.parametrize("implementation", ["native", "transformers"])
 @pytest.mark.parametrize("model_name", ["stories", "tiny_llama", "tiny_gpt2"])
 @pytest.mark.parametrize(
     ("queries", "batching"),
@@ -68,11 +69,20 @@ def play_and_compare(problem: LanguageModelProblem, queries: list[int], seed: in
     ids=["B1-mask", "B3-mask", "B3-expand"],
 )
 def test_cached_step_equals_full_forward(
-    request: pytest.FixtureRequest, model_name: str, queries: list[int], batching: str
+    request: pytest.FixtureRequest, model_name: str, queries: list[int], batching: str, implementation: str
 ) -> None:
     model, tokenizer = request.getfixturevalue(model_name)
-    problem = LanguageModelProblem(model, tokenizer, QUERIES, max_length=5, top_k=3, candidate_batching=batching)
+    problem = LanguageModelProblem(
+        model,
+        tokenizer,
+        QUERIES,
+        max_length=5,
+        top_k=3,
+        candidate_batching=batching,
+        forward_implementation=implementation,
+    )
     assert problem.candidate_batching == batching
+    assert problem.forward_implementation == implementation
     lengths = problem.query_lengths[torch.tensor(queries)]
     assert len(queries) == 1 or len(set(lengths.tolist())) > 1  # different prefix lengths in the batch
     assert play_and_compare(problem, queries, seed=len(queries)) >= len(queries)
@@ -85,12 +95,13 @@ def test_response_pooling_and_no_eos_candidate(stories: tuple[Any, Any]) -> None
     play_and_compare(problem, [0, 3], seed=5)
 
 
-def test_each_step_encodes_only_the_new_candidates(stories: tuple[Any, Any]) -> None:
+@pytest.mark.parametrize("implementation", ["native", "transformers"])
+def test_each_step_encodes_only_the_new_candidates(stories: tuple[Any, Any], implementation: str) -> None:
     """No token is encoded twice: after the prefill, every step runs exactly the B * k candidates."""
-    problem = LanguageModelProblem(*stories, QUERIES, max_length=6, top_k=4)
-    seen: list[int] = []
-    handle = problem.model.base_model.register_forward_pre_hook(
-        lambda module, args, kwargs: seen.append(int(kwargs["input_ids"].numel())), with_kwargs=True
+    problem = LanguageModelProblem(*stories, QUERIES, max_length=6, top_k=4, forward_implementation=implementation)
+    seen: list[int] = []  # tokens embedded per forward: both implementations embed every token they encode
+    handle = problem.model.get_input_embeddings().register_forward_pre_hook(
+        lambda module, args: seen.append(int(args[0].numel()))
     )
     try:
         state = problem.initial_state(torch.tensor([0, 2]))

@@ -101,6 +101,7 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
     | ``eos_candidate`` | True | EOS always a candidate |
     | ``chat_template`` | None | use the tokenizer's chat template when it has one |
     | ``candidate_batching`` | ``"auto"`` | ``"mask"`` (4-D mask, eager/SDPA) or ``"expand"`` (any kernel) |
+    | ``forward_implementation`` | ``"auto"`` | ``"native"`` (Llama family, GPT-2), ``"transformers"`` (any LM) |
     | ``optimal_kind`` | ``"oracle_greedy"`` | or ``"oracle_beam"`` |
     | ``beam_width`` | 4 | for ``oracle_beam`` |
     | ``noise`` | ``"gaussian"`` | or ``"bounded"`` |
@@ -152,6 +153,7 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
         eos_candidate: bool = True,
         chat_template: bool | None = None,
         candidate_batching: str = "auto",
+        forward_implementation: str = "auto",
         optimal_kind: str = "oracle_greedy",
         beam_width: int = 4,
         noise: str = "gaussian",
@@ -182,6 +184,7 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
             eos_candidate=eos_candidate,
             chat_template=chat_template,
             candidate_batching=candidate_batching,
+            forward_implementation=forward_implementation,
         )
         super().__init__(
             problem,

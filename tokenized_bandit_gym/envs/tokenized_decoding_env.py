@@ -64,6 +64,7 @@ class TokenizedDecodingEnv(LanguageModelBanditEnv):
     | ``noise``, ``noise_scale`` | ``"gaussian"``, 0.1 | reward noise |
     | ``instance_seed`` | 0 | unused by the defaults (kept for the shared keyword set) |
     | ``dtype``, ``device``, ``chat_template``, ``candidate_batching`` | | as in ``TokenizedAlignment-v0`` |
+    | ``forward_implementation`` | ``"auto"`` | as in ``TokenizedAlignment-v0`` |
     | ``trust_remote_code``, ``strict_actions`` | | as in ``TokenizedAlignment-v0`` |
 
     >>> import gymnasium as gym
@@ -100,6 +101,7 @@ class TokenizedDecodingEnv(LanguageModelBanditEnv):
         eos_candidate: bool = True,
         chat_template: bool | None = None,
         candidate_batching: str = "auto",
+        forward_implementation: str = "auto",
         optimal_kind: str = "oracle_beam",
         beam_width: int = 8,
         observe_logprobs: bool = False,
@@ -130,6 +132,7 @@ class TokenizedDecodingEnv(LanguageModelBanditEnv):
             eos_candidate=eos_candidate,
             chat_template=chat_template,
             candidate_batching=candidate_batching,
+            forward_implementation=forward_implementation,
         )
         super().__init__(
             problem,

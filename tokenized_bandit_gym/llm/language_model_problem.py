@@ -25,7 +25,9 @@ import torch
 
 from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses
 from tokenized_bandit_gym.core.validation import check_choice, check_int, check_real
+from tokenized_bandit_gym.llm.decoder_forward import select_decoder_forward
 from tokenized_bandit_gym.llm.language_model_state import KeyValues, LanguageModelState
+from tokenized_bandit_gym.llm.transformers_decoder_forward import TransformersDecoderForward
 from tokenized_bandit_gym.llm.value_map import ValueMap
 
 POOLING_SPANS = ("query_response", "response")
@@ -59,7 +61,13 @@ class LanguageModelProblem:
         candidate_batching: how the k candidates share the prefix cache in the one forward per
             step: ``"mask"`` (k tokens per row under a 4-D attention mask; the cache is read once),
             ``"expand"`` (``B * k`` rows over the cache repeated along the batch; works with any
-            attention kernel) or ``"auto"`` (``"mask"`` for the eager and SDPA kernels).
+            attention kernel) or ``"auto"`` (``"mask"`` with the native forward and with the eager
+            and SDPA kernels).
+        forward_implementation: the model forward every step runs
+            (:func:`~tokenized_bandit_gym.llm.decoder_forward.select_decoder_forward`):
+            ``"native"`` (the Llama family and GPT-2 without transformers' per-call machinery; the
+            same numbers, fewer ops), ``"transformers"`` (the model's own forward, any causal LM)
+            or ``"auto"`` (native where the architecture has one).
     """
 
     fixed_length = False
@@ -81,6 +89,7 @@ class LanguageModelProblem:
         eos_candidate: bool = True,
         chat_template: bool | None = None,
         candidate_batching: str = "auto",
+        forward_implementation: str = "auto",
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -97,15 +106,19 @@ class LanguageModelProblem:
         self.embeddings = embeddings
         self.eos_candidate = eos_candidate
         check_choice("candidate_batching", candidate_batching, CANDIDATE_BATCHING)
+        self._forward = select_decoder_forward(model, forward_implementation)
+        self.forward_implementation = (
+            "transformers" if isinstance(self._forward, TransformersDecoderForward) else "native"
+        )
         if candidate_batching == "auto":
             kernel = getattr(model.config, "_attn_implementation", None)
-            candidate_batching = "mask" if kernel in ("eager", "sdpa") else "expand"
+            native = self.forward_implementation == "native"
+            candidate_batching = "mask" if native or kernel in ("eager", "sdpa") else "expand"
         self.candidate_batching = candidate_batching
         if tokenizer.eos_token_id is None:
             raise ValueError("the tokenizer has no EOS token: a tokenized bandit needs one to end responses")
         self.eos_token_id = int(tokenizer.eos_token_id)
         self._lm_head = model.get_output_embeddings()
-        self._base = model.base_model
         self.vocab_size = int(self._lm_head.weight.shape[0])
         self.top_k = check_int("top_k", top_k, minimum=1)
         if self.top_k > self.vocab_size:
@@ -396,34 +409,6 @@ class LanguageModelProblem:
         return self._gather(self._beam, [(int(q), width) for q in queries.tolist()])
 
     # ------------------------------------------------------------------ internals
-    def _forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        position_ids: torch.Tensor,
-        past: KeyValues,
-    ) -> tuple[torch.Tensor, KeyValues]:
-        """Run the base model on ``input_ids`` ``(N, T)`` over ``past``; hidden ``(N, T, H)`` and the new cache."""
-        from transformers import DynamicCache
-        from transformers.cache_utils import DynamicLayer
-
-        cache = DynamicCache()
-        for keys, values in past:  # the layers take the state's tensors as they are (DynamicCache(data) copies them)
-            layer = DynamicLayer()
-            layer.dtype, layer.device = keys.dtype, keys.device
-            layer.keys, layer.values = keys, values
-            layer.is_initialized = True  # what DynamicLayer.lazy_initialization sets, without its empty tensors
-            cache.layers.append(layer)
-        output = self._base(
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
-            past_key_values=cache,
-            use_cache=True,
-        )
-        layers = output.past_key_values.layers
-        return output.last_hidden_state, tuple((layer.keys, layer.values) for layer in layers)
-
     def _logprobs(self, hidden: torch.Tensor) -> torch.Tensor:
         """Next-token log-probs ``(B, n)`` float32 from last-layer hidden states ``(B, H)``."""
         logits = self._lm_head(hidden).float()  # (B, n)

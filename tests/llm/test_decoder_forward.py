@@ -1,0 +1,169 @@
+"""The native Llama-family and GPT-2 forwards equal the transformers forward, and are picked as asked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from tokenized_bandit_gym.llm.additive_attention_mask import additive_attention_mask
+from tokenized_bandit_gym.llm.decoder_forward import select_decoder_forward
+from tokenized_bandit_gym.llm.gpt2_decoder_forward import GPT2DecoderForward
+from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
+from tokenized_bandit_gym.llm.llama_decoder_forward import LlamaDecoderForward
+from tokenized_bandit_gym.llm.transformers_decoder_forward import TransformersDecoderForward
+
+
+def _randomised(model: Any, seed: int) -> Any:
+    """Every parameter drawn from a seeded generator, so biases and norms are not the trivial init."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            noise = torch.randn(parameter.shape, generator=generator, dtype=parameter.dtype)
+            parameter.copy_(1.0 + 0.1 * noise if parameter.dim() == 1 else 0.2 * noise)
+    return model.eval()
+
+
+def _tiny(kind: str) -> Any:
+    """A 2-layer random model of the family ``kind`` (configs built here, nothing downloaded)."""
+    import transformers
+
+    shared = {"vocab_size": 97, "max_position_embeddings": 64, "eos_token_id": 2}
+    llama_shape = {
+        "hidden_size": 32,
+        "intermediate_size": 40,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+    }
+    if kind == "llama":
+        config = transformers.LlamaConfig(**shared, **llama_shape)
+        return _randomised(transformers.LlamaForCausalLM(config), 0)
+    if kind == "llama-bias-gelu":
+        config = transformers.LlamaConfig(
+            **shared, **llama_shape, attention_bias=True, mlp_bias=True, hidden_act="gelu", head_dim=16
+        )
+        return _randomised(transformers.LlamaForCausalLM(config), 1)
+    if kind == "llama3-rope":
+        rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0}
+        rope |= {"high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+        config = transformers.LlamaConfig(**shared, **llama_shape, rope_parameters=rope)
+        return _randomised(transformers.LlamaForCausalLM(config), 2)
+    if kind == "mistral":
+        config = transformers.MistralConfig(**shared, **llama_shape, sliding_window=None)
+        return _randomised(transformers.MistralForCausalLM(config), 3)
+    if kind == "qwen2":
+        config = transformers.Qwen2Config(**shared, **llama_shape, use_sliding_window=False)
+        return _randomised(transformers.Qwen2ForCausalLM(config), 4)
+    if kind == "gpt2":
+        config = transformers.GPT2Config(vocab_size=97, n_positions=64, n_embd=32, n_layer=2, n_head=4, eos_token_id=2)
+        return _randomised(transformers.GPT2LMHeadModel(config), 5)
+    if kind == "gpt2-layer-scaled-relu":
+        config = transformers.GPT2Config(
+            vocab_size=97,
+            n_positions=64,
+            n_embd=32,
+            n_layer=2,
+            n_head=4,
+            eos_token_id=2,
+            scale_attn_by_inverse_layer_idx=True,
+            activation_function="relu",
+        )
+        return _randomised(transformers.GPT2LMHeadModel(config), 6)
+    raise ValueError(kind)
+
+
+FAMILIES = ["llama", "llama-bias-gelu", "llama3-rope", "mistral", "qwen2", "gpt2", "gpt2-layer-scaled-relu"]
+
+
+@pytest.mark.parametrize("kind", FAMILIES)
+def test_native_forward_equals_transformers_over_a_cache(kind: str) -> None:
+    """Left-padded prefill (2-D mask), then k candidates under a 4-D mask, then one more token."""
+    model = _tiny(kind)
+    native, reference = select_decoder_forward(model, "native"), select_decoder_forward(model, "transformers")
+    assert isinstance(reference, TransformersDecoderForward) and not isinstance(native, TransformersDecoderForward)
+    generator = torch.Generator().manual_seed(7)
+    ids = torch.randint(3, 97, (3, 9), generator=generator)  # (B, W)
+    mask = torch.ones(3, 9, dtype=torch.int64)
+    mask[0, :4], mask[1, :1] = 0, 0  # left padding of different widths
+    positions = (mask.cumsum(1) - 1).clamp(min=0)
+    with torch.no_grad():
+        hidden, cache = native(ids, mask, positions, ())
+        expected_hidden, expected_cache = reference(ids, mask, positions, ())
+        valid = mask.bool()
+        torch.testing.assert_close(hidden[valid], expected_hidden[valid], atol=1e-5, rtol=1e-5)
+        for (keys, values), (expected_keys, expected_values) in zip(cache, expected_cache, strict=True):
+            # padding columns are never attended: only the real tokens' entries must agree
+            torch.testing.assert_close(
+                keys.transpose(1, 2)[valid], expected_keys.transpose(1, 2)[valid], atol=1e-5, rtol=1e-5
+            )
+            torch.testing.assert_close(
+                values.transpose(1, 2)[valid], expected_values.transpose(1, 2)[valid], atol=1e-5, rtol=1e-5
+            )
+        k = 4  # candidates: each sees the row's prefix and itself only
+        blocked = torch.finfo(torch.float32).min
+        self_only = torch.zeros(k, k).masked_fill_(~torch.eye(k, dtype=torch.bool), blocked)
+        prefix = (1 - mask).float().mul_(blocked)[:, None, None, :].expand(3, 1, k, 9)
+        candidate_mask = torch.cat([prefix, self_only.expand(3, 1, k, k)], dim=3)  # (B, 1, k, W + k)
+        candidates = torch.randint(3, 97, (3, k), generator=generator)
+        candidate_positions = positions[:, -1:].add(1).expand(3, k)
+        hidden, _ = native(candidates, candidate_mask, candidate_positions, cache)
+        expected_hidden, _ = reference(candidates, candidate_mask, candidate_positions, expected_cache)
+        torch.testing.assert_close(hidden, expected_hidden, atol=1e-5, rtol=1e-5)
+        step_mask = torch.cat([mask, torch.tensor([[1], [0], [1]])], dim=1)  # row 1 does not grow
+        hidden, longer = native(candidates[:, :1], step_mask, candidate_positions[:, :1], cache)
+        expected_hidden, _ = reference(candidates[:, :1], step_mask, candidate_positions[:, :1], expected_cache)
+        torch.testing.assert_close(hidden, expected_hidden, atol=1e-5, rtol=1e-5)
+        assert all(keys.shape[2] == 10 for keys, _ in longer)
+
+
+def test_native_forward_in_bfloat16_is_close_to_transformers() -> None:
+    model = _tiny("llama").to(torch.bfloat16)
+    ids = torch.randint(3, 97, (2, 6), generator=torch.Generator().manual_seed(8))
+    mask = torch.ones_like(ids)
+    positions = mask.cumsum(1) - 1
+    with torch.no_grad():
+        hidden, _ = select_decoder_forward(model, "native")(ids, mask, positions, ())
+        expected, _ = select_decoder_forward(model, "transformers")(ids, mask, positions, ())
+    assert hidden.dtype == torch.bfloat16
+    torch.testing.assert_close(hidden.float(), expected.float(), atol=0.05, rtol=0.02)
+
+
+def test_additive_mask_is_causal_over_left_padding() -> None:
+    mask = torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]])
+    additive = additive_attention_mask(mask, new_tokens=2, dtype=torch.float32)  # (2, 1, 2, 4)
+    seen = additive == 0
+    assert additive.shape == (2, 1, 2, 4)
+    assert seen[0, 0].tolist() == [[False, True, True, False], [False, True, True, True]]
+    assert seen[1, 0].tolist() == [[True, True, True, False], [True, True, True, True]]
+    assert bool(torch.isfinite(additive).all())
+
+
+def test_auto_picks_native_where_it_exists_and_transformers_elsewhere() -> None:
+    import transformers
+
+    assert isinstance(select_decoder_forward(_tiny("llama"), "auto"), LlamaDecoderForward)
+    assert isinstance(select_decoder_forward(_tiny("gpt2"), "auto"), GPT2DecoderForward)
+    config = transformers.Qwen2Config(
+        vocab_size=97, hidden_size=32, intermediate_size=40, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, use_sliding_window=True, sliding_window=8, max_window_layers=0,
+    )  # fmt: skip
+    sliding = transformers.Qwen2ForCausalLM(config).eval()
+    assert isinstance(select_decoder_forward(sliding, "auto"), TransformersDecoderForward)
+    with pytest.raises(ValueError, match="sliding"):
+        select_decoder_forward(sliding, "native")
+    opt = transformers.OPTForCausalLM(
+        transformers.OPTConfig(vocab_size=97, hidden_size=16, num_hidden_layers=1, ffn_dim=16, num_attention_heads=2)
+    ).eval()
+    assert isinstance(select_decoder_forward(opt, "auto"), TransformersDecoderForward)
+    with pytest.raises(ValueError, match="model_type='opt'"):
+        select_decoder_forward(opt, "native")
+    with pytest.raises(ValueError, match="'fast'"):
+        select_decoder_forward(opt, "fast")
+
+
+def test_problem_reports_its_forward(stories: tuple[Any, Any]) -> None:
+    assert LanguageModelProblem(*stories, ["Once"], max_length=3, top_k=2).forward_implementation == "native"
+    problem = LanguageModelProblem(*stories, ["Once"], max_length=3, top_k=2, forward_implementation="transformers")
+    assert problem.forward_implementation == "transformers"

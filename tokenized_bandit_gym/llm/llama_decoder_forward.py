@@ -1,0 +1,137 @@
+"""A native forward of the Llama family (Llama, Mistral, Qwen2) over a KV cache.
+
+The same weights and operations as transformers' ``LlamaModel`` (RMSNorm, rotary position
+embedding from the model's own ``rotary_emb``, grouped-query attention, SwiGLU MLP), written as
+plain tensor calls: no mask or cache objects, no per-layer module dispatch. On a small model that
+machinery is most of a forward's time. Tested equal to the transformers forward.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from tokenized_bandit_gym.llm.additive_attention_mask import additive_attention_mask
+from tokenized_bandit_gym.llm.language_model_state import KeyValues
+
+LLAMA_FAMILY = ("llama", "mistral", "qwen2")
+_PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
+_MLP = ("gate_proj", "up_proj", "down_proj")
+
+
+class LlamaDecoderForward:
+    """Native :data:`~tokenized_bandit_gym.llm.decoder_forward.DecoderForward` of a Llama-family model.
+
+    Args:
+        model: a loaded causal LM for which :meth:`unsupported_reason` is None.
+    """
+
+    def __init__(self, model: Any) -> None:
+        reason = self.unsupported_reason(model)
+        if reason is not None:
+            raise ValueError(f"no native Llama forward for this model: {reason}")
+        self._base = model.base_model
+        self._silu = getattr(model.config, "hidden_act", None) == "silu"
+
+    @staticmethod
+    def unsupported_reason(model: Any) -> str | None:
+        """None when the native forward computes exactly this model, else why not."""
+        config = model.config
+        model_type = getattr(config, "model_type", None)
+        if model_type not in LLAMA_FAMILY:
+            return f"model_type={model_type!r} is not one of {LLAMA_FAMILY}"
+        if getattr(config, "pretraining_tp", 1) not in (None, 1):
+            return f"pretraining_tp={config.pretraining_tp}"
+        if getattr(config, "sliding_window", None) is not None and getattr(config, "use_sliding_window", True):
+            return f"sliding-window attention (sliding_window={config.sliding_window})"
+        layer_types = getattr(config, "layer_types", None) or ()
+        if any(kind != "full_attention" for kind in layer_types):
+            return f"layer types {sorted(set(layer_types))} (only full attention)"
+        base = model.base_model
+        if not all(hasattr(base, name) for name in ("embed_tokens", "layers", "norm", "rotary_emb")):
+            return "the base model lacks embed_tokens, layers, norm or rotary_emb"
+        for layer in base.layers:
+            attention, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
+            if attention is None or mlp is None or hasattr(attention, "q_norm"):
+                return "a decoder layer is not Llama-shaped (self_attn without q_norm, mlp)"
+            linears = [getattr(attention, name, None) for name in _PROJECTIONS] + [
+                getattr(mlp, name, None) for name in _MLP
+            ]
+            if any(type(linear) is not torch.nn.Linear for linear in linears):
+                return "a projection is not a plain torch.nn.Linear (quantized or adapted weights)"
+        return None
+
+    def __call__(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        past: KeyValues,
+    ) -> tuple[torch.Tensor, KeyValues]:
+        """Hidden ``(N, T, H)`` of ``input_ids`` ``(N, T)`` over ``past``, and the cache with their entries."""
+        base = self._base
+        batch, new_tokens = input_ids.shape
+        hidden = base.embed_tokens(input_ids)  # (N, T, H)
+        if attention_mask.dim() == 2:
+            attention_mask = additive_attention_mask(attention_mask, new_tokens, hidden.dtype)  # (N, 1, T, S)
+        cos, sin = base.rotary_emb(hidden, position_ids)  # (N, T, hd) each
+        half = cos.shape[-1] // 2
+        cos = cos[:, None]  # (N, 1, T, hd)
+        signed_sin = torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)[:, None]  # rotate_half = roll * sign
+        cache = []
+        for index, layer in enumerate(base.layers):
+            attention, mlp = layer.self_attn, layer.mlp
+            normed = _rms_norm(hidden, layer.input_layernorm)
+            head_dim = attention.head_dim
+            queries = _rotated(_heads(_linear(normed, attention.q_proj), head_dim), cos, signed_sin)  # (N, hq, T, hd)
+            keys = _rotated(_heads(_linear(normed, attention.k_proj), head_dim), cos, signed_sin)  # (N, hkv, T, hd)
+            values = _heads(_linear(normed, attention.v_proj), head_dim)  # (N, hkv, T, hd)
+            if past:
+                keys = torch.cat([past[index][0], keys], dim=2)  # (N, hkv, S, hd)
+                values = torch.cat([past[index][1], values], dim=2)
+            cache.append((keys, values))
+            attended = F.scaled_dot_product_attention(
+                queries,
+                keys,
+                values,
+                attn_mask=attention_mask,
+                scale=attention.scaling,
+                enable_gqa=queries.shape[1] != keys.shape[1],
+            )  # (N, hq, T, hd)
+            hidden = hidden + _linear(attended.transpose(1, 2).reshape(batch, new_tokens, -1), attention.o_proj)
+            normed = _rms_norm(hidden, layer.post_attention_layernorm)
+            gate = _linear(normed, mlp.gate_proj)
+            gate = F.silu(gate) if self._silu else mlp.act_fn(gate)
+            hidden = hidden + _linear(gate * _linear(normed, mlp.up_proj), mlp.down_proj)
+        return _rms_norm(hidden, base.norm), tuple(cache)
+
+
+def _linear(inputs: torch.Tensor, linear: torch.nn.Linear) -> torch.Tensor:
+    """``inputs @ W.T + b`` of a plain ``nn.Linear`` without the module call."""
+    return F.linear(inputs, linear.weight, linear.bias)
+
+
+def _heads(projected: torch.Tensor, head_dim: int) -> torch.Tensor:
+    """``(N, T, heads * hd)`` as ``(N, heads, T, hd)``."""
+    batch, tokens, _ = projected.shape
+    return projected.view(batch, tokens, -1, head_dim).transpose(1, 2)
+
+
+def _rotated(states: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """Rotary position embedding ``x * cos + rotate_half(x) * sin`` of ``(N, heads, T, hd)``.
+
+    ``rotate_half(x) = [-x2, x1]`` is ``roll(x, hd / 2) * [-1, 1]``; the sign is folded into
+    ``signed_sin = [-sin1, sin2]``, so the rotation is three ops.
+    """
+    return torch.addcmul(states * cos, torch.roll(states, states.shape[-1] // 2, dims=-1), signed_sin)
+
+
+def _rms_norm(hidden: torch.Tensor, norm: Any) -> torch.Tensor:
+    """The Llama RMSNorm of transformers: normalise in float32, cast back, scale by the weight."""
+    if hidden.dtype == torch.float32:
+        return F.rms_norm(hidden, norm.weight.shape, norm.weight, norm.variance_epsilon)  # one op, same formula
+    normalised = hidden.float()
+    normalised = normalised * torch.rsqrt(normalised.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
+    return norm.weight * normalised.to(hidden.dtype)

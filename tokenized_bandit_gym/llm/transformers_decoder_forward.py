@@ -1,0 +1,48 @@
+"""The model's own transformers forward as a :data:`~tokenized_bandit_gym.llm.decoder_forward.DecoderForward`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from tokenized_bandit_gym.llm.language_model_state import KeyValues
+
+
+class TransformersDecoderForward:
+    """Runs ``model.base_model`` over the cache ``past``; works for any causal LM transformers loads.
+
+    Args:
+        model: a loaded causal LM.
+    """
+
+    def __init__(self, model: Any) -> None:
+        self._base = model.base_model
+
+    def __call__(
+        self,
+        input_ids: torch.Tensor,
+        attention_mask: torch.Tensor,
+        position_ids: torch.Tensor,
+        past: KeyValues,
+    ) -> tuple[torch.Tensor, KeyValues]:
+        """Hidden ``(N, T, H)`` of ``input_ids`` ``(N, T)`` over ``past``, and the cache with their entries."""
+        from transformers import DynamicCache
+        from transformers.cache_utils import DynamicLayer
+
+        cache = DynamicCache()
+        for keys, values in past:  # the layers take the state's tensors as they are (DynamicCache(data) copies them)
+            layer = DynamicLayer()
+            layer.dtype, layer.device = keys.dtype, keys.device
+            layer.keys, layer.values = keys, values
+            layer.is_initialized = True  # what DynamicLayer.lazy_initialization sets, without its empty tensors
+            cache.layers.append(layer)
+        output = self._base(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            past_key_values=cache,
+            use_cache=True,
+        )
+        layers = output.past_key_values.layers
+        return output.last_hidden_state, tuple((layer.keys, layer.values) for layer in layers)
