@@ -6,8 +6,8 @@ machine load hits all of them alike; the ratios are what to quote:
 
 * env: ``TokenizedAlignmentEnv.step`` over a whole L-token episode, observation included (the k
   candidates' ``[e : v]`` features, log-probs, mask); one batched forward of the k candidates over
-  the prefix KV cache per step, with the candidates under a 4-D mask (default) and with the cache
-  expanded along the batch.
+  the prefix KV cache per step, under a 4-D mask, through the native forward (the default for
+  Llama-family and GPT-2 models) and, side by side, through the model's own transformers forward.
 * (a) ``model.generate`` per token with the KV cache, greedy, same model and device:
   ``(t(L new tokens) - t(1 new token)) / (L - 1)``, so the prefill is excluded as it is for the env.
 * (b) naive: every step recomputes each candidate's full ``x:y:tau`` without a cache (the k
@@ -15,16 +15,19 @@ machine load hits all of them alike; the ratios are what to quote:
   candidates from the chosen sequence's last position (LM head on that one row). No separate
   forward of the prefix: the chosen sequence's own forward already gives the next distribution.
   Averaged over ``naive_positions`` positions spread over the episode.
+* (b) on the native forward: the same naive recomputation through the env's native forward, so
+  both sides run the same forward and the ratio is the KV cache's own gain.
 * (b') naive, one forward per candidate: the same recomputation with the k sequences run one at a
   time (the most literal "recompute every candidate's full sequence"; printed next to (b) so both
   readings of the issue's baseline are on record).
 
 Floors, timed in the same loop on a prefix of the episode's mean length (fastest of 5 calls per
-repeat, then the median over the repeats): the model's forward of
-one token over the cache (what generate runs per token), of the k candidates under the 4-D mask
-(what the env runs per step), and the LM head + top-k on one row (both run it once per step).
-``floor env / (a) = (k-token forward + head) / (1-token forward + head)`` is what the env would
-reach with zero overhead of its own; ``floor (b) / env = naive / (k-token forward + head)``.
+repeat, then the median over the repeats): transformers' forward of one token over the cache
+(what generate runs per token), the k candidates under the 4-D mask through either forward (what
+the env runs per step), and the LM head + top-k on one row (both run it once per step).
+``floor env / (a) = (native k-token forward + head) / (1-token forward + head)`` is what the env
+would reach with zero overhead of its own; ``floor (b) / env = naive / (native k-token forward +
+head)``.
 
 Run: ``PYTHONPATH=. python benchmarks/llm_step.py`` (``--help`` for the options).
 """
@@ -45,6 +48,7 @@ from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 QUERY = "Once upon a time, there was a little girl named Lily."
+IMPLEMENTATIONS = ("native", "transformers")
 
 
 @dataclass
@@ -65,6 +69,8 @@ class Args:
     """torch CPU threads (1 avoids oversubscription on a shared 2-core machine)"""
     device: str = "cpu"
     """torch device"""
+    dtype: str = "float32"
+    """weight dtype of both models (float32, bfloat16, float16); env, generate and naive all run in it"""
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
@@ -72,25 +78,26 @@ def parse_args(argv: list[str] | None = None) -> Args:
     return parse_dataclass_arguments(Args, __doc__, argv)
 
 
-def load(name: str, device: str) -> tuple[Any, Any]:
-    """The model and tokenizer named ``name``."""
+def load(name: str, device: str, dtype: str = "float32") -> tuple[Any, Any]:
+    """The model and tokenizer named ``name``, weights in ``dtype``."""
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    from tokenized_bandit_gym.llm.load_language_model import load_language_model
+    from tokenized_bandit_gym.llm.load_language_model import load_language_model, resolve_dtype
 
-    model, tokenizer = load_language_model(device=device)
+    model, tokenizer = load_language_model(device=device, dtype=dtype)
     if name == "stories260K":
         return model, tokenizer
     if name == "gpt2-small-random":
         config = GPT2Config(vocab_size=50257, n_positions=1024, n_embd=768, n_layer=12, n_head=12)
         config.eos_token_id = tokenizer.eos_token_id
         torch.manual_seed(0)
-        return GPT2LMHeadModel(config).to(device).eval(), tokenizer  # stories260K ids (< 512) drive it
+        language_model = GPT2LMHeadModel(config).to(device=device, dtype=resolve_dtype(dtype))
+        return language_model.eval(), tokenizer  # stories260K ids (< 512) drive it
     raise ValueError(f"unknown model {name!r}: expected stories260K or gpt2-small-random")
 
 
-def make_env(model: Any, tokenizer: Any, args: Args, batching: str) -> Any:
-    """A noise-free ``TokenizedAlignmentEnv`` on the one benchmark query."""
+def make_env(model: Any, tokenizer: Any, args: Args, implementation: str) -> Any:
+    """A noise-free ``TokenizedAlignmentEnv`` on the one benchmark query, with the forward ``implementation``."""
     from tokenized_bandit_gym.envs.tokenized_alignment_env import TokenizedAlignmentEnv
 
     return TokenizedAlignmentEnv(
@@ -100,7 +107,8 @@ def make_env(model: Any, tokenizer: Any, args: Args, batching: str) -> Any:
         max_length=args.max_length,
         top_k=args.top_k,
         noise_scale=0.0,
-        candidate_batching=batching,
+        candidate_batching="mask",
+        forward_implementation=implementation,
     )
 
 
@@ -140,13 +148,27 @@ def time_generate(model: Any, query: list[int], args: Args) -> float:
 
 
 @torch.no_grad()
-def time_naive(model: Any, query: list[int], response: list[int], args: Args, batched: bool = True) -> float:
+def time_naive(
+    model: Any, query: list[int], response: list[int], args: Args, batched: bool = True, native: bool = False
+) -> float:
     """Mean seconds per step of recomputing the k candidates' full sequences without a cache.
 
     ``batched``: the k sequences ``(k, T + 1)`` in one forward; otherwise k forwards of ``(1, T + 1)``.
+    ``native``: through the env's native forward instead of the model's own transformers forward.
     """
+    from tokenized_bandit_gym.llm.decoder_forward import select_decoder_forward
+
     positions = np.unique(np.linspace(0, len(response) - 1, args.naive_positions).astype(int))
     base, head = model.base_model, model.get_output_embeddings()
+    forward = select_decoder_forward(model, "native") if native else None
+
+    def encode(sequences: torch.Tensor) -> torch.Tensor:
+        """Last-layer hidden states ``(n, T + 1, H)`` of ``sequences`` ``(n, T + 1)``, no cache."""
+        if forward is None:
+            return base(input_ids=sequences).last_hidden_state
+        positions = torch.arange(sequences.shape[1], device=args.device).expand_as(sequences)
+        return forward(sequences, torch.ones_like(sequences), positions, ())[0]
+
     elapsed = []
     for position in positions:
         prefix = torch.tensor(query + response[:position], device=args.device)
@@ -154,9 +176,9 @@ def time_naive(model: Any, query: list[int], response: list[int], args: Args, ba
         start = time.perf_counter()
         sequences = torch.cat([prefix.expand(args.top_k, -1), candidates[:, None]], dim=1)  # (k, T + 1)
         if batched:
-            hidden = base(input_ids=sequences).last_hidden_state  # (k, T + 1, H)
+            hidden = encode(sequences)  # (k, T + 1, H)
         else:
-            hidden = torch.cat([base(input_ids=row[None]).last_hidden_state for row in sequences])  # (k, T + 1, H)
+            hidden = torch.cat([encode(row[None]) for row in sequences])  # (k, T + 1, H)
         pooled = hidden.mean(dim=1)  # (k, H)
         pooled = pooled / pooled.norm(dim=-1, keepdim=True)
         head(hidden[:1, -1]).float().log_softmax(-1).topk(args.top_k)  # next candidates after the chosen one
@@ -165,41 +187,37 @@ def time_naive(model: Any, query: list[int], response: list[int], args: Args, ba
 
 
 @torch.no_grad()
-def time_floors(model: Any, prefix_length: int, args: Args) -> tuple[float, float, float]:
-    """Seconds of the 1-token forward over a cache, the k-token masked forward over it, the LM head + top-k."""
-    from transformers import DynamicCache
+def time_floors(model: Any, prefix_length: int, args: Args) -> dict[str, float]:
+    """Seconds of the forwards and the LM head the env and generate are built on, over a cache.
 
-    base, head = model.base_model, model.get_output_embeddings()
+    ``one``: 1 token, transformers (what generate runs per token); ``k_transformers`` and
+    ``k_native``: the k candidates under the 4-D mask, through either forward (what the env runs
+    per step); ``head``: LM head + top-k on one row (both run it once per step).
+    """
+    from tokenized_bandit_gym.llm.decoder_forward import select_decoder_forward
+
+    head = model.get_output_embeddings()
+    dtype = head.weight.dtype
+    transformers_forward = select_decoder_forward(model, "transformers")
+    native_forward = select_decoder_forward(model, "native")
     ids = torch.arange(3, 3 + prefix_length, device=args.device)[None] % 500  # (1, P)
-    past = [(layer.keys, layer.values) for layer in base(input_ids=ids, use_cache=True).past_key_values.layers]
+    ones = torch.ones_like(ids)
+    _, past = transformers_forward(ids, ones, torch.arange(prefix_length, device=args.device)[None], ())
     k = args.top_k
-    blocked = torch.finfo(head.weight.dtype).min
-    self_only = torch.zeros(k, k, device=args.device).masked_fill_(~torch.eye(k, dtype=torch.bool), blocked)
-    mask = torch.cat([torch.zeros(1, 1, k, prefix_length, device=args.device), self_only[None, None]], dim=3)
+    blocked = torch.finfo(dtype).min
+    self_only = torch.zeros(k, k, device=args.device, dtype=dtype).masked_fill_(
+        ~torch.eye(k, dtype=torch.bool), blocked
+    )
+    mask = torch.cat([torch.zeros(1, 1, k, prefix_length, device=args.device, dtype=dtype), self_only[None, None]], 3)
     position = torch.full((1, k), prefix_length, device=args.device)
-    hidden = torch.randn(1, head.weight.shape[1], device=args.device, dtype=head.weight.dtype)
-
-    def one_token() -> None:
-        base(
-            input_ids=ids[:, :1],
-            position_ids=position[:, :1],
-            past_key_values=DynamicCache(ddp_cache_data=past),
-            use_cache=True,
-        )
-
-    def k_tokens() -> None:
-        base(
-            input_ids=ids[:, :k],
-            attention_mask=mask,
-            position_ids=position,
-            past_key_values=DynamicCache(ddp_cache_data=past),
-            use_cache=True,
-        )
-
-    def lm_head() -> None:
-        head(hidden).float().log_softmax(-1).topk(k)
-
-    return timed(one_token), timed(k_tokens), timed(lm_head)
+    one_mask = torch.ones(1, prefix_length + 1, dtype=torch.int64, device=args.device)
+    hidden = torch.randn(1, head.weight.shape[1], device=args.device, dtype=dtype)
+    return {
+        "one": timed(lambda: transformers_forward(ids[:, :1], one_mask, position[:, :1], past)),
+        "k_transformers": timed(lambda: transformers_forward(ids[:, :k], mask, position, past)),
+        "k_native": timed(lambda: native_forward(ids[:, :k], mask, position, past)),
+        "head": timed(lambda: head(hidden).float().log_softmax(-1).topk(k)),
+    }
 
 
 def timed(call: Callable[[], None], calls: int = 5) -> float:
@@ -213,55 +231,61 @@ def timed(call: Callable[[], None], calls: int = 5) -> float:
 
 
 def benchmark(name: str, args: Args) -> str:
-    """One markdown row: medians over the interleaved repeats, the ratios and the floors."""
-    model, tokenizer = load(name, args.device)
-    envs = {batching: make_env(model, tokenizer, args, batching) for batching in ("mask", "expand")}
-    _, response = time_episode(envs["mask"])  # untimed: fills the oracle benchmark cache, warms up
-    time_episode(envs["expand"])
-    problem = envs["mask"].unwrapped.problem
+    """One markdown table for the model: medians over the interleaved repeats, ratios to the env."""
+    model, tokenizer = load(name, args.device, args.dtype)
+    envs = {implementation: make_env(model, tokenizer, args, implementation) for implementation in IMPLEMENTATIONS}
+    _, response = time_episode(envs["native"])  # untimed: fills the oracle benchmark cache, warms up
+    time_episode(envs["transformers"])
+    problem = envs["native"].unwrapped.problem
     query = problem.query_tokens[0, : int(problem.query_lengths[0])].tolist()
     time_generate(model, query, args)
     columns: dict[str, list[float]] = {}
     for _ in range(args.repeats):
         samples = {
-            "mask": time_episode(envs["mask"])[0],
-            "expand": time_episode(envs["expand"])[0],
+            "env_native": time_episode(envs["native"])[0],
+            "env_transformers": time_episode(envs["transformers"])[0],
             "generate": time_generate(model, query, args),
             "naive": time_naive(model, query, response, args),
+            "naive_native": time_naive(model, query, response, args, native=True),
             "naive_each": time_naive(model, query, response, args, batched=False),
         }
-        samples["one"], samples["k"], samples["head"] = time_floors(model, len(query) + args.max_length // 2, args)
+        samples |= time_floors(model, len(query) + args.max_length // 2, args)
         for key, value in samples.items():
             columns.setdefault(key, []).append(value)
     ms = {key: 1e3 * float(np.median(values)) for key, values in columns.items()}
-    env_over_generate = np.array(columns["mask"]) / np.array(columns["generate"])  # per repeat
-    naive_over_env = np.array(columns["naive"]) / np.array(columns["mask"])
-    naive_each_over_env = np.array(columns["naive_each"]) / np.array(columns["mask"])
-    floor_a = (ms["k"] + ms["head"]) / (ms["one"] + ms["head"])
-    floor_b = ms["naive"] / (ms["k"] + ms["head"])
-    return (
-        f"| {name} | {ms['mask']:.2f} | {ms['expand']:.2f} | {ms['generate']:.2f} | {ms['naive']:.1f} | "
-        f"**{np.median(env_over_generate):.2f}x** ({env_over_generate.min():.2f}-{env_over_generate.max():.2f}) | "
-        f"**{np.median(naive_over_env):.1f}x** ({naive_over_env.min():.1f}-{naive_over_env.max():.1f}) | "
-        f"{ms['one']:.2f} / {ms['k']:.2f} / {ms['head']:.2f} | {floor_a:.2f}x | {floor_b:.1f}x | "
-        f"{ms['naive_each']:.1f} | **{np.median(naive_each_over_env):.1f}x** "
-        f"({naive_each_over_env.min():.1f}-{naive_each_over_env.max():.1f}) |"
-    )
+
+    def ratio(numerator: str, denominator: str) -> str:
+        """Median of the per-repeat ratios, with their range."""
+        ratios = np.array(columns[numerator]) / np.array(columns[denominator])
+        return f"**{np.median(ratios):.2f}x** ({ratios.min():.2f}-{ratios.max():.2f})"
+
+    floor_a = (ms["k_native"] + ms["head"]) / (ms["one"] + ms["head"])
+    floor_b = ms["naive"] / (ms["k_native"] + ms["head"])
+    rows = [
+        f"| env step, native forward | {ms['env_native']:.2f} | 1 | |",
+        f"| env step, transformers forward | {ms['env_transformers']:.2f} | "
+        f"{ratio('env_transformers', 'env_native')} | same env on the model's own forward |",
+        f"| (a) generate per token | {ms['generate']:.2f} | {ratio('env_native', 'generate')} | "
+        f"env / (a); target <= 1.5x; floor {floor_a:.2f}x |",
+        f"| (b) naive, k sequences in one forward | {ms['naive']:.2f} | {ratio('naive', 'env_native')} | "
+        f"(b) / env; target >= 10x; floor {floor_b:.1f}x |",
+        f"| (b) naive on the native forward | {ms['naive_native']:.2f} | {ratio('naive_native', 'env_native')} | "
+        "the cache's own gain, same forward on both sides |",
+        f"| (b') naive, a forward per candidate | {ms['naive_each']:.2f} | {ratio('naive_each', 'env_native')} | "
+        "(b') / env |",
+        f"| floors: 1-token fwd (transformers) / k-token fwd (transformers, native) / LM head | "
+        f"{ms['one']:.2f} / {ms['k_transformers']:.2f}, {ms['k_native']:.2f} / {ms['head']:.2f} | | |",
+    ]
+    header = f"\n{name} ({args.dtype})\n\n| method | ms per step | ratio | |\n|---|---|---|---|"
+    return "\n".join([header, *rows])
 
 
 def main() -> None:
-    """Print one markdown table row per model, with the load average before and after."""
+    """Print one markdown table per model, with the load average before and after."""
     args = parse_args()
     torch.set_num_threads(args.threads)
-    print(f"L={args.max_length}, k={args.top_k}, device={args.device}, threads={args.threads}, repeats={args.repeats}")
-    print(f"load average before: {os.getloadavg()}")
-    print(
-        "| model | env step, 4-D mask (ms) | env step, expanded cache (ms) | (a) generate / token (ms) "
-        "| (b) naive step (ms) | env / (a) (min-max) | (b) / env (min-max) "
-        "| floors: 1-token fwd / k-token fwd / LM head (ms) | floor env / (a) | floor (b) / env "
-        "| (b') naive, a forward per candidate (ms) | (b') / env (min-max) |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"L={args.max_length}, k={args.top_k}, device={args.device}, threads={args.threads}, dtype={args.dtype}")
+    print(f"repeats={args.repeats}, load average before: {os.getloadavg()}")
     for name in args.models.split(","):
         print(benchmark(name, args), flush=True)
     print(f"load average after: {os.getloadavg()}")
