@@ -167,3 +167,20 @@ def test_problem_reports_its_forward(stories: tuple[Any, Any]) -> None:
     assert LanguageModelProblem(*stories, ["Once"], max_length=3, top_k=2).forward_implementation == "native"
     problem = LanguageModelProblem(*stories, ["Once"], max_length=3, top_k=2, forward_implementation="transformers")
     assert problem.forward_implementation == "transformers"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kind", ["llama", "gpt2"])
+def test_native_forward_equals_transformers_on_cuda(kind: str) -> None:
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    model = _tiny(kind).to("cuda")
+    ids = torch.randint(3, 97, (2, 7), generator=torch.Generator().manual_seed(9)).to("cuda")
+    mask = torch.ones_like(ids)
+    mask[0, :2] = 0
+    positions = (mask.cumsum(1) - 1).clamp(min=0)
+    with torch.no_grad():
+        hidden, _ = select_decoder_forward(model, "native")(ids, mask, positions, ())
+        expected, _ = select_decoder_forward(model, "transformers")(ids, mask, positions, ())
+    valid = mask.bool()
+    torch.testing.assert_close(hidden[valid], expected[valid], atol=1e-4, rtol=1e-4)
