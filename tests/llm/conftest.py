@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 import torch
 
+from tests.llm.tiny_models import randomised
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -22,16 +24,6 @@ def _one_thread() -> Any:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
-
-
-def _randomise(model: Any, seed: int) -> Any:
-    """Fill every parameter from a seeded generator (no global RNG)."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            noise = torch.randn(parameter.shape, generator=generator, dtype=parameter.dtype)
-            parameter.copy_(1.0 + 0.1 * noise if parameter.dim() == 1 else 0.2 * noise)
-    return model.eval()
 
 
 @pytest.fixture(scope="session")
@@ -58,7 +50,7 @@ def tiny_llama(stories: tuple[Any, Any]) -> tuple[Any, Any]:
         bos_token_id=1,
         eos_token_id=2,
     )
-    return _randomise(LlamaForCausalLM(config), 1), stories[1]
+    return randomised(LlamaForCausalLM(config), 1), stories[1]
 
 
 @pytest.fixture(scope="session")
@@ -73,4 +65,4 @@ def tiny_gpt2() -> tuple[Any, Any]:
     backend.decoder = decoders.ByteLevel()
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|endoftext|>", bos_token="<|endoftext|>")
     config = GPT2Config(vocab_size=50257, n_positions=256, n_embd=32, n_layer=2, n_head=2)
-    return _randomise(GPT2LMHeadModel(config), 2), tokenizer
+    return randomised(GPT2LMHeadModel(config), 2), tokenizer

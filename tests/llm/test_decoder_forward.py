@@ -7,22 +7,13 @@ from typing import Any
 import pytest
 import torch
 
+from tests.llm.tiny_models import randomised
 from tokenized_bandit_gym.llm.additive_attention_mask import additive_attention_mask
 from tokenized_bandit_gym.llm.decoder_forward import select_decoder_forward
 from tokenized_bandit_gym.llm.gpt2_decoder_forward import GPT2DecoderForward
 from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 from tokenized_bandit_gym.llm.llama_decoder_forward import LlamaDecoderForward
 from tokenized_bandit_gym.llm.transformers_decoder_forward import TransformersDecoderForward
-
-
-def _randomised(model: Any, seed: int) -> Any:
-    """Every parameter drawn from a seeded generator, so biases and norms are not the trivial init."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for parameter in model.parameters():
-            noise = torch.randn(parameter.shape, generator=generator, dtype=parameter.dtype)
-            parameter.copy_(1.0 + 0.1 * noise if parameter.dim() == 1 else 0.2 * noise)
-    return model.eval()
 
 
 def _tiny(kind: str) -> Any:
@@ -39,26 +30,26 @@ def _tiny(kind: str) -> Any:
     }
     if kind == "llama":
         config = transformers.LlamaConfig(**shared, **llama_shape)
-        return _randomised(transformers.LlamaForCausalLM(config), 0)
+        return randomised(transformers.LlamaForCausalLM(config), 0)
     if kind == "llama-bias-gelu":
         config = transformers.LlamaConfig(
             **shared, **llama_shape, attention_bias=True, mlp_bias=True, hidden_act="gelu", head_dim=16
         )
-        return _randomised(transformers.LlamaForCausalLM(config), 1)
+        return randomised(transformers.LlamaForCausalLM(config), 1)
     if kind == "llama3-rope":
         rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0}
         rope |= {"high_freq_factor": 4.0, "original_max_position_embeddings": 16}
         config = transformers.LlamaConfig(**shared, **llama_shape, rope_parameters=rope)
-        return _randomised(transformers.LlamaForCausalLM(config), 2)
+        return randomised(transformers.LlamaForCausalLM(config), 2)
     if kind == "mistral":
         config = transformers.MistralConfig(**shared, **llama_shape, sliding_window=None)
-        return _randomised(transformers.MistralForCausalLM(config), 3)
+        return randomised(transformers.MistralForCausalLM(config), 3)
     if kind == "qwen2":
         config = transformers.Qwen2Config(**shared, **llama_shape, use_sliding_window=False)
-        return _randomised(transformers.Qwen2ForCausalLM(config), 4)
+        return randomised(transformers.Qwen2ForCausalLM(config), 4)
     if kind == "gpt2":
         config = transformers.GPT2Config(vocab_size=97, n_positions=64, n_embd=32, n_layer=2, n_head=4, eos_token_id=2)
-        return _randomised(transformers.GPT2LMHeadModel(config), 5)
+        return randomised(transformers.GPT2LMHeadModel(config), 5)
     if kind == "gpt2-layer-scaled-relu":
         config = transformers.GPT2Config(
             vocab_size=97,
@@ -70,7 +61,7 @@ def _tiny(kind: str) -> Any:
             scale_attn_by_inverse_layer_idx=True,
             activation_function="relu",
         )
-        return _randomised(transformers.GPT2LMHeadModel(config), 6)
+        return randomised(transformers.GPT2LMHeadModel(config), 6)
     raise ValueError(kind)
 
 

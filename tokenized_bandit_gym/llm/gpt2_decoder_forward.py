@@ -15,27 +15,27 @@ import torch.nn.functional as F
 
 from tokenized_bandit_gym.llm.additive_attention_mask import additive_attention_mask
 from tokenized_bandit_gym.llm.language_model_state import KeyValues
+from tokenized_bandit_gym.llm.native_decoder_forward import NativeDecoderForward
 
 _TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh")
 
 
-class GPT2DecoderForward:
+class GPT2DecoderForward(NativeDecoderForward):
     """Native :data:`~tokenized_bandit_gym.llm.decoder_forward.DecoderForward` of a GPT-2 model.
 
     Args:
         model: a loaded causal LM for which :meth:`unsupported_reason` is None.
     """
 
+    architecture = "GPT-2"
+
     def __init__(self, model: Any) -> None:
-        reason = self.unsupported_reason(model)
-        if reason is not None:
-            raise ValueError(f"no native GPT-2 forward for this model: {reason}")
-        self._base = model.base_model
+        super().__init__(model)
         self._tanh_gelu = model.config.activation_function in _TANH_GELUS
 
     @staticmethod
     def unsupported_reason(model: Any) -> str | None:
-        """None when the native forward computes exactly this model, else why not."""
+        """None when this forward computes exactly ``model``, else why not."""
         config = model.config
         model_type = getattr(config, "model_type", None)
         if model_type != "gpt2":

@@ -15,29 +15,29 @@ import torch.nn.functional as F
 
 from tokenized_bandit_gym.llm.additive_attention_mask import additive_attention_mask
 from tokenized_bandit_gym.llm.language_model_state import KeyValues
+from tokenized_bandit_gym.llm.native_decoder_forward import NativeDecoderForward
 
 LLAMA_FAMILY = ("llama", "mistral", "qwen2")
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
 _MLP = ("gate_proj", "up_proj", "down_proj")
 
 
-class LlamaDecoderForward:
+class LlamaDecoderForward(NativeDecoderForward):
     """Native :data:`~tokenized_bandit_gym.llm.decoder_forward.DecoderForward` of a Llama-family model.
 
     Args:
         model: a loaded causal LM for which :meth:`unsupported_reason` is None.
     """
 
+    architecture = "Llama"
+
     def __init__(self, model: Any) -> None:
-        reason = self.unsupported_reason(model)
-        if reason is not None:
-            raise ValueError(f"no native Llama forward for this model: {reason}")
-        self._base = model.base_model
+        super().__init__(model)
         self._silu = getattr(model.config, "hidden_act", None) == "silu"
 
     @staticmethod
     def unsupported_reason(model: Any) -> str | None:
-        """None when the native forward computes exactly this model, else why not."""
+        """None when this forward computes exactly ``model``, else why not."""
         config = model.config
         model_type = getattr(config, "model_type", None)
         if model_type not in LLAMA_FAMILY:
