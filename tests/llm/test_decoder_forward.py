@@ -154,6 +154,16 @@ def test_auto_picks_native_where_it_exists_and_transformers_elsewhere() -> None:
         select_decoder_forward(opt, "fast")
 
 
+def test_llama_forward_needs_torch_2_5(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Older torch (which the package admits) lacks F.rms_norm and grouped-query SDPA: auto falls back."""
+    from tokenized_bandit_gym.llm import llama_decoder_forward
+
+    monkeypatch.setattr(llama_decoder_forward, "TORCH_HAS_GQA_ATTENTION", False)
+    assert isinstance(select_decoder_forward(_tiny("llama"), "auto"), TransformersDecoderForward)
+    with pytest.raises(ValueError, match="torch >= 2.5"):
+        select_decoder_forward(_tiny("llama"), "native")
+
+
 def test_problem_reports_its_forward(stories: tuple[Any, Any]) -> None:
     assert LanguageModelProblem(*stories, ["Once"], max_length=3, top_k=2).forward_implementation == "native"
     problem = LanguageModelProblem(*stories, ["Once"], max_length=3, top_k=2, forward_implementation="transformers")

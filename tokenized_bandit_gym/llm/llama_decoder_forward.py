@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from packaging.version import Version
 
 from tokenized_bandit_gym.llm.additive_attention_mask import additive_attention_mask
 from tokenized_bandit_gym.llm.language_model_state import KeyValues
@@ -20,6 +21,8 @@ from tokenized_bandit_gym.llm.native_decoder_forward import NativeDecoderForward
 LLAMA_FAMILY = ("llama", "mistral", "qwen2")
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
 _MLP = ("gate_proj", "up_proj", "down_proj")
+TORCH_HAS_GQA_ATTENTION = Version(torch.__version__).release[:2] >= (2, 5)
+"""torch >= 2.5: ``F.rms_norm`` and grouped-query SDPA (``enable_gqa``), which this forward uses."""
 
 
 class LlamaDecoderForward(NativeDecoderForward):
@@ -38,6 +41,8 @@ class LlamaDecoderForward(NativeDecoderForward):
     @staticmethod
     def unsupported_reason(model: Any) -> str | None:
         """None when this forward computes exactly ``model``, else why not."""
+        if not TORCH_HAS_GQA_ATTENTION:
+            return f"torch {torch.__version__} lacks F.rms_norm and SDPA's enable_gqa (torch >= 2.5 has them)"
         config = model.config
         model_type = getattr(config, "model_type", None)
         if model_type not in LLAMA_FAMILY:
