@@ -13,8 +13,13 @@ step; the single envs are the batch of one, vector envs call the same methods):
   candidates, reusing their cache entries, and score the next candidates;
 * ``utility_of(state) -> (B,)``, ``embedding_of(state) -> (B, d + 1)``, ``state_for``, ``embed``,
   ``oracle_greedy(queries)``, ``oracle_beam(queries, width)``.
+
+Every forward goes through one :data:`~tokenized_bandit_gym.llm.decoder_forward.DecoderForward`
+(:func:`select_decoder_forward`): a native one for the Llama family and GPT-2, the model's own
+transformers forward for any other causal LM.
 """
 
+from tokenized_bandit_gym.llm.decoder_forward import select_decoder_forward
 from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 from tokenized_bandit_gym.llm.language_model_state import LanguageModelState
 from tokenized_bandit_gym.llm.load_language_model import DEFAULT_MODEL, load_language_model
@@ -31,4 +36,5 @@ __all__ = [
     "make_language_model_problem",
     "paper_queries",
     "resolve_queries",
+    "select_decoder_forward",
 ]
