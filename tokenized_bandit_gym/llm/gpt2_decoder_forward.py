@@ -13,9 +13,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from tokenized_bandit_gym.llm.additive_attention_mask import additive_attention_mask
 from tokenized_bandit_gym.llm.language_model_state import KeyValues
-from tokenized_bandit_gym.llm.native_decoder_forward import NativeDecoderForward
+from tokenized_bandit_gym.llm.native_decoder_forward import NativeDecoderForward, with_past
 
 _TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh")
 
@@ -50,31 +49,23 @@ class GPT2DecoderForward(NativeDecoderForward):
                 return "a projection is not transformers' Conv1D (quantized or adapted weights)"
         return None
 
-    def __call__(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        position_ids: torch.Tensor,
-        past: KeyValues,
+    def _layers(
+        self, input_ids: torch.Tensor, additive_mask: torch.Tensor, position_ids: torch.Tensor, past: KeyValues
     ) -> tuple[torch.Tensor, KeyValues]:
-        """Hidden ``(N, T, H)`` of ``input_ids`` ``(N, T)`` over ``past``, and the cache with their entries."""
+        """The family's forward with the additive mask ``(N, 1, T, S)``: hidden ``(N, T, H)`` and cache."""
         base = self._base
         batch, new_tokens = input_ids.shape
         hidden = base.wte(input_ids) + base.wpe(position_ids)  # (N, T, H)
-        if attention_mask.dim() == 2:
-            attention_mask = additive_attention_mask(attention_mask, new_tokens, hidden.dtype)  # (N, 1, T, S)
         cache = []
         for index, block in enumerate(base.h):
             attention, mlp = block.attn, block.mlp
             fused = _conv1d(block.ln_1(hidden), attention.c_attn)  # (N, T, 3 * H)
             fused = fused.view(batch, new_tokens, 3, -1, attention.head_dim).permute(2, 0, 3, 1, 4)
             queries, keys, values = fused.unbind(0)  # (N, h, T, hd) each
-            if past:
-                keys = torch.cat([past[index][0], keys], dim=2)  # (N, h, S, hd)
-                values = torch.cat([past[index][1], values], dim=2)
+            keys, values = with_past(past, index, keys, values)  # (N, h, S, hd)
             cache.append((keys, values))
             attended = F.scaled_dot_product_attention(
-                queries, keys, values, attn_mask=attention_mask, scale=attention.scaling
+                queries, keys, values, attn_mask=additive_mask, scale=attention.scaling
             )  # (N, h, T, hd)
             hidden = hidden + _conv1d(attended.transpose(1, 2).reshape(batch, new_tokens, -1), attention.c_proj)
             inner = _conv1d(block.ln_2(hidden), mlp.c_fc)  # (N, T, 4H)

@@ -14,9 +14,8 @@ import torch
 import torch.nn.functional as F
 from packaging.version import Version
 
-from tokenized_bandit_gym.llm.additive_attention_mask import additive_attention_mask
 from tokenized_bandit_gym.llm.language_model_state import KeyValues
-from tokenized_bandit_gym.llm.native_decoder_forward import NativeDecoderForward
+from tokenized_bandit_gym.llm.native_decoder_forward import NativeDecoderForward, with_past
 
 LLAMA_FAMILY = ("llama", "mistral", "qwen2")
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -68,19 +67,13 @@ class LlamaDecoderForward(NativeDecoderForward):
                 return "a projection is not a plain torch.nn.Linear (quantized or adapted weights)"
         return None
 
-    def __call__(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
-        position_ids: torch.Tensor,
-        past: KeyValues,
+    def _layers(
+        self, input_ids: torch.Tensor, additive_mask: torch.Tensor, position_ids: torch.Tensor, past: KeyValues
     ) -> tuple[torch.Tensor, KeyValues]:
-        """Hidden ``(N, T, H)`` of ``input_ids`` ``(N, T)`` over ``past``, and the cache with their entries."""
+        """The family's forward with the additive mask ``(N, 1, T, S)``: hidden ``(N, T, H)`` and cache."""
         base = self._base
         batch, new_tokens = input_ids.shape
         hidden = base.embed_tokens(input_ids)  # (N, T, H)
-        if attention_mask.dim() == 2:
-            attention_mask = additive_attention_mask(attention_mask, new_tokens, hidden.dtype)  # (N, 1, T, S)
         cos, sin = base.rotary_emb(hidden, position_ids)  # (N, T, hd) each
         half = cos.shape[-1] // 2
         cos = cos[:, None]  # (N, 1, T, hd)
@@ -93,15 +86,13 @@ class LlamaDecoderForward(NativeDecoderForward):
             queries = _rotated(_heads(_linear(normed, attention.q_proj), head_dim), cos, signed_sin)  # (N, hq, T, hd)
             keys = _rotated(_heads(_linear(normed, attention.k_proj), head_dim), cos, signed_sin)  # (N, hkv, T, hd)
             values = _heads(_linear(normed, attention.v_proj), head_dim)  # (N, hkv, T, hd)
-            if past:
-                keys = torch.cat([past[index][0], keys], dim=2)  # (N, hkv, S, hd)
-                values = torch.cat([past[index][1], values], dim=2)
+            keys, values = with_past(past, index, keys, values)  # (N, hkv, S, hd)
             cache.append((keys, values))
             attended = F.scaled_dot_product_attention(
                 queries,
                 keys,
                 values,
-                attn_mask=attention_mask,
+                attn_mask=additive_mask,
                 scale=attention.scaling,
                 enable_gqa=queries.shape[1] != keys.shape[1],
             )  # (N, hq, T, hd)
