@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmarks.generate_timing import generate_seconds_per_token, synchronise
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -83,12 +84,6 @@ class Args:
 def parse_args(argv: list[str] | None = None) -> Args:
     """Args from the command line (one ``--field-name`` flag per field)."""
     return parse_dataclass_arguments(Args, __doc__, argv)
-
-
-def synchronise(device: torch.device) -> None:
-    """Wait for the device's queued work (a no-op on the CPU)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 def build_model(args: Args) -> Any:
@@ -157,27 +152,10 @@ def time_core_steps(problem: Any, batch: int, args: Args) -> float:
 
 @torch.no_grad()
 def time_generate(model: Any, args: Args) -> float:
-    """Seconds per token of ``model.generate`` (greedy, KV cache), prefill excluded."""
-    device = next(model.parameters()).device
-    ids = torch.arange(3, 19, device=device)[None]  # (1, 16)
-
-    def run(new_tokens: int) -> float:
-        synchronise(device)
-        start = time.perf_counter()
-        model.generate(
-            ids,
-            attention_mask=torch.ones_like(ids),
-            max_new_tokens=new_tokens,
-            min_new_tokens=new_tokens,
-            do_sample=False,
-            use_cache=True,
-            pad_token_id=0,
-        )
-        synchronise(device)
-        return time.perf_counter() - start
-
-    run(2)
-    return float(np.median([(run(args.max_length) - run(1)) / (args.max_length - 1) for _ in range(args.repeats)]))
+    """Seconds per token of ``model.generate`` (greedy, KV cache), prefill excluded; median of ``repeats``."""
+    ids = torch.arange(3, 19, device=next(model.parameters()).device)[None]  # (1, 16)
+    generate_seconds_per_token(model, ids, 2)  # warm-up
+    return float(np.median([generate_seconds_per_token(model, ids, args.max_length) for _ in range(args.repeats)]))
 
 
 def benchmark(args: Args) -> str:

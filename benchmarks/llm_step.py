@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from benchmarks.generate_timing import generate_seconds_per_token
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -129,22 +130,7 @@ def time_episode(env: Any) -> tuple[float, list[int]]:
 
 def time_generate(model: Any, query: list[int], args: Args) -> float:
     """Seconds per generated token of ``model.generate`` (greedy, KV cache), prefill excluded."""
-    ids = torch.tensor([query], device=args.device)
-
-    def run(new_tokens: int) -> float:
-        start = time.perf_counter()
-        model.generate(
-            ids,
-            attention_mask=torch.ones_like(ids),
-            max_new_tokens=new_tokens,
-            min_new_tokens=new_tokens,
-            do_sample=False,
-            use_cache=True,
-            pad_token_id=0,
-        )
-        return time.perf_counter() - start
-
-    return (run(args.max_length) - run(1)) / (args.max_length - 1)
+    return generate_seconds_per_token(model, torch.tensor([query], device=args.device), args.max_length)
 
 
 @torch.no_grad()

@@ -17,14 +17,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import time
 
 import gymnasium as gym
-import numpy as np
 import torch
 
 import tokenized_bandit_gym  # noqa: F401  (registers the ids)
-from tokenized_bandit_gym.host_array import as_host_array
+from benchmarks.vector_env_stepper import VectorEnvStepper
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 from tokenized_bandit_gym.wrappers import PadResponseInfo
 
@@ -67,31 +65,9 @@ def warm_benchmarks(envs: gym.vector.VectorEnv) -> None:
             problem.oracle_beam(queries, single.beam_width)
 
 
-class Stepper:
-    """Steps one vector env under the random policy, a chunk at a time, counting token-steps."""
-
-    def __init__(self, envs: gym.vector.VectorEnv, seed: int) -> None:
-        self.envs = envs
-        self.rng = np.random.default_rng(seed)
-        warm_benchmarks(envs)
-        observations, _ = envs.reset(seed=seed)
-        self.masks = as_host_array(observations["action_mask"])
-        self.autoreset = np.zeros(envs.num_envs, dtype=bool)
-        self.run(0.0, 3)  # warm-up
-
-    def run(self, seconds: float, min_steps: int) -> float:
-        """Step for at least ``seconds`` and ``min_steps``; return token-steps per second."""
-        elapsed, token_steps, steps = 0.0, 0, 0
-        while steps < min_steps or elapsed < seconds:
-            scores = self.rng.random(self.masks.shape)  # (N, k)
-            actions = np.where(self.masks.astype(bool), scores, -1.0).argmax(axis=1)  # (N,) random allowed
-            start = time.perf_counter()
-            observations, _, terminated, _, _ = self.envs.step(actions)
-            elapsed += time.perf_counter() - start
-            token_steps += int((~self.autoreset).sum())
-            self.masks, self.autoreset = as_host_array(observations["action_mask"]), as_host_array(terminated)
-            steps += 1
-        return token_steps / elapsed
+def make_stepper(envs: gym.vector.VectorEnv, seed: int) -> VectorEnvStepper:
+    """A stepper over ``envs`` with every benchmark computed and three untimed steps."""
+    return VectorEnvStepper(envs, seed, warm_benchmarks, warm_up_steps=3)
 
 
 def main(args: Args) -> list[tuple[str, int, dict[str, float]]]:
@@ -110,9 +86,11 @@ def main(args: Args) -> list[tuple[str, int, dict[str, float]]]:
         for num_envs in args.num_envs:
             native = "vector_entry_point"
             steppers = {
-                "numpy": Stepper(gym.make_vec(env_id, num_envs, native, **kwargs), args.seed),
-                "torch": Stepper(gym.make_vec(env_id, num_envs, native, array_backend="torch", **kwargs), args.seed),
-                "sync": Stepper(
+                "numpy": make_stepper(gym.make_vec(env_id, num_envs, native, **kwargs), args.seed),
+                "torch": make_stepper(
+                    gym.make_vec(env_id, num_envs, native, array_backend="torch", **kwargs), args.seed
+                ),
+                "sync": make_stepper(
                     gym.make_vec(env_id, num_envs, "sync", wrappers=[PadResponseInfo], **kwargs), args.seed
                 ),
             }

@@ -14,14 +14,12 @@ minutes on a 2-core CPU); ``--num-envs 1 64`` and ``--seconds 0.2`` make it quic
 from __future__ import annotations
 
 import dataclasses
-import time
 
 import gymnasium as gym
-import numpy as np
 import torch
 
 import tokenized_bandit_gym  # noqa: F401  (registers the ids)
-from tokenized_bandit_gym.host_array import as_host_array
+from benchmarks.vector_env_stepper import VectorEnvStepper
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 from tokenized_bandit_gym.wrappers import PadResponseInfo
 
@@ -50,12 +48,6 @@ class Args:
     """torch intra-op threads (1: a shared 2-core machine thrashes with more)"""
 
 
-def random_allowed(rng: np.random.Generator, masks: np.ndarray) -> np.ndarray:
-    """A uniformly random allowed token per row, ``(N,)`` (vectorized: argmax of masked noise)."""
-    scores = rng.random(masks.shape)
-    return np.where(masks.astype(bool), scores, -1.0).argmax(axis=1)
-
-
 def warm_caches(envs: gym.vector.VectorEnv) -> None:
     """Compute each instance's cached optimum and oracle-greedy decode before timing."""
     base = envs.unwrapped
@@ -66,31 +58,9 @@ def warm_caches(envs: gym.vector.VectorEnv) -> None:
         problem.oracle_greedy(queries)
 
 
-class Stepper:
-    """Steps one vector env under the random policy, a chunk at a time, counting token-steps."""
-
-    def __init__(self, envs: gym.vector.VectorEnv, seed: int) -> None:
-        self.envs = envs
-        self.rng = np.random.default_rng(seed)
-        warm_caches(envs)
-        observations, _ = envs.reset(seed=seed)
-        self.masks = as_host_array(observations["action_mask"])
-        self.autoreset = np.zeros(envs.num_envs, dtype=bool)
-        for _ in range(2):  # warm-up
-            self.run(0.0, 1)
-
-    def run(self, seconds: float, min_steps: int) -> float:
-        """Step for at least ``seconds`` and ``min_steps``; return token-steps per second."""
-        elapsed, token_steps, steps = 0.0, 0, 0
-        while steps < min_steps or elapsed < seconds:
-            actions = random_allowed(self.rng, self.masks)
-            start = time.perf_counter()
-            observations, _, terminated, _, _ = self.envs.step(actions)
-            elapsed += time.perf_counter() - start
-            token_steps += int((~self.autoreset).sum())
-            self.masks, self.autoreset = as_host_array(observations["action_mask"]), as_host_array(terminated)
-            steps += 1
-        return token_steps / elapsed
+def make_stepper(envs: gym.vector.VectorEnv, seed: int) -> VectorEnvStepper:
+    """A stepper over ``envs`` with the caches warm and two untimed steps."""
+    return VectorEnvStepper(envs, seed, warm_caches, warm_up_steps=2)
 
 
 def main(args: Args) -> None:
@@ -103,11 +73,11 @@ def main(args: Args) -> None:
         for num_envs in args.num_envs:
             native = "vector_entry_point"
             steppers = {
-                "numpy": Stepper(gym.make_vec(env_id, num_envs, native, device=args.device), args.seed),
-                "torch": Stepper(
+                "numpy": make_stepper(gym.make_vec(env_id, num_envs, native, device=args.device), args.seed),
+                "torch": make_stepper(
                     gym.make_vec(env_id, num_envs, native, array_backend="torch", device=args.device), args.seed
                 ),
-                "sync": Stepper(gym.make_vec(env_id, num_envs, "sync", wrappers=[PadResponseInfo]), args.seed),
+                "sync": make_stepper(gym.make_vec(env_id, num_envs, "sync", wrappers=[PadResponseInfo]), args.seed),
             }
             best = dict.fromkeys(steppers, 0.0)
             for _ in range(args.repeats):  # interleaved, so load changes hit all three alike

@@ -5,18 +5,7 @@ from __future__ import annotations
 import runpy
 from pathlib import Path
 
-import pytest
-import torch
-
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-@pytest.fixture(autouse=True)
-def _restore_torch_threads():
-    """The scripts set the thread count; give it back."""
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
 
 
 def _rows(table: str) -> list[list[str]]:

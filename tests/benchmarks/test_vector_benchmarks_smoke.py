@@ -6,18 +6,8 @@ import runpy
 from pathlib import Path
 
 import pytest
-import torch
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-@pytest.fixture(autouse=True)
-def _restore_torch_threads():
-    """The scripts set the thread count; give it back (and check they leave autograd on)."""
-    threads = torch.get_num_threads()
-    yield
-    torch.set_num_threads(threads)
-    assert torch.is_grad_enabled()
 
 
 def test_vector_env_throughput_runs(capsys: pytest.CaptureFixture[str]) -> None:
