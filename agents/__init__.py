@@ -1,21 +1,25 @@
-"""Reference agents for tokenized bandits, one per file, named in a registry.
+"""Reference agents for tokenized bandits, one per file (installed as ``tokenized_bandit_gym.agents``).
 
-``agents.make(name, **kwargs)`` builds one; ``agents.list_agents()`` lists the names. Every
-agent implements :class:`tokenized_bandit_gym.agent.Agent`.
+The repository keeps them in its top-level ``agents/`` folder; the package installs it as
+``tokenized_bandit_gym.agents`` (so it cannot collide with another distribution's top-level
+``agents``). ``make(name, **kwargs)`` builds a registered agent and ``list_agents()`` lists the
+names; the registry itself lives in :mod:`tokenized_bandit_gym.registration`. Every agent
+implements :class:`tokenized_bandit_gym.agent.Agent`.
 """
 
 from typing import Any
 
-from agents.registry import list_agents, make, register_agent
 from tokenized_bandit_gym.agent import Agent
+from tokenized_bandit_gym.registration import AGENT_ENTRY_POINTS, list_agents, register_agent
+from tokenized_bandit_gym.registration import make_agent as make
 
-__all__ = ["Agent", "SB3Agent", "list_agents", "make", "register_agent"]
+__all__ = ["AGENT_ENTRY_POINTS", "Agent", "SB3Agent", "list_agents", "make", "register_agent"]
 
 
 def __getattr__(name: str) -> Any:
-    """Import ``SB3Agent`` on first use, so ``import agents`` does not load Stable-Baselines3."""
+    """Import ``SB3Agent`` on first use, so importing the agents does not load Stable-Baselines3."""
     if name == "SB3Agent":
-        from agents.sb3_agent import SB3Agent
+        from tokenized_bandit_gym.agents.sb3_agent import SB3Agent
 
         return SB3Agent
-    raise AttributeError(f"module 'agents' has no attribute {name!r}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 import torch
+from tokenized_bandit_gym.agents.eoful import EOFUL
+from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence
 
-from agents.eoful import EOFUL
-from agents.linear_confidence import LinearConfidence
 from tokenized_bandit_gym.core.validation import check_int
 from tokenized_bandit_gym.task import Task
 
@@ -16,12 +16,12 @@ from tokenized_bandit_gym.task import Task
 class BatchedEOFUL:
     """EOFUL (paper Algorithm 1) as a :class:`~tokenized_bandit_gym.batched_agent.BatchedAgent`.
 
-    The math is :class:`agents.eoful.EOFUL`'s, unchanged: every token is the allowed candidate
+    The math is :class:`tokenized_bandit_gym.agents.eoful.EOFUL`'s, unchanged: every token is the allowed candidate
     with the highest ``<theta_hat_t, e> + sqrt(beta_t) ||e||_{Sigma_t^-1}`` (eq. update-c),
     scored for all N sub-envs and k candidates at once by :meth:`EOFUL.select`, and the ridge
     estimate (eq. update-theta) is updated by :meth:`EOFUL.learn` with the response embeddings
     ``e(x_s, y_s)`` (``info["response_embedding"]``) and rewards of a batch of rounds (a block
-    Sherman-Morrison update in :class:`agents.linear_confidence.LinearConfidence`).
+    Sherman-Morrison update in :class:`tokenized_bandit_gym.agents.linear_confidence.LinearConfidence`).
 
     Batching: the confidence set stays fixed until ``batch_size`` rounds have ended since the
     last update; then all of them are learned at once. ``batch_size=1`` on a one-sub-env
@@ -31,7 +31,7 @@ class BatchedEOFUL:
 
     Args:
         batch_size: rounds per update, >= 1.
-        **eoful_kwargs: :class:`agents.eoful.EOFUL`'s keywords (``beta``, ``lambda_``,
+        **eoful_kwargs: :class:`tokenized_bandit_gym.agents.eoful.EOFUL`'s keywords (``beta``, ``lambda_``,
             ``delta``, ``sigma``, ``refactor_every``, ``device``).
     """
 

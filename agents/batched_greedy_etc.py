@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 import torch
+from tokenized_bandit_gym.agents.greedy_etc import GreedyETC
 
-from agents.greedy_etc import GreedyETC
 from tokenized_bandit_gym.core.validation import check_int
 from tokenized_bandit_gym.host_array import as_host_array
 from tokenized_bandit_gym.task import Task
@@ -16,7 +16,7 @@ from tokenized_bandit_gym.task import Task
 class BatchedGreedyETC:
     """GreedyETC (paper Algorithm 2) as a :class:`~tokenized_bandit_gym.batched_agent.BatchedAgent`.
 
-    The math is :class:`agents.greedy_etc.GreedyETC`'s (one instance holds ``y``, the level's
+    The math is :class:`tokenized_bandit_gym.agents.greedy_etc.GreedyETC`'s (one instance holds ``y``, the level's
     tokens and ``r_bar``; :meth:`GreedyETC.credit` and :meth:`GreedyETC.commit` are shared).
     Every round follows the committed prefix ``y``; a round that reaches position ``|y|``
     before the agent has committed explores one of the level's tokens ``t`` and ends with
@@ -40,7 +40,7 @@ class BatchedGreedyETC:
 
     Args:
         batch_size: rounds per update, >= 1.
-        **etc_kwargs: :class:`agents.greedy_etc.GreedyETC`'s keywords (``exploration_rounds``,
+        **etc_kwargs: :class:`tokenized_bandit_gym.agents.greedy_etc.GreedyETC`'s keywords (``exploration_rounds``,
             ``completion_token``).
     """
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 import torch
+from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence
 
-from agents.linear_confidence import LinearConfidence
 from tokenized_bandit_gym.core.validation import check_int, check_real
 from tokenized_bandit_gym.task import Task
 
@@ -34,7 +34,7 @@ class EOFUL:
     = <theta_hat_t, e> + sqrt(beta_t) ||e||_{Sigma_t^-1}`` (eq. update-c) and the best one is
     appended, until EOS; then the response embedding ``y_t = e(x_t, y_t)`` and reward ``r_t``
     update ``Sigma``, ``theta_hat`` (eq. update-theta) and ``C_{t+1}``. The linear algebra is in
-    :class:`agents.linear_confidence.LinearConfidence` (Sherman-Morrison updates, periodic
+    :class:`tokenized_bandit_gym.agents.linear_confidence.LinearConfidence` (Sherman-Morrison updates, periodic
     refactorisation). ``C_1 = {0}`` as in the paper, so in round 1 every score is 0 and the
     lowest allowed index wins (the first round is arbitrary); ties always go to the lowest index.
 

@@ -6,9 +6,9 @@ import math
 from typing import Any
 
 import numpy as np
+from tokenized_bandit_gym.agents.candidates import allowed_tokens, candidate_index
+from tokenized_bandit_gym.agents.greedy_etc import default_exploration_rounds
 
-from agents.candidates import allowed_tokens, candidate_index
-from agents.greedy_etc import default_exploration_rounds
 from tokenized_bandit_gym.core.validation import check_int, check_real
 from tokenized_bandit_gym.task import Task
 
@@ -42,7 +42,7 @@ class GreedyUCB:
     So each level costs at most GreedyETC's ``n N`` rounds and the ``O(n L T^(2/3) (log
     T)^(1/3))`` argument carries over, while easy levels (large gaps) commit after
     ``O(sum_a log T / gap_a^2)`` rounds. Compared with DDMC'-free tree search
-    (:class:`~agents.uct.UCT`) it explores only ``O(n L)`` arms and relies on DDMC'.
+    (:class:`~tokenized_bandit_gym.agents.uct.UCT`) it explores only ``O(n L)`` arms and relies on DDMC'.
     Deterministic (ties go to the first arm in candidate order). Like GreedyETC it ignores
     the query and features and reads a level's tokens from the candidates observed at ``y``.
 

@@ -6,9 +6,9 @@ import itertools
 from typing import Any
 
 import numpy as np
+from tokenized_bandit_gym.agents.candidates import allowed_tokens, candidate_index, is_allowed
+from tokenized_bandit_gym.agents.greedy_etc import default_exploration_rounds
 
-from agents.candidates import allowed_tokens, candidate_index, is_allowed
-from agents.greedy_etc import default_exploration_rounds
 from tokenized_bandit_gym.core.validation import check_int
 from tokenized_bandit_gym.task import Task
 
@@ -16,7 +16,7 @@ from tokenized_bandit_gym.task import Task
 class LookaheadETC:
     """k-LookaheadETC (paper appendix B, Algorithm "k-LookaheadETC"), for k-DDMC utilities.
 
-    Like :class:`~agents.greedy_etc.GreedyETC`, level by level from ``y = ()``: if ``|y| = L - 1``
+    Like :class:`~tokenized_bandit_gym.agents.greedy_etc.GreedyETC`, level by level from ``y = ()``: if ``|y| = L - 1``
     the response is ``y:EOS``; otherwise every k-token block ``z`` is submitted as ``y:z:EOS``
     (or as ``y:z`` when ``z`` ends with EOS) for ``N`` consecutive rounds, and the agent commits
     to the best average: ``y <- y:z*``, stopping if ``z*`` holds EOS. After exploration the

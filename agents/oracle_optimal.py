@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.oracle_action import oracle_action
+from tokenized_bandit_gym.agents.oracle_action import oracle_action
+
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.task import Task
 

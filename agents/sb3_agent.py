@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 import torch
+from tokenized_bandit_gym.agents.sb3_proxy_env import ProxyClosed, SB3ProxyEnv
 
-from agents.sb3_proxy_env import ProxyClosed, SB3ProxyEnv
 from tokenized_bandit_gym.adapters.cumulative_regret_callback import CumulativeRegretCallback
 from tokenized_bandit_gym.task import Task
 from tokenized_bandit_gym.wrappers.token_observation_encoder import TokenObservationEncoder
@@ -76,7 +76,7 @@ class SB3Agent:
     agent, so its cumulative regret is comparable with EOFUL's (DESIGN.md section 2).
 
     How it runs SB3 online: SB3's ``learn()`` drives its own env loop, so :meth:`reset` starts
-    ``learn()`` in a worker thread on an :class:`~agents.sb3_proxy_env.SB3ProxyEnv`, and
+    ``learn()`` in a worker thread on an :class:`~tokenized_bandit_gym.agents.sb3_proxy_env.SB3ProxyEnv`, and
     :meth:`act` and :meth:`update` hand it the real observations, rewards and infos and take
     back its actions. The two threads run strictly in turn (one waits while the other works),
     so SB3's own rollout collection, buffers, ``train()`` schedule, exploration schedule and

@@ -1,4 +1,4 @@
-"""The env an SB3 learner sees inside :class:`agents.sb3_agent.SB3Agent`: real observations, fed through queues."""
+"""The env an SB3 learner sees inside :class:`~tokenized_bandit_gym.agents.sb3_agent.SB3Agent`, fed through queues."""
 
 from __future__ import annotations
 

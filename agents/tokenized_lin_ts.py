@@ -6,8 +6,8 @@ import math
 from typing import Any
 
 import torch
+from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence
 
-from agents.linear_confidence import LinearConfidence
 from tokenized_bandit_gym.core.validation import check_int, check_real
 from tokenized_bandit_gym.task import Task
 
@@ -17,7 +17,7 @@ class TokenizedLinTS:
 
     In round t, ``theta~_t ~ N(theta_hat_t, v_t^2 Sigma_t^-1)`` (linear Thompson sampling,
     Agrawal and Goyal 2013, with EOFUL's ``Sigma_t`` and ``theta_hat_t`` from
-    :class:`agents.linear_confidence.LinearConfidence`); every token of the round is the allowed
+    :class:`tokenized_bandit_gym.agents.linear_confidence.LinearConfidence`); every token of the round is the allowed
     candidate maximising ``<theta~_t, e(x_t, y:tau)>``. After the round it learns from
     ``(e(x_t, y_t), r_t)`` exactly as EOFUL does. ``v_t = v`` when ``v`` is a number; with
     ``v="theory"`` it is EOFUL's radius ``sqrt(beta_t)``. The sample uses the agent's own

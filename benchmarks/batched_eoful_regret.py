@@ -2,7 +2,7 @@
 
 Sequential EOFUL (one sub-env, an update after every round) against BatchedEOFUL on N
 sub-envs with one update per N ended rounds, same T rounds in all, same seeds, side by side in
-one run; EOFUL is ``agents.eoful.EOFUL`` with its defaults (beta "theory", lambda 1,
+one run; EOFUL is ``tokenized_bandit_gym.agents.eoful.EOFUL`` with its defaults (beta "theory", lambda 1,
 delta 0.05) and sigma set to the env's noise scale. Reports cumulative regret at T (mean over
 seeds), its ratio to sequential, the mean regret of the last quarter of rounds, rounds per
 second and the share of time in the agent.
@@ -19,9 +19,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from tokenized_bandit_gym.agents.batched_eoful import BatchedEOFUL
 
 import tokenized_bandit_gym  # noqa: F401  (registers the ids)
-from agents.batched_eoful import BatchedEOFUL
 from tokenized_bandit_gym.evaluation import run_online_vector
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 

@@ -2,7 +2,7 @@
 
 One EOFUL round is ``steps`` scoring calls (UCB of ``k`` candidates, one matrix product each) and
 one update of the confidence set. Both variants do the same scoring; they differ in how
-``Sigma^-1`` follows ``Sigma``: ``rank_one`` is :class:`agents.linear_confidence.LinearConfidence`
+``Sigma^-1`` follows ``Sigma``: ``rank_one`` is :class:`tokenized_bandit_gym.agents.linear_confidence.LinearConfidence`
 (Sherman-Morrison, O(d^2) per round), ``inverse`` recomputes ``torch.linalg.inv(Sigma)`` every round
 (O(d^3)). The two run interleaved in one process, block by block, and the script reports the
 median per-round times and their ratio, for the update alone and for the whole round.
@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass
 
 import torch
+from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence
 
-from agents.linear_confidence import LinearConfidence
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 
 

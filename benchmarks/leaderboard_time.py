@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import agents
+from tokenized_bandit_gym import agents
 from tokenized_bandit_gym.evaluation.leaderboard_spec import load_spec
 from tokenized_bandit_gym.evaluation.results_store import ResultsStore
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments

@@ -15,8 +15,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-import agents  # noqa: E402
 import tokenized_bandit_gym  # noqa: E402, F401  (registers the env ids)
+from tokenized_bandit_gym import agents  # noqa: E402
 from tokenized_bandit_gym.evaluation import run_online  # noqa: E402
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments  # noqa: E402
 

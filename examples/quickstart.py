@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import gymnasium as gym
 
-import agents
 import tokenized_bandit_gym  # noqa: F401  (registers the env ids)
+from tokenized_bandit_gym import agents
 from tokenized_bandit_gym.evaluation import run_online
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 

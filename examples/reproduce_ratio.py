@@ -123,7 +123,7 @@ def main(args: Args) -> dict[str, Any]:
     except gym.error.Error as error:
         raise require(f"the env {ENV_ID}", error) from error
     try:
-        import agents
+        from tokenized_bandit_gym import agents
 
         agent = agents.make("eoful", beta=args.beta)
     except (ImportError, ValueError) as error:

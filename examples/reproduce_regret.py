@@ -136,7 +136,7 @@ def _hidden_size(model: str) -> int:
 
 def make_agent(name: str, env: Any, args: Args) -> Any:
     try:
-        import agents
+        from tokenized_bandit_gym import agents
     except ImportError as error:
         raise require("the agents package", error) from error
     kwargs: dict[str, Any] = {}

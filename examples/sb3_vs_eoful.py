@@ -9,7 +9,7 @@ plot of cumulative regret against rounds.
     PYTHONPATH=. python examples/sb3_vs_eoful.py --rounds 300
     PYTHONPATH=. python examples/sb3_vs_eoful.py --arena   # all agents side by side in the PettingZoo arena
 
-Agents not registered in ``agents.registry`` (e.g. ``eoful`` before it is merged) are skipped with
+Agents not registered in ``tokenized_bandit_gym.registration`` (e.g. ``eoful`` before it is merged) are skipped with
 a message; the run goes on with the others.
 """
 
@@ -24,8 +24,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-import agents  # noqa: E402
 import tokenized_bandit_gym  # noqa: E402, F401  (registers the env ids)
+from tokenized_bandit_gym import agents  # noqa: E402
 from tokenized_bandit_gym.adapters.pettingzoo_arena import TokenizedBanditArena  # noqa: E402
 from tokenized_bandit_gym.evaluation.online_result import OnlineResult  # noqa: E402
 from tokenized_bandit_gym.evaluation.run_arena import run_arena  # noqa: E402
@@ -64,7 +64,7 @@ def available(names: str) -> list[str]:
         if name in known:
             chosen.append(name)
         else:
-            print(f"skipping agent {name!r}: not registered in agents.registry (registered: {', '.join(known)})")
+            print(f"skipping agent {name!r}: not a registered agent (registered: {', '.join(known)})")
     return chosen
 
 

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 from stable_baselines3.common.vec_env import DummyVecEnv
+from tokenized_bandit_gym.agents.random_agent import RandomAgent
+from tokenized_bandit_gym.agents.sb3_agent import SB3Agent
 
-import agents
 import tokenized_bandit_gym
-from agents.random_agent import RandomAgent
-from agents.sb3_agent import SB3Agent
+from tokenized_bandit_gym import agents
 from tokenized_bandit_gym.adapters.cumulative_regret_callback import CumulativeRegretCallback
 from tokenized_bandit_gym.evaluation.run_online import run_online
 from tokenized_bandit_gym.registration import SYNTHETIC_ENVS

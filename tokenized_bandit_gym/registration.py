@@ -1,12 +1,24 @@
-"""Registered environment ids. Entry points are strings, so registering imports nothing heavy.
+"""Registered environment ids and agent names. Entry points are strings, so registering imports nothing heavy.
 
 A change to rewards, noise or dynamics bumps the ``-vN`` suffix and adds a Version History line
 to the env's docstring, so leaderboard numbers stay comparable.
+
+Agents are registered like envs (Gymnasium's ``register``/``make``): a name maps to a
+``"module:Class"`` string, imported only by :func:`make_agent`. So the env and evaluation layers
+name agents without importing any agent module, and the implementations (the repository's
+top-level ``agents/`` folder, installed as :mod:`tokenized_bandit_gym.agents`) depend on the
+public API only.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from gymnasium.envs.registration import register, registry
+
+if TYPE_CHECKING:
+    from tokenized_bandit_gym.agent import Agent
 
 _TLB = "tokenized_bandit_gym.envs.tokenized_linear_bandit_env:TokenizedLinearBanditEnv"
 _TMAB = "tokenized_bandit_gym.envs.tokenized_multi_armed_bandit_env:TokenizedMultiArmedBanditEnv"
@@ -59,3 +71,63 @@ def register_envs() -> None:
 def registered_ids() -> list[str]:
     """Every id this package registers."""
     return [env_id for env_id in registry if env_id in SYNTHETIC_ENVS or env_id in LLM_ENVS]
+
+
+_AGENTS = "tokenized_bandit_gym.agents"
+
+# agent name -> "module:Class"; adding an agent adds its own file under agents/ and one line here.
+AGENT_ENTRY_POINTS: dict[str, str] = {
+    "random": f"{_AGENTS}.random_agent:RandomAgent",
+    "oracle_greedy": f"{_AGENTS}.oracle_greedy:OracleGreedy",
+    "eoful": f"{_AGENTS}.eoful:EOFUL",
+    "lookahead_eoful": f"{_AGENTS}.lookahead_eoful:LookaheadEOFUL",
+    "tokenized_lin_ts": f"{_AGENTS}.tokenized_lin_ts:TokenizedLinTS",
+    "fixed_theta_greedy": f"{_AGENTS}.fixed_theta_greedy:FixedThetaGreedy",
+    "oracle_optimal": f"{_AGENTS}.oracle_optimal:OracleOptimal",
+    "sb3": f"{_AGENTS}.sb3_agent:SB3Agent",
+    "ppo": f"{_AGENTS}.sb3_agent:PPOAgent",
+    "a2c": f"{_AGENTS}.sb3_agent:A2CAgent",
+    "dqn": f"{_AGENTS}.sb3_agent:DQNAgent",
+    "maskable_ppo": f"{_AGENTS}.sb3_agent:MaskablePPOAgent",
+    "recurrent_ppo": f"{_AGENTS}.sb3_agent:RecurrentPPOAgent",
+    "greedy_etc": f"{_AGENTS}.greedy_etc:GreedyETC",
+    "lookahead_etc": f"{_AGENTS}.lookahead_etc:LookaheadETC",
+    "greedy_ucb": f"{_AGENTS}.greedy_ucb:GreedyUCB",
+    "uct": f"{_AGENTS}.uct:UCT",
+    "misaligned_greedy": f"{_AGENTS}.misaligned_greedy:MisalignedGreedy",
+}
+
+
+def list_agents() -> list[str]:
+    """Names of every registered agent, sorted."""
+    return sorted(AGENT_ENTRY_POINTS)
+
+
+def register_agent(name: str, entry_point: str) -> None:
+    """Register ``entry_point`` (``"module:Class"``, imported only when the agent is made) under ``name``.
+
+    Raises:
+        TypeError: ``name`` or ``entry_point`` is not a string.
+        ValueError: ``name`` is taken or ``entry_point`` is not ``"module:Class"``.
+    """
+    if not isinstance(name, str) or not isinstance(entry_point, str):
+        raise TypeError(f"name and entry_point must be strings, got {name!r} and {entry_point!r}")
+    if name in AGENT_ENTRY_POINTS:
+        raise ValueError(f"agent name {name!r} is already registered")
+    module_name, _, class_name = entry_point.partition(":")
+    if not module_name or not class_name or ":" in class_name:
+        raise ValueError(f"entry_point must look like 'module:Class', got {entry_point!r}")
+    AGENT_ENTRY_POINTS[name] = entry_point
+
+
+def make_agent(name: str, **kwargs: Any) -> Agent:
+    """Build the agent registered as ``name`` with ``kwargs`` (its module is imported now).
+
+    Raises:
+        ValueError: unknown name (the message lists the known ones).
+    """
+    if name not in AGENT_ENTRY_POINTS:
+        raise ValueError(f"unknown agent {name!r}; registered agents: {list_agents()}")
+    module_name, class_name = AGENT_ENTRY_POINTS[name].split(":")
+    agent_class = getattr(importlib.import_module(module_name), class_name)
+    return agent_class(**kwargs)

@@ -4,8 +4,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import agents
 import tokenized_bandit_gym  # noqa: F401  (registers the envs)
+from tokenized_bandit_gym import agents
 from tokenized_bandit_gym.evaluation.run_online import run_online
 
 ROUNDS = 3000

@@ -7,8 +7,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import agents
 import tokenized_bandit_gym  # noqa: F401  (registers the envs)
+from tokenized_bandit_gym import agents
 from tokenized_bandit_gym.core.problem_factory import make_linear_problem
 from tokenized_bandit_gym.evaluation.run_online import run_online
 

@@ -5,8 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
-
-from agents.linear_confidence import LinearConfidence, confidence_radius
+from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence, confidence_radius
 
 
 def random_unit_rows(rng: np.random.Generator, rows: int, dim: int) -> np.ndarray:

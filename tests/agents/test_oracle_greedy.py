@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-import agents
 import tokenized_bandit_gym
+from tokenized_bandit_gym import agents
 from tokenized_bandit_gym.registration import SYNTHETIC_ENVS
 from tokenized_bandit_gym.task import Task
 

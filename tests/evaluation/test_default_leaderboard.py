@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import agents
+from tokenized_bandit_gym import agents
 from tokenized_bandit_gym.evaluation.leaderboard_spec import load_spec
 
 REPO = Path(__file__).resolve().parents[2]

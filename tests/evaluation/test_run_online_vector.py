@@ -7,11 +7,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
+from tokenized_bandit_gym.agents.oracle_greedy import OracleGreedy
+from tokenized_bandit_gym.agents.random_agent import RandomAgent
 
-import agents
 import tokenized_bandit_gym  # noqa: F401
-from agents.oracle_greedy import OracleGreedy
-from agents.random_agent import RandomAgent
+from tokenized_bandit_gym import agents
 from tokenized_bandit_gym.batched_agent import BatchedAgent
 from tokenized_bandit_gym.evaluation import run_online, run_online_vector
 from tokenized_bandit_gym.independent_agents import IndependentAgents
@@ -109,7 +109,7 @@ def test_every_registered_agent_runs_on_the_vector_env(name: str) -> None:
 
 
 def test_run_online_dispatches_a_vector_env_to_run_online_vector() -> None:
-    from agents.batched_eoful import BatchedEOFUL
+    from tokenized_bandit_gym.agents.batched_eoful import BatchedEOFUL
 
     results = [
         run(gym.make_vec("TokenizedLinearBandit-v0", num_envs=4), BatchedEOFUL(), 24, seed=3)
@@ -121,7 +121,7 @@ def test_run_online_dispatches_a_vector_env_to_run_online_vector() -> None:
 
 
 def test_run_online_rejects_a_batched_agent_on_a_single_env() -> None:
-    from agents.batched_eoful import BatchedEOFUL
+    from tokenized_bandit_gym.agents.batched_eoful import BatchedEOFUL
 
     with pytest.raises(TypeError, match="vector env"):
         run_online(gym.make("TokenizedLinearBandit-v0"), BatchedEOFUL(), 4)

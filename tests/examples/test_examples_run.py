@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from types import ModuleType
 
-import agents
+from tokenized_bandit_gym import agents
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

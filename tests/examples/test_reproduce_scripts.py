@@ -21,7 +21,7 @@ def alignment_stack_available() -> bool:
 
     if "TokenizedAlignment-v0" not in gym.registry:
         return False
-    from agents.registry import AGENT_ENTRY_POINTS
+    from tokenized_bandit_gym.agents import AGENT_ENTRY_POINTS
 
     return {"eoful", "fixed_theta_greedy", "misaligned_greedy"} <= set(AGENT_ENTRY_POINTS)
 

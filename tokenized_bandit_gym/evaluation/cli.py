@@ -80,8 +80,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _command_list() -> int:
     import gymnasium as gym
 
-    import agents
     import tokenized_bandit_gym
+    from tokenized_bandit_gym.registration import list_agents
 
     ours = tokenized_bandit_gym.registered_ids()
     others = sorted(env_id for env_id in gym.registry if "Tokenized" in env_id and env_id not in ours)
@@ -89,7 +89,7 @@ def _command_list() -> int:
     for env_id in [*ours, *others]:
         print(f"  {env_id}")
     print("agents:")
-    for name in agents.list_agents():
+    for name in list_agents():
         print(f"  {name}")
     return 0
 

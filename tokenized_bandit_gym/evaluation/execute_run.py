@@ -128,9 +128,9 @@ def execute_run(
     import gymnasium as gym
     import torch
 
-    import agents
     import tokenized_bandit_gym  # noqa: F401  (registers the env ids)
     from tokenized_bandit_gym.evaluation.run_online import run_online
+    from tokenized_bandit_gym.registration import make_agent
 
     previous_threads = torch.get_num_threads()
     if threads is not None:
@@ -139,7 +139,7 @@ def execute_run(
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         start = time.perf_counter()
         env = gym.make(run.env_id, **run.env_kwargs)
-        agent: Any = agents.make(run.agent, **run.agent_kwargs)
+        agent: Any = make_agent(run.agent, **run.agent_kwargs)
         if progress is not None or stop is not None:
             agent = _ProgressAgent(agent, run.key, progress, every=max(1, run.rounds // 50), stop=stop)
         result = run_online(env, agent, rounds=run.rounds, seed=run.seed)

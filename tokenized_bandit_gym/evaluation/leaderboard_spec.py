@@ -266,8 +266,8 @@ def _check_against_registries(spec: LeaderboardSpec) -> None:
     """Check names against the registries and build every env and agent once."""
     import gymnasium as gym
 
-    import agents
     import tokenized_bandit_gym  # noqa: F401  (registers the env ids)
+    from tokenized_bandit_gym.registration import list_agents, make_agent
 
     for index, task in enumerate(spec.tasks):
         if task.id not in gym.registry:
@@ -282,12 +282,12 @@ def _check_against_registries(spec: LeaderboardSpec) -> None:
             raise SpecError(f"task[{index}].kwargs {task.kwargs!r} are invalid for {task.id!r}: {error}") from error
         env.close()
         _VALID_ENVS.add(identity)
-    known_agents = agents.list_agents()
+    known_agents = list_agents()
     for index, entry in enumerate(spec.agents):
         if entry.name not in known_agents:
             raise SpecError(f"agent[{index}].name {entry.name!r} is not a registered agent; registered: {known_agents}")
         try:
-            agents.make(entry.name, **entry.kwargs)
+            make_agent(entry.name, **entry.kwargs)
         except (TypeError, ValueError) as error:
             raise SpecError(
                 f"agent[{index}].kwargs {entry.kwargs!r} are invalid for {entry.name!r}: {error}"
