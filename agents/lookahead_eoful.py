@@ -180,7 +180,8 @@ class LookaheadEOFUL:
         if "response_embedding" in info:
             response = info["response_embedding"]
         else:
-            tokens = torch.as_tensor(np.asarray(info["response"]), device=self._problem.device)[None]  # (1, m)
+            played = np.asarray(info["response"])[: int(info["response_length"])]  # (m,) without the EOS padding
+            tokens = torch.as_tensor(played, device=self._problem.device)[None]  # (1, m)
             query = torch.tensor([int(info["query_index"])], device=self._problem.device)
             response = self._problem.embed(query, tokens)[0]  # (d,)
         self.confidence.update(response, float(reward))

@@ -24,7 +24,6 @@ import torch
 import tokenized_bandit_gym  # noqa: F401  (registers the ids)
 from benchmarks.vector_env_stepper import VectorEnvStepper
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
-from tokenized_bandit_gym.wrappers import PadResponseInfo
 
 
 @dataclasses.dataclass
@@ -90,9 +89,7 @@ def main(args: Args) -> list[tuple[str, int, dict[str, float]]]:
                 "torch": make_stepper(
                     gym.make_vec(env_id, num_envs, native, array_backend="torch", **kwargs), args.seed
                 ),
-                "sync": make_stepper(
-                    gym.make_vec(env_id, num_envs, "sync", wrappers=[PadResponseInfo], **kwargs), args.seed
-                ),
+                "sync": make_stepper(gym.make_vec(env_id, num_envs, "sync", **kwargs), args.seed),
             }
             best = dict.fromkeys(steppers, 0.0)
             for _ in range(args.repeats):  # interleaved, so load changes hit all three alike

@@ -3,9 +3,8 @@
 Both are measured side by side in one run, on the same policy (a uniformly random allowed
 token, drawn outside the timed region), for the default TLB and TMAB ids. A token-step is one
 sub-env appending one token; the autoreset steps of NEXT_STEP mode do not count (both vector
-envs spend them alike). SyncVectorEnv needs a small wrapper that pads ``info["response"]`` to
-length L: otherwise it fails as soon as two sub-envs end rounds of different lengths in one
-step (see RESULTS.md).
+envs spend them alike). SyncVectorEnv runs the single envs unwrapped: their infos have fixed
+shapes (``response`` padded to L, ``response_length`` beside it).
 
 Run: ``PYTHONPATH=. python benchmarks/vector_env_throughput.py`` (defaults take several
 minutes on a 2-core CPU); ``--num-envs 1 64`` and ``--seconds 0.2`` make it quicker.
@@ -21,7 +20,6 @@ import torch
 import tokenized_bandit_gym  # noqa: F401  (registers the ids)
 from benchmarks.vector_env_stepper import VectorEnvStepper
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
-from tokenized_bandit_gym.wrappers import PadResponseInfo
 
 
 @dataclasses.dataclass
@@ -77,7 +75,7 @@ def main(args: Args) -> None:
                 "torch": make_stepper(
                     gym.make_vec(env_id, num_envs, native, array_backend="torch", device=args.device), args.seed
                 ),
-                "sync": make_stepper(gym.make_vec(env_id, num_envs, "sync", wrappers=[PadResponseInfo]), args.seed),
+                "sync": make_stepper(gym.make_vec(env_id, num_envs, "sync"), args.seed),
             }
             best = dict.fromkeys(steppers, 0.0)
             for _ in range(args.repeats):  # interleaved, so load changes hit all three alike

@@ -14,16 +14,22 @@ import tokenized_bandit_gym
 from tokenized_bandit_gym.adapters.pettingzoo_arena import TokenizedBanditArena
 from tokenized_bandit_gym.evaluation.run_arena import run_arena
 from tokenized_bandit_gym.evaluation.run_online import run_online
-from tokenized_bandit_gym.registration import SYNTHETIC_ENVS
+from tokenized_bandit_gym.registration import LLM_ENVS
 
-# The synthetic ids; the LLM-backed ids have their own tests under tests/llm.
-ENV_IDS = [env_id for env_id in tokenized_bandit_gym.registered_ids() if env_id in SYNTHETIC_ENVS]
+# Every registered id, the LLM-backed ones at a test size.
+ENV_IDS = tokenized_bandit_gym.registered_ids()
+SMALL_LLM = {"max_length": 5, "top_k": 4}
+
+
+def env_kwargs(env_id):
+    return dict(SMALL_LLM) if env_id in LLM_ENVS else {}
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_parallel_api_and_seed_tests(env_id):
-    parallel_api_test(TokenizedBanditArena(env_id, ["a", "b", "c"]), num_cycles=50)
-    parallel_seed_test(lambda: TokenizedBanditArena(env_id, ["a", "b"]))
+    kwargs = env_kwargs(env_id)
+    parallel_api_test(TokenizedBanditArena(env_id, ["a", "b", "c"], **kwargs), num_cycles=50)
+    parallel_seed_test(lambda: TokenizedBanditArena(env_id, ["a", "b"], **kwargs))
 
 
 def test_fixed_length_arena_passes_the_api_test():
@@ -33,8 +39,8 @@ def test_fixed_length_arena_passes_the_api_test():
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_each_player_sees_what_it_would_see_alone(env_id):
     """Step for step, every player's observation, reward and info equal the single env's."""
-    env = gym.make(env_id)
-    arena = TokenizedBanditArena(env_id, ["same", "twin", "other"])
+    env = gym.make(env_id, **env_kwargs(env_id))
+    arena = TokenizedBanditArena(env_id, ["same", "twin", "other"], **env_kwargs(env_id))
     rng = np.random.default_rng(0)
     for episode in range(6):
         seed = 7 if episode == 0 else None
@@ -64,16 +70,19 @@ def test_each_player_sees_what_it_would_see_alone(env_id):
             assert infos["other"]["noise"] == info["noise"]  # one noise draw for everyone
 
 
-@pytest.mark.parametrize("env_id", ["TokenizedLinearBandit-v0", "TokenizedMultiArmedBandit-v0"])
+@pytest.mark.parametrize(
+    "env_id", ["TokenizedLinearBandit-v0", "TokenizedMultiArmedBandit-v0", "TokenizedAlignment-v0"]
+)
 def test_run_arena_equals_run_online_for_every_player(env_id):
-    arena = TokenizedBanditArena(env_id, ["random", "random_twin", "greedy"])
+    kwargs = env_kwargs(env_id)
+    arena = TokenizedBanditArena(env_id, ["random", "random_twin", "greedy"], **kwargs)
     players = {"random": RandomAgent(), "random_twin": RandomAgent(), "greedy": OracleGreedy()}
     results = run_arena(arena, players, 25, seed=2)
     np.testing.assert_array_equal(results["random"].reward, results["random_twin"].reward)
-    alone = run_online(gym.make(env_id), RandomAgent(), 25, seed=2)
+    alone = run_online(gym.make(env_id, **kwargs), RandomAgent(), 25, seed=2)
     np.testing.assert_array_equal(results["random"].reward, alone.reward)
     np.testing.assert_array_equal(results["random"].regret, alone.regret)
-    greedy_alone = run_online(gym.make(env_id), OracleGreedy(), 25, seed=2)
+    greedy_alone = run_online(gym.make(env_id, **kwargs), OracleGreedy(), 25, seed=2)
     np.testing.assert_array_equal(results["greedy"].regret, greedy_alone.regret)
     noise = results["random"].reward - results["random"].utility
     np.testing.assert_allclose(results["greedy"].reward - results["greedy"].utility, noise, atol=1e-12)
@@ -114,3 +123,10 @@ def test_render_ansi_lists_every_player():
     arena.step({"a": 0, "b": arena.eos_token_id})
     text = arena.render()
     assert "a: [0]" in text and "b: [EOS]" in text
+
+
+def test_llm_players_share_one_model_instance():
+    arena = TokenizedBanditArena("TokenizedDecoding-v0", ["a", "b"], **SMALL_LLM)
+    assert arena._envs["a"].problem is arena._envs["b"].problem is arena.problem
+    observations, _ = arena.reset(seed=1)
+    assert observations["a"]["query"].tolist() == observations["b"]["query"].tolist()

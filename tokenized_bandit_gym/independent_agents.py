@@ -79,6 +79,4 @@ class IndependentAgents:
         for index, row in enumerate(_host(rows).tolist()):
             observation = {key: value[index] for key, value in observations.items()}
             info = {key: value if isinstance(value, str) else _python(value[index]) for key, value in infos.items()}
-            if "response" in info:
-                info["response"] = info["response"][: int(observation["length"])]
             self.agents[row].update(observation, float(rewards[index]), info)

@@ -149,7 +149,7 @@ def test_assumption_four_ratios_are_recorded_under_the_rounds_sigma():
         terminated = False
         while not terminated:
             observation, reward, terminated, _, info = env.step(eoful.act(observation, info))
-        response = info["response"]
+        response = info["response"][: info["response_length"]]
         prefixes = problem.embed(
             torch.full((len(response),), info["query_index"]),
             torch.as_tensor(response)[None].expand(len(response), -1),

@@ -36,7 +36,7 @@ def play(env: gym.Env[Any, Any], agent: Agent, rounds: int, seed: int) -> Played
             taken.append(action)
             observation, reward, terminated, _, info = env.step(action)
         agent.update(observation, float(reward), info)
-        responses.append(tuple(int(token) for token in info["response"]))
+        responses.append(tuple(int(token) for token in info["response"][: info["response_length"]]))
         actions.append(taken)
         rewards.append(reward)
         utilities.append(info["utility"])

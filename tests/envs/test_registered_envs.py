@@ -134,7 +134,7 @@ def test_forced_eos_at_last_position(env_id: str) -> None:
         _, _, terminated, _, info = env.step(non_eos)
         assert terminated == (step_index == length - 1)
     assert info["forced_eos"] is True
-    assert info["response"][-1] == eos and len(info["response"]) == length
+    assert info["response"][-1] == eos and info["response_length"] == length
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)

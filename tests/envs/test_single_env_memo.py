@@ -84,7 +84,8 @@ class ReferenceShell:
                 oracle_greedy_utility=float(problem.oracle_greedy(queries).utility[0]),
                 optimal_kind="exact",
                 noise=self.noise,
-                response=self.state.tokens[0, :length].numpy().copy(),
+                response=self.state.tokens[0].numpy().copy(),
+                response_length=length,
                 optimal_response=optimum.responses[0].numpy().copy(),
             )
             if isinstance(problem, LinearTokenizedProblem):

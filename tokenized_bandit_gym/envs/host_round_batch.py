@@ -184,6 +184,7 @@ class HostRoundBatch:
         kind[index] = "exact"
         summary: dict[str, Any] = dict(zip(ROUND_VALUE_KEYS, values, strict=True))
         summary.update(response=responses[0], optimal_response=responses[1], optimal_kind=kind)  # (N, L) each
+        summary["response_length"] = np.where(ended, self.lengths, 0)  # (N,)
         if self._has_embeddings:
             assert isinstance(problem, LinearTokenizedProblem)
             embedding = problem.embedding_of(state).to(torch.float32).numpy()  # (N, d)

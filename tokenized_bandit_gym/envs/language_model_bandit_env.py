@@ -13,7 +13,7 @@ from gymnasium import spaces
 from tokenized_bandit_gym.core.noise_model import NoiseModel
 from tokenized_bandit_gym.core.round_streams import RoundStreams
 from tokenized_bandit_gym.core.validation import check_choice, check_int
-from tokenized_bandit_gym.envs.tokenized_bandit_env import validate_action
+from tokenized_bandit_gym.envs.tokenized_bandit_env import check_action, token_image
 from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 from tokenized_bandit_gym.llm.language_model_state import LanguageModelState
 
@@ -37,10 +37,11 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
         observe_features: include ``candidate_embeddings`` (``[e : v(p)]``, ``(k, d + 1)``).
         observe_logprobs: include ``candidate_logprobs`` (``log p(tau | x, y)``, ``(k,)``).
         strict_actions: raise on a masked action instead of the forced EOS at position L.
-        render_mode: None or ``"ansi"``.
+        render_mode: None, ``"ansi"`` (text) or ``"rgb_array"`` (one coloured cell per token: the
+            query on the top row, the response below; what SB3's ``make_vec_env`` asks for).
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
 
     def __init__(
         self,
@@ -131,16 +132,8 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
             raise ValueError("step() called before reset(): call reset() to start a round")
         if bool(self._state.finished[0]):
             raise ValueError("step() called after the episode ended: call reset() to start a new round")
-        index = validate_action(action, self.problem.num_candidates)
-        forced_eos = False
-        if not self._mask[index]:
-            at_last_position = int(self._state.lengths[0]) >= self.problem.max_length - 1
-            if self.strict_actions or not at_last_position:
-                raise ValueError(
-                    f"action {index} is masked at position {int(self._state.lengths[0]) + 1}: "
-                    f"allowed actions are {np.flatnonzero(self._mask).tolist()}"
-                )
-            index, forced_eos = int(np.flatnonzero(self._mask)[0]), True
+        length = int(self._state.lengths[0])
+        index, forced_eos = check_action(action, self._mask, length, self.problem.max_length, self.strict_actions)
         actions = torch.tensor([index], dtype=torch.int64, device=self.problem.device)
         self._state = self.problem.advance(self._state, actions)
         terminated = bool(self._state.finished[0])
@@ -155,13 +148,17 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
         """Allowed actions now, ``(k,)`` bool (sb3-contrib's MaskablePPO reads this)."""
         return self._mask.copy()
 
-    def render(self) -> str | None:
-        """With ``render_mode="ansi"``, the query and the response so far as text."""
-        if self.render_mode != "ansi" or self._state is None:
+    def render(self) -> str | np.ndarray | None:
+        """The query and the response so far: text (``"ansi"``) or an image (``"rgb_array"``, see ``token_image``)."""
+        if self.render_mode is None or self._state is None:
             return None
         length = int(self._state.lengths[0])
-        response = self.problem.decode(self._state.tokens[0, :length])
-        return f"{self.problem.query_texts[self._query]!r} -> {response!r}"
+        if self.render_mode == "ansi":
+            response = self.problem.decode(self._state.tokens[0, :length])
+            return f"{self.problem.query_texts[self._query]!r} -> {response!r}"
+        query = self.problem.query_tokens[self._query, : int(self.problem.query_lengths[self._query])].tolist()
+        width = max(int(self.problem.query_tokens.shape[1]), self.problem.max_length)
+        return token_image([query, self._state.tokens[0, :length].tolist()], self.eos_token_id, width)
 
     # ------------------------------------------------------------------ helpers
     def _observe(self) -> Observation:
@@ -207,7 +204,7 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
         optimum = problem.oracle_beam(queries, self.beam_width) if self.optimal_kind == "oracle_beam" else greedy
         optimal_utility = float(optimum.utility[0])
         length = int(state.lengths[0])
-        response = state.tokens[0, :length].cpu().numpy()
+        response = state.tokens[0].cpu().numpy()  # (L,) padded with EOS: every info entry has a fixed shape
         summary: dict[str, Any] = {
             "utility": utility,
             "optimal_utility": optimal_utility,
@@ -216,8 +213,9 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
             "optimal_kind": self.optimal_kind,
             "noise": self._noise,
             "response": response,
+            "response_length": length,
             "optimal_response": optimum.responses[0].cpu().numpy(),
-            "text": problem.decode(response),
+            "text": problem.decode(response[:length]),
             "response_logprob": float(state.sequence_logprob[0]),
         }
         if problem.embeddings:

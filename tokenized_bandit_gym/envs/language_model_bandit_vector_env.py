@@ -41,7 +41,7 @@ class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
     whose round ended in this step (and only in steps where some round ended, whatever the
     backend), the single env's round summary: ``utility``, ``optimal_utility``, ``regret``,
     ``oracle_greedy_utility``, ``optimal_kind``, ``noise``, ``response`` and ``optimal_response``
-    ``(N, L)`` padded with EOS, ``response_logprob``, ``response_embedding`` (alignment) and
+    ``(N, L)`` padded with EOS, ``response_length``, ``response_logprob``, ``response_embedding`` (alignment) and
     ``text``. ``text`` is a NumPy object array of N strings (``""`` on the other rows) with
     both backends, since strings cannot be tensors; ``optimal_kind`` is a plain string with the
     torch backend and an object array with NumPy, as in the synthetic vector envs.
@@ -167,6 +167,7 @@ class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
             "oracle_greedy_utility": torch.where(terminated, greedy.utility.to(torch.float64), 0.0),
             "noise": torch.where(terminated, self._noise, 0.0),
             "response": torch.where(rows, state.tokens, 0),  # (N, L)
+            "response_length": torch.where(terminated, state.lengths, 0),  # (N,)
             "optimal_response": torch.where(rows, optimum.responses, 0),  # (N, L)
             "response_logprob": torch.where(terminated, state.sequence_logprob.to(torch.float64), 0.0),
         }

@@ -59,6 +59,49 @@ def validate_action(action: object, num_actions: int) -> int:
     return index
 
 
+def check_action(action: object, mask: np.ndarray, length: int, max_length: int, strict: bool) -> tuple[int, bool]:
+    """The action check with the forced EOS (DESIGN.md section 1), for every single-row shell.
+
+    Args:
+        action: the agent's action (see :func:`validate_action`).
+        mask: ``(k,)`` bool, the allowed actions now.
+        length: tokens chosen so far.
+        max_length: L.
+        strict: raise on a masked action at position L too, instead of forcing EOS.
+
+    Returns:
+        The action to apply (at position L, a masked action becomes the only allowed one, EOS)
+        and whether it was forced.
+
+    Raises:
+        TypeError: not an integer.
+        ValueError: NaN, out of range, or masked (before position L, or anywhere when ``strict``).
+    """
+    index = validate_action(action, len(mask))
+    if mask[index]:
+        return index, False
+    if strict or length < max_length - 1:
+        raise ValueError(
+            f"action {index} is masked at position {length + 1}: allowed actions are {np.flatnonzero(mask).tolist()}"
+        )
+    return int(np.flatnonzero(mask)[0]), True
+
+
+def token_image(rows: list[list[int]], eos_token_id: int, width: int) -> np.ndarray:
+    """One 8x8 cell per token, coloured by token id (EOS black, padding white): ``(8 * len(rows), 8 * width, 3)`` uint8.
+
+    The ``"rgb_array"`` rendering of every env (what SB3's ``make_vec_env`` asks for).
+    """
+    cell = 8
+    image = np.full((cell * len(rows), cell * width, 3), 255, dtype=np.uint8)
+    for row_index, tokens in enumerate(rows):
+        for column, token in enumerate(tokens):
+            colour = 0 if token == eos_token_id else np.random.default_rng(token).integers(64, 256, size=3)
+            top, left = row_index * cell, column * cell
+            image[top : top + cell - 1, left : left + cell - 1] = colour
+    return image
+
+
 class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
     """One round of a tokenized bandit is one episode; see :mod:`tokenized_bandit_gym.envs`.
 
@@ -168,17 +211,8 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
             raise ValueError("step() called before reset(): call reset() to start a round")
         if self._finished:
             raise ValueError("step() called after the episode ended: call reset() to start a new round")
-        token = validate_action(action, self.action_space.n)
-        forced_eos = False
-        mask = self._masks.allowed[self._mask_row]
-        if not mask[token]:
-            at_last_position = self._length >= self.problem.max_length - 1
-            if self.strict_actions or not at_last_position:
-                raise ValueError(
-                    f"action {token} is masked at position {self._length + 1}: "
-                    f"allowed actions are {np.flatnonzero(mask).tolist()}"
-                )
-            token, forced_eos = self.eos_token_id, True
+        mask = self._masks.allowed[self._mask_row]  # (n,)
+        token, forced_eos = check_action(action, mask, self._length, self.problem.max_length, self.strict_actions)
         # The mask allows only EOS at position L, so the response is complete exactly when the
         # token is EOS; the state is unfinished and shorter than L, as extend() requires.
         carries = self._candidate_carries
@@ -220,20 +254,8 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         if self.render_mode == "ansi":
             words = ["EOS" if t == self.eos_token_id else str(t) for t in response]
             return f"query {query} -> response [{' '.join(words)}]"
-        return self._token_image([query, response])
-
-    def _token_image(self, rows: list[list[int]]) -> np.ndarray:
-        """One 8x8 cell per token, ``(8 * len(rows), 8 * width, 3)`` uint8."""
-        cell = 8
         width = max(int(self.problem.query_tokens.shape[1]), self.problem.max_length)
-        palette = np.random.default_rng(0).integers(64, 256, size=(self.problem.vocab_size, 3), dtype=np.uint8)
-        palette[self.eos_token_id] = 0
-        image = np.full((cell * len(rows), cell * width, 3), 255, dtype=np.uint8)
-        for row_index, tokens in enumerate(rows):
-            for column, token in enumerate(tokens):
-                top, left = row_index * cell, column * cell
-                image[top : top + cell - 1, left : left + cell - 1] = palette[token]
-        return image
+        return token_image([query, response], self.eos_token_id, width)
 
     # ------------------------------------------------------------------ helpers
     def _require_state(self) -> DecodingState:
@@ -279,7 +301,8 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
             "oracle_greedy_utility": float(benchmarks.oracle_greedy_utility[query]),
             "optimal_kind": "exact",
             "noise": self._noise,
-            "response": self._response[: self._length].copy(),
+            "response": self._response.copy(),  # (L,) padded with EOS: every info entry has a fixed shape
+            "response_length": self._length,
             "optimal_response": benchmarks.optimal_responses[query].copy(),
         }
         if self._has_embeddings:

@@ -46,8 +46,8 @@ class TokenizedBanditVectorEnv(VectorEnv):
     ``query_index`` (every row), ``forced_eos`` (rows that appended a token) and, on the rows
     whose round ended in this step, ``utility``, ``optimal_utility``, ``regret``,
     ``oracle_greedy_utility``, ``optimal_kind``, ``noise``, ``response`` and
-    ``optimal_response`` ``(N, L)`` padded with EOS (the single env trims ``response`` to its
-    length), and ``response_embedding`` for TLB. Unmasked rows hold zeros. With the NumPy
+    ``optimal_response`` ``(N, L)`` padded with EOS (as in the single env), ``response_length``
+    ``(N,)``, and ``response_embedding`` for TLB. Unmasked rows hold zeros. With the NumPy
     backend the round-end keys appear only in steps where some round ended (as in
     ``SyncVectorEnv``; likewise ``forced_eos`` when every row autoresets); with the torch backend
     they are always present (deciding would cost a host round trip) and ``optimal_kind`` is a
@@ -452,6 +452,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
         responses = torch.where(terminated[:, None], responses, 0)  # (2, N, L)
         summary: dict[str, Any] = dict(zip(ROUND_VALUE_KEYS, values, strict=True))
         summary.update(response=responses[0], optimal_response=responses[1])  # (N, L) each
+        summary["response_length"] = torch.where(terminated, state.lengths, 0)  # (N,)
         if numpy_backend:
             kind = np.full(self.num_envs, None, dtype=object)
             kind[terminated.cpu().numpy()] = "exact"

@@ -45,20 +45,8 @@ def run_arena(
         raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
     if sorted(agents) != sorted(arena.possible_agents):
         raise ValueError(f"agents {sorted(agents)} must match the arena's players {sorted(arena.possible_agents)}")
-    problem = arena.problem
-    for name, agent in agents.items():
-        task = Task(
-            env_id=arena.env_id,
-            vocab_size=problem.vocab_size,
-            num_candidates=int(arena.action_space(name).n),  # type: ignore[attr-defined]
-            max_length=problem.max_length,
-            eos_token_id=problem.eos_token_id,
-            embedding_dim=problem.embedding_dim,
-            horizon=rounds,
-            observation_space=arena.observation_space(name),
-            action_space=arena.action_space(name),
-            problem=problem,
-        )
+    for agent in agents.values():
+        task = Task.from_env(arena.env, rounds)  # every player's shell is a copy of the arena's env
         agent.reset(task, seed)
     columns = {name: {key: np.zeros(rounds) for key in _COLUMNS} for name in agents}
     for round_index in range(rounds):
