@@ -7,7 +7,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
+from tokenized_bandit_gym.core.tokenized_problem import TokenizedBanditProblem
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Task:
     horizon: int
     observation_space: gym.Space[Any]
     action_space: gym.Space[Any]
-    problem: TokenizedProblem
+    problem: TokenizedBanditProblem[Any]
 
     @classmethod
     def from_env(cls, env: gym.Env[Any, Any], horizon: int) -> Task:
@@ -45,7 +45,7 @@ class Task:
         if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
             raise ValueError(f"horizon must be a positive integer, got {horizon!r}")
         base = env.unwrapped
-        problem: TokenizedProblem = base.problem  # type: ignore[attr-defined]
+        problem: TokenizedBanditProblem[Any] = base.problem  # type: ignore[attr-defined]
         spec = env.spec
         return cls(
             env_id=spec.id if spec is not None else None,

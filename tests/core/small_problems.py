@@ -30,7 +30,7 @@ def linear(family: str, seed: int = 0, fixed_length: bool = False, **extra: obje
     return make_linear_problem(family, **options)
 
 
-def multi_armed(family: str, seed: int = 0, fixed_length: bool = False) -> TokenizedProblem:
+def multi_armed(family: str, seed: int = 0, fixed_length: bool = False, **extra: object) -> TokenizedProblem:
     return make_multi_armed_problem(
         family,
         vocab_size=4,
@@ -40,4 +40,5 @@ def multi_armed(family: str, seed: int = 0, fixed_length: bool = False) -> Token
         fixed_length=fixed_length,
         device="cpu",
         dtype=torch.float64,
+        **extra,
     )

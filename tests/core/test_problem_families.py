@@ -8,10 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.core.small_problems import linear, multi_armed
+from tokenized_bandit_gym.core import LINEAR_FAMILIES, MULTI_ARMED_FAMILIES
 
-DDMC_FAMILIES = [("discounted", {}), ("meanpool", {}), ("markov", {"ddmc_violation": 0.0})]
-ALL_LINEAR = ["discounted", "meanpool", "markov", "needle"]
-ALL_MULTI_ARMED = ["discounted", "meanpool", "random_table"]
+ALL_LINEAR = list(LINEAR_FAMILIES)  # the registry's: a new family gets every test here
+ALL_MULTI_ARMED = list(MULTI_ARMED_FAMILIES)
+# the registry's families that claim exact DDMC at their defaults, and markov without its bigram term
+DDMC_FAMILIES = [(family, {}) for family in ALL_LINEAR if linear(family).ddmc] + [("markov", {"ddmc_violation": 0.0})]
+DDMC_PRIME_FAMILIES = [family for family in ALL_MULTI_ARMED if multi_armed(family).ddmc]
 
 
 def random_pairs(generator: torch.Generator, problem, count: int, length: int):
@@ -26,7 +29,7 @@ def random_pairs(generator: torch.Generator, problem, count: int, length: int):
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10_000), length=st.integers(0, 2), family_index=st.integers(0, 2))
+@given(seed=st.integers(0, 10_000), length=st.integers(0, 2), family_index=st.integers(0, len(DDMC_FAMILIES) - 1))
 def test_ddmc_holds_for_families_that_claim_it(seed: int, length: int, family_index: int) -> None:
     family, extra = DDMC_FAMILIES[family_index]
     problem = linear(family, seed, **extra)
@@ -137,7 +140,7 @@ def test_multi_armed_utilities_lie_in_unit_interval(seed: int, family: str) -> N
 
 
 @settings(max_examples=20, deadline=None)
-@given(seed=st.integers(0, 10_000), length=st.integers(0, 1), family=st.sampled_from(["discounted", "meanpool"]))
+@given(seed=st.integers(0, 10_000), length=st.integers(0, 1), family=st.sampled_from(DDMC_PRIME_FAMILIES))
 def test_multi_armed_ddmc_prime_holds(seed: int, length: int, family: str) -> None:
     """Appendix assumption DDMC': |u(y:tau:EOS) - u(z:tau:EOS)| <= |u(y:EOS) - u(z:EOS)|."""
     problem = multi_armed(family, seed)
@@ -198,3 +201,15 @@ def test_embed_matches_stepwise_candidate_embeddings() -> None:
         ]
         torch.testing.assert_close(candidates, torch.stack(prefix_plus, 1), rtol=0, atol=1e-12)
         state = problem.advance(state, responses[:, position])
+
+
+def test_registry_lists_the_families_that_claim_ddmc() -> None:
+    assert [family for family, _ in DDMC_FAMILIES[:-1]] == ["discounted", "meanpool"]
+    assert DDMC_PRIME_FAMILIES == ["discounted", "meanpool"]
+
+
+def test_family_keywords_are_checked_against_the_registry() -> None:
+    with pytest.raises(ValueError, match=r"alpha=0.5 applies to family \['discounted', 'markov'\]"):
+        linear("meanpool", alpha=0.5)
+    with pytest.raises(ValueError, match="needle_gap"):
+        multi_armed("discounted", needle_gap=0.2)

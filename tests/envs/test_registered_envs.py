@@ -8,6 +8,7 @@ import warnings
 import gymnasium as gym
 import numpy as np
 import pytest
+import torch
 from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
@@ -207,3 +208,29 @@ def test_fixed_length_masks_early_eos_and_ends_at_length() -> None:
         _, _, terminated, _, info = env.step(0)
         steps += 1
     assert steps == env.unwrapped.problem.max_length
+
+
+@pytest.mark.parametrize("env_id", tokenized_bandit_gym.registered_ids())
+def test_every_problem_implements_the_protocol(env_id: str) -> None:
+    """Synthetic and LLM problems alike: the typed Protocol, and its calls agree with each other."""
+    from tokenized_bandit_gym.core import TokenizedBanditProblem
+    from tokenized_bandit_gym.registration import LLM_ENVS
+
+    kwargs = {"max_length": 4, "top_k": 3} if env_id in LLM_ENVS else {}
+    env = gym.make(env_id, **kwargs)
+    problem = env.unwrapped.problem
+    assert isinstance(problem, TokenizedBanditProblem)
+    queries = torch.arange(min(problem.num_queries, 3))
+    state = problem.initial_state(queries)
+    mask = problem.action_mask(state)
+    assert mask.shape == (len(queries), env.action_space.n) and mask.dtype == torch.bool
+    assert problem.candidate_utilities(state).shape == mask.shape
+    greedy = problem.greedy_decode(queries)
+    assert greedy.responses.shape == (len(queries), problem.max_length)
+    torch.testing.assert_close(problem.utility(queries, greedy.responses), greedy.utility, rtol=0, atol=1e-5)
+    torch.testing.assert_close(problem.oracle_greedy(queries).utility, greedy.utility, rtol=0, atol=1e-5)
+    for _ in range(problem.max_length):  # the first allowed candidate at every step: complete after L steps
+        state = problem.advance(state, problem.action_mask(state).int().argmax(dim=1))
+    played = problem.utility_of(state)
+    assert played.shape == (len(queries),)
+    torch.testing.assert_close(problem.utility(queries, state.tokens), played, rtol=0, atol=1e-5)

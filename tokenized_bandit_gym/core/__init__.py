@@ -13,23 +13,27 @@ from tokenized_bandit_gym.core.meanpool_problem import MeanPoolProblem
 from tokenized_bandit_gym.core.needle_problem import NeedleProblem
 from tokenized_bandit_gym.core.noise_model import NOISE_KINDS, NoiseModel
 from tokenized_bandit_gym.core.problem_factory import (
+    FAMILIES,
     LINEAR_FAMILIES,
     MULTI_ARMED_FAMILIES,
+    Family,
     make_linear_problem,
     make_multi_armed_problem,
 )
 from tokenized_bandit_gym.core.random_table_problem import RandomTableProblem
 from tokenized_bandit_gym.core.round_streams import RoundStreams
 from tokenized_bandit_gym.core.stop_value_problem import StopValueProblem
-from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses, TokenizedProblem
+from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses, TokenizedBanditProblem, TokenizedProblem
 
 __all__ = [
+    "FAMILIES",
     "LINEAR_FAMILIES",
     "MULTI_ARMED_FAMILIES",
     "NOISE_KINDS",
     "DecodedResponses",
     "DecodingState",
     "DiscountedProblem",
+    "Family",
     "LinearTokenizedProblem",
     "MarkovProblem",
     "MeanPoolProblem",
@@ -38,6 +42,7 @@ __all__ = [
     "RandomTableProblem",
     "RoundStreams",
     "StopValueProblem",
+    "TokenizedBanditProblem",
     "TokenizedProblem",
     "complete_responses",
     "count_complete_responses",

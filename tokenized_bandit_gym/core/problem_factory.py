@@ -1,8 +1,16 @@
-"""Build problem instances by family name, checking which keywords each family takes."""
+"""The utility families, one frozen parameter dataclass each, in one registry; problems are built from them.
+
+A family is its problem class (its own file) plus one entry in :data:`FAMILIES`: the env
+constructors, :func:`make_linear_problem`, :func:`make_multi_armed_problem` and the core's
+property tests all read the registry, so a new family gets every one of them.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import dataclasses
+import inspect
+from dataclasses import dataclass
+from typing import Any, ClassVar, cast
 
 import torch
 
@@ -16,29 +24,103 @@ from tokenized_bandit_gym.core.stop_value_problem import StopValueProblem
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.core.validation import check_choice
 
-LINEAR_FAMILIES = ("discounted", "meanpool", "markov", "needle")
-MULTI_ARMED_FAMILIES = ("discounted", "meanpool", "random_table")
 
-# Keywords that only some families take; passing one to another family is an error.
-_FAMILY_KEYWORDS = {
-    "alpha": {"discounted", "markov"},
-    "ddmc_violation": {"markov"},
-    "needle_gap": {"needle"},
-    "theta_norm": {"discounted", "meanpool", "markov"},
+def _default(problem_class: type[TokenizedProblem], name: str) -> Any:
+    """The default of ``name`` in ``problem_class``'s constructor (one source for every default)."""
+    return inspect.signature(problem_class).parameters[name].default
+
+
+@dataclass(frozen=True)
+class Family:
+    """A utility family's own parameters (the shared sizes, seed and device are passed to :meth:`build`).
+
+    Class attributes:
+        problem_class: the family's :class:`TokenizedProblem`.
+        linear: whether it makes a TLB instance (``TokenizedLinearBandit-v0``'s ``family=``).
+        multi_armed: whether it makes a TMAB instance (``TokenizedMultiArmedBandit-v0``'s ``family=``).
+    """
+
+    problem_class: ClassVar[type[TokenizedProblem]]
+    linear: ClassVar[bool] = True
+    multi_armed: ClassVar[bool] = False
+
+    def build(self, **common: Any) -> TokenizedProblem:
+        """The instance: ``problem_class(**common, **parameters)`` (the class validates every value)."""
+        return self.problem_class(**common, **dataclasses.asdict(self))
+
+
+@dataclass(frozen=True)
+class Discounted(Family):
+    """``e(x, y:tau) = alpha * e(x, y) + phi(x, tau, |y| + 1)``: exact DDMC (:class:`DiscountedProblem`)."""
+
+    problem_class: ClassVar[type[TokenizedProblem]] = DiscountedProblem
+    multi_armed: ClassVar[bool] = True
+    alpha: float = _default(DiscountedProblem, "alpha")
+    theta_norm: float = _default(DiscountedProblem, "theta_norm")
+
+
+@dataclass(frozen=True)
+class MeanPool(Family):
+    """Mean-pooled non-contextual token vectors: exact DDMC (:class:`MeanPoolProblem`)."""
+
+    problem_class: ClassVar[type[TokenizedProblem]] = MeanPoolProblem
+    multi_armed: ClassVar[bool] = True
+    theta_norm: float = _default(MeanPoolProblem, "theta_norm")
+
+
+@dataclass(frozen=True)
+class Markov(Family):
+    """Discounted plus a bigram term of tunable size ``ddmc_violation`` (:class:`MarkovProblem`)."""
+
+    problem_class: ClassVar[type[TokenizedProblem]] = MarkovProblem
+    alpha: float = _default(DiscountedProblem, "alpha")
+    theta_norm: float = _default(DiscountedProblem, "theta_norm")
+    ddmc_violation: float = _default(MarkovProblem, "ddmc_violation")
+
+
+@dataclass(frozen=True)
+class Needle(Family):
+    """Proposition 3.1's lower-bound instance, no DDMC (:class:`NeedleProblem`)."""
+
+    problem_class: ClassVar[type[TokenizedProblem]] = NeedleProblem
+    needle_gap: float = _default(NeedleProblem, "needle_gap")
+
+
+@dataclass(frozen=True)
+class RandomTable(Family):
+    """TMAB with i.i.d. utilities per response, no DDMC (Proposition 4.1, :class:`RandomTableProblem`)."""
+
+    problem_class: ClassVar[type[TokenizedProblem]] = RandomTableProblem
+    linear: ClassVar[bool] = False
+    multi_armed: ClassVar[bool] = True
+
+
+# family name -> its parameter dataclass; a new family adds its problem file and one line here.
+FAMILIES: dict[str, type[Family]] = {
+    "discounted": Discounted,
+    "meanpool": MeanPool,
+    "markov": Markov,
+    "needle": Needle,
+    "random_table": RandomTable,
 }
 
+LINEAR_FAMILIES = tuple(name for name, family in FAMILIES.items() if family.linear)
+MULTI_ARMED_FAMILIES = tuple(name for name, family in FAMILIES.items() if family.multi_armed)
 
-def _family_keywords(family: str, options: dict[str, Any]) -> dict[str, Any]:
-    """Drop unset family keywords and reject those the family does not take."""
-    chosen = {}
+
+def family_parameters(family: str, options: dict[str, Any]) -> Family:
+    """``FAMILIES[family]`` with the keywords of ``options`` that are set (None keeps the family's default).
+
+    Raises:
+        ValueError: a keyword set for a family that does not take it (the message names those that do).
+    """
+    takes = {key: {field.name for field in dataclasses.fields(other)} for key, other in FAMILIES.items()}
+    family_class = FAMILIES[family]
     for name, value in options.items():
-        if value is None:
-            continue
-        if family not in _FAMILY_KEYWORDS[name]:
-            users = sorted(_FAMILY_KEYWORDS[name])
+        if value is not None and name not in takes[family]:
+            users = sorted(key for key, names in takes.items() if name in names)
             raise ValueError(f"{name}={value!r} applies to family {users}, not family={family!r}")
-        chosen[name] = value
-    return chosen
+    return family_class(**{name: value for name, value in options.items() if value is not None})
 
 
 def make_linear_problem(
@@ -53,37 +135,29 @@ def make_linear_problem(
     fixed_length: bool,
     device: torch.device | str,
     dtype: torch.dtype,
-    alpha: float | None = None,
-    ddmc_violation: float | None = None,
-    needle_gap: float | None = None,
-    theta_norm: float | None = None,
+    **family_options: Any,
 ) -> LinearTokenizedProblem:
     """A TLB instance of ``family`` (one of :data:`LINEAR_FAMILIES`).
 
-    Family keywords left as None take the family's default; one given to a family that does
-    not use it raises ``ValueError``.
+    ``family_options`` (``alpha``, ``ddmc_violation``, ``needle_gap``, ``theta_norm``, ...) left
+    as None take the family's default; one given to a family that does not use it raises
+    ``ValueError``.
     """
     check_choice("family", family, LINEAR_FAMILIES)
-    options = {"alpha": alpha, "ddmc_violation": ddmc_violation, "needle_gap": needle_gap, "theta_norm": theta_norm}
-    extra = _family_keywords(family, options)
-    common: dict[str, Any] = {
-        "vocab_size": vocab_size,
-        "max_length": max_length,
-        "embedding_dim": embedding_dim,
-        "num_queries": num_queries,
-        "query_length": query_length,
-        "instance_seed": instance_seed,
-        "fixed_length": fixed_length,
-        "device": device,
-        "dtype": dtype,
-    }
-    classes = {
-        "discounted": DiscountedProblem,
-        "meanpool": MeanPoolProblem,
-        "markov": MarkovProblem,
-        "needle": NeedleProblem,
-    }
-    return classes[family](**common, **extra)
+    problem = family_parameters(family, family_options).build(
+        vocab_size=vocab_size,
+        max_length=max_length,
+        embedding_dim=embedding_dim,
+        num_queries=num_queries,
+        query_length=query_length,
+        instance_seed=instance_seed,
+        fixed_length=fixed_length,
+        device=device,
+        dtype=dtype,
+    )
+    if not isinstance(problem, LinearTokenizedProblem):
+        raise TypeError(f"family {family!r} builds {type(problem).__name__}, not a LinearTokenizedProblem")
+    return problem
 
 
 def make_multi_armed_problem(
@@ -96,15 +170,19 @@ def make_multi_armed_problem(
     fixed_length: bool,
     device: torch.device | str,
     dtype: torch.dtype,
-    alpha: float | None = None,
+    **family_options: Any,
 ) -> TokenizedProblem:
-    """A TMAB instance of ``family`` (one of :data:`MULTI_ARMED_FAMILIES`), fixed query."""
+    """A TMAB instance of ``family`` (one of :data:`MULTI_ARMED_FAMILIES`), fixed query.
+
+    A family with features is wrapped in :class:`StopValueProblem` (one query of one token,
+    utility in [0, 1]); one without (``random_table``) is built as it is.
+    """
     check_choice("family", family, MULTI_ARMED_FAMILIES)
-    extra = _family_keywords(family, {"alpha": alpha})
-    if family == "random_table":
-        return RandomTableProblem(vocab_size, max_length, instance_seed, fixed_length, device, dtype)
-    base = make_linear_problem(
-        family,
+    parameters = family_parameters(family, family_options)
+    if not issubclass(parameters.problem_class, LinearTokenizedProblem):
+        sizes = {"vocab_size": vocab_size, "max_length": max_length, "instance_seed": instance_seed}
+        return parameters.build(**sizes, fixed_length=fixed_length, device=device, dtype=dtype)
+    base = parameters.build(
         vocab_size=vocab_size,
         max_length=max_length,
         embedding_dim=embedding_dim,
@@ -114,6 +192,5 @@ def make_multi_armed_problem(
         fixed_length=fixed_length,
         device=device,
         dtype=dtype,
-        **extra,
     )
-    return StopValueProblem(base)
+    return StopValueProblem(cast(LinearTokenizedProblem, base))  # a LinearTokenizedProblem (checked above)

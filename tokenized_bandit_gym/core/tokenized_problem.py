@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
+from typing import Protocol, TypeVar, runtime_checkable
 
 import torch
 
@@ -31,6 +32,80 @@ class DecodedResponses:
 
     utility: torch.Tensor
     responses: torch.Tensor
+
+
+StateT = TypeVar("StateT")
+
+
+@runtime_checkable
+class TokenizedBanditProblem(Protocol[StateT]):
+    """What every tokenized bandit instance offers the env shells, the agents and the evaluation.
+
+    Implemented by the synthetic families (:class:`TokenizedProblem`, state
+    :class:`DecodingState`) and by the LLM problem
+    (:class:`~tokenized_bandit_gym.llm.language_model_problem.LanguageModelProblem`, its own
+    KV-cached state). ``k`` is the number of candidates per step (``n`` for synthetic problems,
+    the LM's top-k otherwise); an action is an index into them.
+
+    Attributes:
+        vocab_size: n, the number of token ids, EOS included.
+        max_length: L.
+        eos_token_id: the EOS token id.
+        query_tokens: ``(Q, Lq)`` int64 token ids of the query pool, padded with EOS.
+        query_lengths: ``(Q,)`` int64 length of each query.
+        device: where the instance's tensors live.
+    """
+
+    vocab_size: int
+    max_length: int
+    eos_token_id: int
+    query_tokens: torch.Tensor
+    query_lengths: torch.Tensor
+    device: torch.device
+
+    @property
+    def num_queries(self) -> int:
+        """Q, the size of the query pool."""
+        ...
+
+    @property
+    def embedding_dim(self) -> int | None:
+        """d, the dimension of the features agents observe, or None without features."""
+        ...
+
+    def initial_state(self, queries: torch.Tensor, /) -> StateT:
+        """Empty responses for ``queries`` ``(B,)`` int64."""
+        ...
+
+    def action_mask(self, state: StateT, /) -> torch.Tensor:
+        """Allowed actions ``(B, k)`` bool (only EOS at position L and once complete)."""
+        ...
+
+    def advance(self, state: StateT, actions: torch.Tensor, active: torch.Tensor | None = None, /) -> StateT:
+        """Append the chosen candidates ``(B,)`` to the ``active`` ``(B,)`` unfinished rows."""
+        ...
+
+    def utility_of(self, state: StateT, /) -> torch.Tensor:
+        """Noise-free utility ``(B,)`` of the responses in ``state``."""
+        ...
+
+    def candidate_utilities(self, state: StateT, /) -> torch.Tensor:
+        """``u(x, y:tau)`` ``(B, k)`` for every candidate tau (the oracle greedy's scores)."""
+        ...
+
+    def utility(
+        self, queries: torch.Tensor, responses: torch.Tensor, lengths: torch.Tensor | None = None, /
+    ) -> torch.Tensor:
+        """Noise-free utilities ``(B,)`` of arbitrary token-id responses ``(B, T)``."""
+        ...
+
+    def greedy_decode(self, queries: torch.Tensor, /) -> DecodedResponses:
+        """Greedy decoding with the true utility for ``queries`` ``(B,)``."""
+        ...
+
+    def oracle_greedy(self, queries: torch.Tensor, /) -> DecodedResponses:
+        """:meth:`greedy_decode` of the pool, computed once (the paper's plotted benchmark)."""
+        ...
 
 
 class TokenizedProblem(ABC):

@@ -42,6 +42,8 @@ class LanguageModelProblem:
     ``theta' = [(1 - gamma) * theta : gamma]`` (:attr:`theta`, dimension ``d + 1`` with ``d`` the
     hidden size); :meth:`candidate_embeddings` returns those ``d + 1`` features for every candidate,
     so any TLB agent runs on it unchanged. An action is an index into the ``k`` candidates.
+    It implements :class:`~tokenized_bandit_gym.core.tokenized_problem.TokenizedBanditProblem`
+    with :class:`LanguageModelState` as its state, as the synthetic families do with theirs.
 
     Args:
         model: a loaded causal LM (``transformers`` ``PreTrainedModel``), in eval mode.
