@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from tokenized_bandit_gym.agents.eoful import EOFUL
 from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence
-
 from tokenized_bandit_gym.core.validation import check_int
 from tokenized_bandit_gym.task import Task
 

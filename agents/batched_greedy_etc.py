@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from tokenized_bandit_gym.agents.greedy_etc import GreedyETC
 
+from tokenized_bandit_gym.agents.greedy_etc import GreedyETC
 from tokenized_bandit_gym.core.validation import check_int
 from tokenized_bandit_gym.host_array import as_host_array
 from tokenized_bandit_gym.task import Task

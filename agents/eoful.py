@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence
 
+from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence
 from tokenized_bandit_gym.core.validation import check_int, check_real
 from tokenized_bandit_gym.task import Task
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 import torch
+
 from tokenized_bandit_gym.agents.candidate_index import candidate_index
 from tokenized_bandit_gym.agents.eoful import beta_scale
 from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence
-
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.validation import check_int, check_real
 from tokenized_bandit_gym.task import Task

@@ -6,9 +6,9 @@ import itertools
 from typing import Any
 
 import numpy as np
+
 from tokenized_bandit_gym.agents.candidates import allowed_tokens, candidate_index, is_allowed
 from tokenized_bandit_gym.agents.greedy_etc import default_exploration_rounds
-
 from tokenized_bandit_gym.core.validation import check_int
 from tokenized_bandit_gym.task import Task
 

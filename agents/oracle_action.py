@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from tokenized_bandit_gym.agents.candidate_index import candidate_index
 
+from tokenized_bandit_gym.agents.candidate_index import candidate_index
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 
 

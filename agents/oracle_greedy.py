@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from tokenized_bandit_gym.agents.oracle_action import oracle_action
-
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.task import Task
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from tokenized_bandit_gym.agents.sb3_proxy_env import ProxyClosed, SB3ProxyEnv
 
-from tokenized_bandit_gym.adapters.cumulative_regret_callback import CumulativeRegretCallback
+from tokenized_bandit_gym.adapters.sb3.callback import CumulativeRegretCallback
+from tokenized_bandit_gym.adapters.sb3.observation import TokenObservationEncoder
+from tokenized_bandit_gym.adapters.sb3.proxy_env import ProxyClosed, SB3ProxyEnv
 from tokenized_bandit_gym.task import Task
-from tokenized_bandit_gym.wrappers.token_observation_encoder import TokenObservationEncoder
 
 # algo name -> (module, class)
 ALGORITHMS: dict[str, tuple[str, str]] = {
@@ -76,7 +76,7 @@ class SB3Agent:
     agent, so its cumulative regret is comparable with EOFUL's (DESIGN.md section 2).
 
     How it runs SB3 online: SB3's ``learn()`` drives its own env loop, so :meth:`reset` starts
-    ``learn()`` in a worker thread on an :class:`~tokenized_bandit_gym.agents.sb3_proxy_env.SB3ProxyEnv`, and
+    ``learn()`` in a worker thread on an :class:`~tokenized_bandit_gym.adapters.sb3.proxy_env.SB3ProxyEnv`, and
     :meth:`act` and :meth:`update` hand it the real observations, rewards and infos and take
     back its actions. The two threads run strictly in turn (one waits while the other works),
     so SB3's own rollout collection, buffers, ``train()`` schedule, exploration schedule and
@@ -89,7 +89,7 @@ class SB3Agent:
     less than the tokens played and ``regret_callback`` holds every round but the last (the
     run loop's result holds them all). Playing more than ``task.horizon`` rounds raises.
 
-    Observations are encoded by :class:`~tokenized_bandit_gym.wrappers.TokenObservationEncoder`
+    Observations are encoded by :class:`~tokenized_bandit_gym.adapters.sb3.TokenObservationEncoder`
     (one-hot tokens; a flat ``Box`` for ``MlpPolicy`` by default, or a one-level ``Dict`` for
     ``MultiInputPolicy`` with ``flatten=False``). MaskablePPO samples only allowed actions
     (the proxy env's ``action_masks()`` is the observation's ``action_mask``). The other

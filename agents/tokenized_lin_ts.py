@@ -6,8 +6,8 @@ import math
 from typing import Any
 
 import torch
-from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence
 
+from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence
 from tokenized_bandit_gym.core.validation import check_int, check_real
 from tokenized_bandit_gym.task import Task
 

@@ -24,9 +24,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from tokenized_bandit_gym.agents.batched_greedy_etc import BatchedGreedyETC
 
 import tokenized_bandit_gym  # noqa: F401  (registers the ids)
+from tokenized_bandit_gym.agents.batched_greedy_etc import BatchedGreedyETC
 from tokenized_bandit_gym.evaluation import run_online_vector
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 

@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass
 
 import torch
-from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence
 
+from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 
 

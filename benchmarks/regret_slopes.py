@@ -25,9 +25,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
-from tokenized_bandit_gym.agents.greedy_etc import GreedyETC, default_exploration_rounds
 
 import tokenized_bandit_gym  # noqa: F401  (registers the envs)
+from tokenized_bandit_gym.agents.greedy_etc import GreedyETC, default_exploration_rounds
 from tokenized_bandit_gym.evaluation.run_online import run_online
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 from tokenized_bandit_gym.task import Task

@@ -18,14 +18,14 @@ from dataclasses import dataclass
 
 import gymnasium as gym
 import torch
-from tokenized_bandit_gym.agents.random_agent import RandomAgent
-from tokenized_bandit_gym.agents.sb3_agent import DEFAULT_HYPERPARAMETERS, DEFAULT_POLICY_KWARGS, SB3Agent
 
 import tokenized_bandit_gym  # noqa: F401
 from tokenized_bandit_gym.adapters.pettingzoo_arena import TokenizedBanditArena
+from tokenized_bandit_gym.adapters.sb3 import SB3Observation
+from tokenized_bandit_gym.agents.random_agent import RandomAgent
+from tokenized_bandit_gym.agents.sb3_agent import DEFAULT_HYPERPARAMETERS, DEFAULT_POLICY_KWARGS, SB3Agent
 from tokenized_bandit_gym.evaluation.run_arena import run_arena
 from tokenized_bandit_gym.evaluation.run_online import run_online
-from tokenized_bandit_gym.wrappers import SB3Observation
 
 
 @dataclass

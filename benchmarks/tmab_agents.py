@@ -14,9 +14,9 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-from tokenized_bandit_gym.agents import make
 
 import tokenized_bandit_gym  # noqa: F401  (registers the envs)
+from tokenized_bandit_gym.agents import make
 from tokenized_bandit_gym.evaluation.run_online import run_online
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 

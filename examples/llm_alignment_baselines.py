@@ -14,9 +14,9 @@ import os
 from dataclasses import dataclass
 
 import gymnasium as gym
-from tokenized_bandit_gym.agents import list_agents, make
 
 import tokenized_bandit_gym  # noqa: F401  (registers the ids)
+from tokenized_bandit_gym.agents import list_agents, make
 from tokenized_bandit_gym.evaluation.run_online import run_online
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 

@@ -6,12 +6,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from pettingzoo.test import parallel_api_test, parallel_seed_test
-from tokenized_bandit_gym.agents.oracle_greedy import OracleGreedy
-from tokenized_bandit_gym.agents.random_agent import RandomAgent
-from tokenized_bandit_gym.agents.sb3_agent import SB3Agent
 
 import tokenized_bandit_gym
 from tokenized_bandit_gym.adapters.pettingzoo_arena import TokenizedBanditArena
+from tokenized_bandit_gym.agents.oracle_greedy import OracleGreedy
+from tokenized_bandit_gym.agents.random_agent import RandomAgent
+from tokenized_bandit_gym.agents.sb3_agent import SB3Agent
 from tokenized_bandit_gym.evaluation.run_arena import run_arena
 from tokenized_bandit_gym.evaluation.run_online import run_online
 from tokenized_bandit_gym.registration import LLM_ENVS

@@ -9,16 +9,16 @@ import numpy as np
 import pytest
 import torch
 from stable_baselines3.common.vec_env import DummyVecEnv
-from tokenized_bandit_gym.agents.random_agent import RandomAgent
-from tokenized_bandit_gym.agents.sb3_agent import SB3Agent
 
 import tokenized_bandit_gym
 from tokenized_bandit_gym import agents
-from tokenized_bandit_gym.adapters.cumulative_regret_callback import CumulativeRegretCallback
+from tokenized_bandit_gym.adapters.sb3 import SB3Observation
+from tokenized_bandit_gym.adapters.sb3.callback import CumulativeRegretCallback
+from tokenized_bandit_gym.agents.random_agent import RandomAgent
+from tokenized_bandit_gym.agents.sb3_agent import SB3Agent
 from tokenized_bandit_gym.evaluation.run_online import run_online
 from tokenized_bandit_gym.registration import SYNTHETIC_ENVS
 from tokenized_bandit_gym.task import Task
-from tokenized_bandit_gym.wrappers import SB3Observation
 
 # The synthetic ids; the LLM-backed ids have their own tests under tests/llm.
 ENV_IDS = [env_id for env_id in tokenized_bandit_gym.registered_ids() if env_id in SYNTHETIC_ENVS]

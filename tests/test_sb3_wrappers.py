@@ -12,8 +12,9 @@ from stable_baselines3.common.env_checker import check_env
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 import tokenized_bandit_gym
+from tokenized_bandit_gym.adapters.sb3 import ExposeActionMasks, SB3Observation, TokenObservationEncoder
 from tokenized_bandit_gym.registration import SYNTHETIC_ENVS
-from tokenized_bandit_gym.wrappers import ExposeActionMasks, RegretStatistics, SB3Observation, TokenObservationEncoder
+from tokenized_bandit_gym.wrappers import RegretStatistics
 
 # The synthetic ids; the LLM-backed ids have their own tests under tests/llm.
 ENV_IDS = [env_id for env_id in tokenized_bandit_gym.registered_ids() if env_id in SYNTHETIC_ENVS]
@@ -176,7 +177,7 @@ def test_maskable_ppo_trains_on_make_vec_env_with_the_wrappers():
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.env_util import make_vec_env
 
-    from tokenized_bandit_gym.adapters.cumulative_regret_callback import CumulativeRegretCallback
+    from tokenized_bandit_gym.adapters.sb3.callback import CumulativeRegretCallback
 
     def wrap(env):
         return RegretStatistics(SB3Observation(env))
@@ -191,3 +192,19 @@ def test_maskable_ppo_trains_on_make_vec_env_with_the_wrappers():
     assert callback.rounds > 0
     statistics = sum(vec.get_attr("cumulative_regret"))
     assert callback.cumulative_regret == pytest.approx(statistics, abs=1e-9)
+
+
+def test_old_sb3_names_are_deprecated_aliases_of_the_adapters():
+    import importlib
+    import sys
+
+    from tokenized_bandit_gym.adapters import sb3
+
+    for name in ("SB3Observation", "ExposeActionMasks", "TokenObservationEncoder"):
+        with pytest.warns(DeprecationWarning, match=name):
+            old = getattr(importlib.import_module("tokenized_bandit_gym.wrappers"), name)
+        assert old is getattr(sb3, name)
+    sys.modules.pop("tokenized_bandit_gym.adapters.cumulative_regret_callback", None)
+    with pytest.warns(DeprecationWarning, match="adapters.sb3"):
+        old_module = importlib.import_module("tokenized_bandit_gym.adapters.cumulative_regret_callback")
+    assert old_module.CumulativeRegretCallback is sb3.CumulativeRegretCallback

@@ -6,11 +6,11 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
+
+import tokenized_bandit_gym  # noqa: F401
 from tokenized_bandit_gym.agents.batched_eoful import BatchedEOFUL
 from tokenized_bandit_gym.agents.eoful import EOFUL
 from tokenized_bandit_gym.agents.random_agent import RandomAgent
-
-import tokenized_bandit_gym  # noqa: F401
 from tokenized_bandit_gym.evaluation import run_online, run_online_vector
 from tokenized_bandit_gym.evaluation.run_online_vector import vector_task
 

@@ -7,10 +7,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from tokenized_bandit_gym.agents.eoful import EOFUL
 
 import tokenized_bandit_gym  # noqa: F401  (registers the envs)
 from tokenized_bandit_gym import agents
+from tokenized_bandit_gym.agents.eoful import EOFUL
 from tokenized_bandit_gym.task import Task
 
 

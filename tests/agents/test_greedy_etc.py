@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 from tmab_play import play, utility_of
-from tokenized_bandit_gym.agents import make
-from tokenized_bandit_gym.agents.greedy_etc import GreedyETC, default_exploration_rounds
 
 import tokenized_bandit_gym  # noqa: F401  (registers the envs)
+from tokenized_bandit_gym.agents import make
+from tokenized_bandit_gym.agents.greedy_etc import GreedyETC, default_exploration_rounds
 from tokenized_bandit_gym.task import Task
 
 

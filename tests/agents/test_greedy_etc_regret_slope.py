@@ -9,9 +9,9 @@ from pathlib import Path
 import gymnasium as gym
 import numpy as np
 import pytest
-from tokenized_bandit_gym.agents.greedy_etc import GreedyETC
 
 import tokenized_bandit_gym  # noqa: F401  (registers the envs)
+from tokenized_bandit_gym.agents.greedy_etc import GreedyETC
 
 BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "regret_slopes.py"
 

@@ -6,9 +6,9 @@ import gymnasium as gym
 import pytest
 import torch
 from tmab_play import play
-from tokenized_bandit_gym.agents.greedy_ucb import GreedyUCB
 
 import tokenized_bandit_gym  # noqa: F401  (registers the envs)
+from tokenized_bandit_gym.agents.greedy_ucb import GreedyUCB
 from tokenized_bandit_gym.task import Task
 
 

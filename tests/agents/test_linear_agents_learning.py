@@ -4,10 +4,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 import torch
-from tokenized_bandit_gym.agents.lookahead_eoful import LookaheadEOFUL, lookahead_blocks
 
 import tokenized_bandit_gym  # noqa: F401  (registers the envs)
 from tokenized_bandit_gym import agents
+from tokenized_bandit_gym.agents.lookahead_eoful import LookaheadEOFUL, lookahead_blocks
 from tokenized_bandit_gym.core.enumeration import complete_responses
 from tokenized_bandit_gym.evaluation.run_online import run_online
 from tokenized_bandit_gym.registration import SYNTHETIC_ENVS, registered_ids

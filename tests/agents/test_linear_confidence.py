@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
+
 from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence, confidence_radius
 
 

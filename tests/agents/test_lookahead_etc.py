@@ -6,10 +6,10 @@ import gymnasium as gym
 import pytest
 import torch
 from tmab_play import play
-from tokenized_bandit_gym.agents.greedy_etc import GreedyETC
-from tokenized_bandit_gym.agents.lookahead_etc import LookaheadETC
 
 import tokenized_bandit_gym  # noqa: F401  (registers the envs)
+from tokenized_bandit_gym.agents.greedy_etc import GreedyETC
+from tokenized_bandit_gym.agents.lookahead_etc import LookaheadETC
 from tokenized_bandit_gym.task import Task
 
 

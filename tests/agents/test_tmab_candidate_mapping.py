@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 from tmab_play import play
-from tokenized_bandit_gym.agents import make
 
 import tokenized_bandit_gym  # noqa: F401  (registers the envs)
+from tokenized_bandit_gym.agents import make
 
 
 class PermutedCandidates(gym.Wrapper):

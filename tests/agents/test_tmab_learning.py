@@ -16,9 +16,9 @@ from typing import Any
 import gymnasium as gym
 import pytest
 from tmab_play import play, random_agent_expected_regret
-from tokenized_bandit_gym.agents import Agent, list_agents, make
 
 import tokenized_bandit_gym  # noqa: F401  (registers the envs)
+from tokenized_bandit_gym.agents import Agent, list_agents, make
 
 ROUNDS = 600
 THRESHOLD = 0.02

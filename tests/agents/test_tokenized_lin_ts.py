@@ -3,10 +3,10 @@
 import gymnasium as gym
 import numpy as np
 import pytest
-from tokenized_bandit_gym.agents.tokenized_lin_ts import TokenizedLinTS
 
 import tokenized_bandit_gym  # noqa: F401  (registers the envs)
 from tokenized_bandit_gym import agents
+from tokenized_bandit_gym.agents.tokenized_lin_ts import TokenizedLinTS
 from tokenized_bandit_gym.evaluation.run_online import run_online
 from tokenized_bandit_gym.task import Task
 

@@ -8,9 +8,9 @@ import gymnasium as gym
 import pytest
 import torch
 from tmab_play import play
-from tokenized_bandit_gym.agents.uct import UCT
 
 import tokenized_bandit_gym  # noqa: F401  (registers the envs)
+from tokenized_bandit_gym.agents.uct import UCT
 
 
 def test_every_child_is_tried_before_any_is_repeated() -> None:

@@ -7,11 +7,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-from tokenized_bandit_gym.agents.oracle_greedy import OracleGreedy
-from tokenized_bandit_gym.agents.random_agent import RandomAgent
 
 import tokenized_bandit_gym  # noqa: F401
 from tokenized_bandit_gym import agents
+from tokenized_bandit_gym.agents.oracle_greedy import OracleGreedy
+from tokenized_bandit_gym.agents.random_agent import RandomAgent
 from tokenized_bandit_gym.batched_agent import BatchedAgent
 from tokenized_bandit_gym.evaluation import run_online, run_online_vector
 from tokenized_bandit_gym.independent_agents import IndependentAgents

@@ -128,7 +128,6 @@ def test_forced_eos_and_strict_actions() -> None:
 
 def test_oracle_beam_benchmark_and_oracle_greedy_agent() -> None:
     from tokenized_bandit_gym.agents import make
-
     from tokenized_bandit_gym.evaluation.run_online import run_online
 
     env = gym.make("TokenizedAlignment-v0", max_length=4, top_k=3, optimal_kind="oracle_beam", beam_width=3)
@@ -139,7 +138,6 @@ def test_oracle_beam_benchmark_and_oracle_greedy_agent() -> None:
 
 def test_misaligned_greedy_follows_the_lm() -> None:
     from tokenized_bandit_gym.agents import make
-
     from tokenized_bandit_gym.evaluation.run_online import run_online
 
     env = gym.make("TokenizedAlignment-v0", max_length=4, top_k=3, gamma=1.0, noise_scale=0.0)

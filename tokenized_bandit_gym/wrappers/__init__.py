@@ -1,18 +1,29 @@
-"""Gymnasium wrappers: policy-ready observations, action masks for SB3, regret statistics."""
+"""Gymnasium wrappers: regret statistics (the Stable-Baselines3 glue is in :mod:`tokenized_bandit_gym.adapters.sb3`)."""
 
+import importlib
 import warnings
 from typing import Any
 
-from tokenized_bandit_gym.wrappers.expose_action_masks import ExposeActionMasks
 from tokenized_bandit_gym.wrappers.regret_statistics import RegretStatistics
-from tokenized_bandit_gym.wrappers.sb3_observation import SB3Observation
-from tokenized_bandit_gym.wrappers.token_observation_encoder import TokenObservationEncoder
 
-__all__ = ["ExposeActionMasks", "RegretStatistics", "SB3Observation", "TokenObservationEncoder"]
+__all__ = ["RegretStatistics"]
+
+# Names that moved to tokenized_bandit_gym.adapters.sb3 (deprecated here, removed in 0.3).
+_MOVED_TO_SB3 = ("ExposeActionMasks", "SB3Observation", "TokenObservationEncoder")
 
 
 def __getattr__(name: str) -> Any:
-    """``PadResponseInfo`` (deprecated): every env's infos now have fixed shapes, so it is a pass-through."""
+    """Deprecated names: the SB3 glue that moved to ``adapters.sb3``, and ``PadResponseInfo``.
+
+    ``PadResponseInfo`` is a pass-through now: every env's infos have fixed shapes.
+    """
+    if name in _MOVED_TO_SB3:
+        warnings.warn(
+            f"tokenized_bandit_gym.wrappers.{name} is deprecated: import it from tokenized_bandit_gym.adapters.sb3",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module("tokenized_bandit_gym.adapters.sb3"), name)
     if name == "PadResponseInfo":
         import gymnasium as gym
 
