@@ -11,7 +11,7 @@ import numpy as np
 from gymnasium import spaces
 from pettingzoo import ParallelEnv
 
-from tokenized_bandit_gym.envs.tokenized_bandit_env import check_action
+from tokenized_bandit_gym.envs.env_contract import check_action
 
 AgentObservation = dict[str, Any]
 

@@ -1,6 +1,7 @@
 """Gymnasium environments: one class per file, all thin shells over :mod:`tokenized_bandit_gym.core`."""
 
-from tokenized_bandit_gym.envs.tokenized_bandit_env import TokenizedBanditEnv, validate_action
+from tokenized_bandit_gym.envs.env_contract import validate_action
+from tokenized_bandit_gym.envs.tokenized_bandit_env import TokenizedBanditEnv
 from tokenized_bandit_gym.envs.tokenized_bandit_vector_env import TokenizedBanditVectorEnv
 from tokenized_bandit_gym.envs.tokenized_linear_bandit_env import TokenizedLinearBanditEnv
 from tokenized_bandit_gym.envs.tokenized_linear_bandit_vector_env import TokenizedLinearBanditVectorEnv

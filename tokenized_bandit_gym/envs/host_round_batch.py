@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 
@@ -12,9 +10,7 @@ from tokenized_bandit_gym.core.decoding_state import DecodingState
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.pool_benchmarks import PoolBenchmarks
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
-
-ROUND_VALUE_KEYS = ("utility", "optimal_utility", "regret", "oracle_greedy_utility", "noise")
-"""The float64 round-end info entries, in the order both vector-env paths stack them."""
+from tokenized_bandit_gym.envs.env_contract import observation, round_summary
 
 
 class HostRoundBatch:
@@ -134,14 +130,7 @@ class HostRoundBatch:
         mask_rows = self._mask_rows()  # (N,)
         # np.take: a row gather several times faster than fancy indexing at large N
         self.mask = np.take(self._masks.allowed, mask_rows, axis=0)  # (N, n)
-        observation = {
-            "query": np.take(self._query_tokens, self.queries, axis=0),  # (N, Lq)
-            "query_length": np.take(self._query_lengths, self.queries),  # (N,)
-            "response": self.tokens.copy(),  # (N, L)
-            "length": self.lengths.copy(),  # (N,)
-            "candidate_tokens": self._candidate_tokens.copy(),  # (N, n)
-            "action_mask": np.take(self._masks.allowed_int8, mask_rows, axis=0),  # (N, n)
-        }
+        embeddings = None
         if self._has_embeddings:
             assert isinstance(self.problem, LinearTokenizedProblem)
             if self._candidate_carries is None:
@@ -151,8 +140,15 @@ class HostRoundBatch:
             embeddings = self.problem.observed_candidate_embeddings(self.state(), carries_out).numpy()  # (N, n, d)
             self._candidates_current = True
             embeddings[self.finished] = 0.0  # the single env observes zeros once the response is complete
-            observation["candidate_embeddings"] = embeddings
-        return observation
+        return observation(
+            query=np.take(self._query_tokens, self.queries, axis=0),  # (N, Lq)
+            query_length=np.take(self._query_lengths, self.queries),  # (N,)
+            response=self.tokens.copy(),  # (N, L)
+            length=self.lengths.copy(),  # (N,)
+            candidate_tokens=self._candidate_tokens.copy(),  # (N, n)
+            action_mask=np.take(self._masks.allowed_int8, mask_rows, axis=0),  # (N, n)
+            candidate_embeddings=embeddings,  # (N, n, d) or None
+        )
 
     def round_summary(self, ended: np.ndarray) -> dict[str, np.ndarray]:
         """Round-end info entries for every row (zeros, or None, off the rows ``ended`` ``(N,)`` bool).
@@ -165,32 +161,23 @@ class HostRoundBatch:
             self._benchmarks = PoolBenchmarks.from_problem(problem)
         benchmarks = self._benchmarks
         state = self.state()
-        index = np.flatnonzero(ended)  # (E,)
-        queries = self.queries[index]  # (E,)
-        utility = problem.utility_of_complete(state).to(torch.float64).numpy()[index]  # (E,)
-        optimal_utility = benchmarks.optimal_utility[queries].astype(np.float64)  # (E,)
-        values = np.zeros((len(ROUND_VALUE_KEYS), self.num_rows))  # (5, N) in ROUND_VALUE_KEYS order
-        values[:, index] = (
-            utility,
-            optimal_utility,
-            optimal_utility - utility,
-            benchmarks.oracle_greedy_utility[queries],
-            self.noise[index],
-        )
-        responses = np.zeros((2, *self.tokens.shape), dtype=np.int64)  # (2, N, L) response, optimal response
-        responses[0, index] = self.tokens[index]
-        responses[1, index] = np.take(benchmarks.optimal_responses, queries, axis=0)
         kind = np.full(self.num_rows, None, dtype=object)
-        kind[index] = "exact"
-        summary: dict[str, Any] = dict(zip(ROUND_VALUE_KEYS, values, strict=True))
-        summary.update(response=responses[0], optimal_response=responses[1], optimal_kind=kind)  # (N, L) each
-        summary["response_length"] = np.where(ended, self.lengths, 0)  # (N,)
-        if self._has_embeddings:
-            assert isinstance(problem, LinearTokenizedProblem)
+        kind[ended] = "exact"
+        embedding = None
+        if isinstance(problem, LinearTokenizedProblem):
             embedding = problem.embedding_of(state).to(torch.float32).numpy()  # (N, d)
-            summary["response_embedding"] = np.zeros_like(embedding)
-            summary["response_embedding"][index] = embedding[index]
-        return summary
+        return round_summary(
+            utility=problem.utility_of_complete(state).to(torch.float64).numpy(),  # (N,)
+            optimal_utility=np.take(benchmarks.optimal_utility, self.queries).astype(np.float64),  # (N,)
+            oracle_greedy_utility=np.take(benchmarks.oracle_greedy_utility, self.queries),  # (N,)
+            optimal_kind=kind,
+            noise=self.noise,  # (N,)
+            response=self.tokens,  # (N, L)
+            response_length=self.lengths,  # (N,)
+            optimal_response=np.take(benchmarks.optimal_responses, self.queries, axis=0),  # (N, L)
+            response_embedding=embedding,
+            ended=ended,
+        )
 
     def _mask_rows(self) -> np.ndarray:
         """Each row's row of the mask table, ``(N,)`` (its length, or ``L + 1`` once complete)."""

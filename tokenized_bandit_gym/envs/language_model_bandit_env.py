@@ -13,7 +13,13 @@ from gymnasium import spaces
 from tokenized_bandit_gym.core.noise_model import NoiseModel
 from tokenized_bandit_gym.core.round_streams import RoundStreams
 from tokenized_bandit_gym.core.validation import check_choice, check_int
-from tokenized_bandit_gym.envs.tokenized_bandit_env import check_action, token_image
+from tokenized_bandit_gym.envs.env_contract import (
+    check_action,
+    observation,
+    observation_space,
+    round_summary,
+    token_image,
+)
 from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 from tokenized_bandit_gym.llm.language_model_state import LanguageModelState
 
@@ -73,26 +79,23 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
         self.observe_features = observe_features and problem.embeddings
         self.observe_logprobs = observe_logprobs
         n, length, k = problem.vocab_size, problem.max_length, problem.num_candidates
-        query_width = int(problem.query_tokens.shape[1])
-        observation: dict[str, spaces.Space[Any]] = {
-            "query": spaces.MultiDiscrete(np.full(query_width, n, dtype=np.int64)),
-            "query_length": spaces.Discrete(query_width + 1),
-            "response": spaces.MultiDiscrete(np.full(length, n, dtype=np.int64)),
-            "length": spaces.Discrete(length + 1),
-            "candidate_tokens": spaces.MultiDiscrete(np.full(k, n, dtype=np.int64)),
-            "action_mask": spaces.MultiBinary(k),
-        }
+        features = None
         if self.observe_features:
             bound = 1.0 if problem.embedding_norm == "l2" else math.inf
             low_v, high_v = problem.value_map.bounds
             low = np.concatenate([np.full(problem.hidden_size, -bound), [low_v]]).astype(np.float32)
             high = np.concatenate([np.full(problem.hidden_size, bound), [high_v]]).astype(np.float32)
-            observation["candidate_embeddings"] = spaces.Box(
+            features = spaces.Box(
                 np.tile(low, (k, 1)), np.tile(high, (k, 1)), shape=(k, problem.hidden_size + 1), dtype=np.float32
             )
-        if self.observe_logprobs:
-            observation["candidate_logprobs"] = spaces.Box(-np.inf, 0.0, shape=(k,), dtype=np.float32)
-        self.observation_space = spaces.Dict(observation)
+        self.observation_space = observation_space(
+            vocab_size=n,
+            query_width=int(problem.query_tokens.shape[1]),
+            max_length=length,
+            num_candidates=k,
+            candidate_embeddings=features,
+            candidate_logprobs=self.observe_logprobs,
+        )
         self.action_space = spaces.Discrete(k)
         self._streams: RoundStreams | None = None
         self._state: LanguageModelState | None = None
@@ -168,15 +171,8 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
             raise ValueError("the environment has no round yet: call reset() first")
         problem = self.problem
         self._mask = problem.action_mask(state)[0].cpu().numpy()
-        observation: Observation = {
-            "query": problem.query_tokens[self._query].cpu().numpy().astype(np.int64),
-            "query_length": np.int64(problem.query_lengths[self._query]),
-            "response": state.tokens[0].cpu().numpy(),
-            "length": np.int64(state.lengths[0]),
-            "candidate_tokens": state.candidate_tokens[0].cpu().numpy(),
-            "action_mask": self._mask.astype(np.int8),
-        }
         finished = bool(state.finished[0])
+        features = logprobs = None
         if self.observe_features:
             space = self.observation_space["candidate_embeddings"]
             if finished:
@@ -184,13 +180,20 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
             else:
                 features = problem.candidate_embeddings(state)[0].to(torch.float32).cpu().numpy()  # (k, d + 1)
                 features = np.clip(features, space.low, space.high)  # rounding of unit-norm e only
-            observation["candidate_embeddings"] = features
         if self.observe_logprobs:
             logprobs = np.zeros(problem.num_candidates, dtype=np.float32)
             if not finished:
                 logprobs = state.candidate_logprobs[0].to(torch.float32).cpu().numpy()
-            observation["candidate_logprobs"] = logprobs
-        return observation
+        return observation(
+            query=problem.query_tokens[self._query].cpu().numpy().astype(np.int64),
+            query_length=np.int64(problem.query_lengths[self._query]),
+            response=state.tokens[0].cpu().numpy(),
+            length=np.int64(state.lengths[0]),
+            candidate_tokens=state.candidate_tokens[0].cpu().numpy(),
+            action_mask=self._mask.astype(np.int8),
+            candidate_embeddings=features,
+            candidate_logprobs=logprobs,
+        )
 
     def _round_summary(self) -> dict[str, Any]:
         """Info entries of the round just completed (DESIGN.md section 2)."""
@@ -202,22 +205,19 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
         utility = float(problem.utility_of(state)[0])
         greedy = problem.oracle_greedy(queries)
         optimum = problem.oracle_beam(queries, self.beam_width) if self.optimal_kind == "oracle_beam" else greedy
-        optimal_utility = float(optimum.utility[0])
         length = int(state.lengths[0])
-        response = state.tokens[0].cpu().numpy()  # (L,) padded with EOS: every info entry has a fixed shape
-        summary: dict[str, Any] = {
-            "utility": utility,
-            "optimal_utility": optimal_utility,
-            "regret": optimal_utility - utility,
-            "oracle_greedy_utility": float(greedy.utility[0]),
-            "optimal_kind": self.optimal_kind,
-            "noise": self._noise,
-            "response": response,
-            "response_length": length,
-            "optimal_response": optimum.responses[0].cpu().numpy(),
-            "text": problem.decode(response[:length]),
-            "response_logprob": float(state.sequence_logprob[0]),
-        }
-        if problem.embeddings:
-            summary["response_embedding"] = problem.embedding_of(state)[0].to(torch.float32).cpu().numpy()
-        return summary
+        response = state.tokens[0].cpu().numpy()  # (L,) padded with EOS
+        embedding = problem.embedding_of(state)[0].to(torch.float32).cpu().numpy() if problem.embeddings else None
+        return round_summary(
+            utility=utility,
+            optimal_utility=float(optimum.utility[0]),
+            oracle_greedy_utility=float(greedy.utility[0]),
+            optimal_kind=self.optimal_kind,
+            noise=self._noise,
+            response=response,
+            response_length=length,
+            optimal_response=optimum.responses[0].cpu().numpy(),
+            response_embedding=embedding,
+            text=problem.decode(response[:length]),
+            response_logprob=float(state.sequence_logprob[0]),
+        )

@@ -7,6 +7,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from tokenized_bandit_gym.envs.env_contract import observation, round_summary
 from tokenized_bandit_gym.envs.language_model_bandit_env import LanguageModelBanditEnv
 from tokenized_bandit_gym.envs.tokenized_bandit_vector_env import TokenizedBanditVectorEnv
 from tokenized_bandit_gym.llm.language_model_state import LanguageModelState
@@ -129,24 +130,26 @@ class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
         problem = self.problem
         self._mask = problem.action_mask(state)  # (N, k)
         finished = state.finished[:, None]  # (N, 1)
-        observation: dict[str, Any] = {
-            "query": problem.query_tokens[state.queries],  # (N, Lq)
-            "query_length": problem.query_lengths[state.queries],  # (N,)
-            "response": state.tokens.clone(),  # (N, L)
-            "length": state.lengths.clone(),  # (N,)
-            "candidate_tokens": state.candidate_tokens.clone(),  # (N, k)
-            "action_mask": self._mask.to(torch.int8),  # (N, k)
-        }
+        features = logprobs = None
         if self.observe_features:
             features = problem.candidate_embeddings(state).to(torch.float32)  # (N, k, d + 1)
             features = torch.clamp(features, self._feature_low, self._feature_high)  # rounding of unit-norm e only
-            observation["candidate_embeddings"] = torch.where(finished[:, :, None], 0.0, features)
+            features = torch.where(finished[:, :, None], 0.0, features)
         if self.observe_logprobs:
-            logprobs = state.candidate_logprobs.to(torch.float32)  # (N, k)
-            observation["candidate_logprobs"] = torch.where(finished, 0.0, logprobs)
+            logprobs = torch.where(finished, 0.0, state.candidate_logprobs.to(torch.float32))  # (N, k)
+        observed = observation(
+            query=problem.query_tokens[state.queries],  # (N, Lq)
+            query_length=problem.query_lengths[state.queries],  # (N,)
+            response=state.tokens.clone(),  # (N, L)
+            length=state.lengths.clone(),  # (N,)
+            candidate_tokens=state.candidate_tokens.clone(),  # (N, k)
+            action_mask=self._mask.to(torch.int8),  # (N, k)
+            candidate_embeddings=features,  # (N, k, d + 1) or None
+            candidate_logprobs=logprobs,  # (N, k) or None
+        )
         if self.array_backend == "torch":
-            return observation
-        return {key: observation[key].cpu().numpy() for key in self.single_observation_space.spaces}
+            return observed
+        return {key: observed[key].cpu().numpy() for key in self.single_observation_space.spaces}
 
     def _round_summary(self, state: LanguageModelState, terminated: torch.Tensor) -> dict[str, Any]:
         """Round-end info entries (zeros, ``""`` or None off the rows ``terminated`` ``(N,)``); ``{}`` if none ended."""
@@ -155,34 +158,28 @@ class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
             return {}
         problem = self.problem
         queries = state.queries
-        rows = terminated[:, None]  # (N, 1)
         utility = problem.utility_of(state).to(torch.float64)  # (N,)
         greedy = problem.oracle_greedy(queries)
         optimum = problem.oracle_beam(queries, self.beam_width) if self.optimal_kind == "oracle_beam" else greedy
-        optimal_utility = optimum.utility.to(torch.float64)  # (N,)
-        summary: dict[str, Any] = {
-            "utility": torch.where(terminated, utility, 0.0),
-            "optimal_utility": torch.where(terminated, optimal_utility, 0.0),
-            "regret": torch.where(terminated, optimal_utility - utility, 0.0),
-            "oracle_greedy_utility": torch.where(terminated, greedy.utility.to(torch.float64), 0.0),
-            "noise": torch.where(terminated, self._noise, 0.0),
-            "response": torch.where(rows, state.tokens, 0),  # (N, L)
-            "response_length": torch.where(terminated, state.lengths, 0),  # (N,)
-            "optimal_response": torch.where(rows, optimum.responses, 0),  # (N, L)
-            "response_logprob": torch.where(terminated, state.sequence_logprob.to(torch.float64), 0.0),
-        }
-        if problem.embeddings:
-            embedding = problem.embedding_of(state).to(torch.float32)  # (N, d + 1)
-            summary["response_embedding"] = torch.where(rows, embedding, 0.0)
         text = np.full(self.num_envs, "", dtype=object)
         tokens = state.tokens.cpu().numpy()  # (N, L)
         for row in np.flatnonzero(ended):  # decoding text is a tokenizer call per ended round
             text[row] = problem.decode(tokens[row])
-        summary["text"] = text
+        kind: Any = self.optimal_kind
         if self.array_backend == "numpy":
             kind = np.full(self.num_envs, None, dtype=object)
             kind[ended] = self.optimal_kind
-            summary["optimal_kind"] = kind
-        else:
-            summary["optimal_kind"] = self.optimal_kind
-        return summary
+        return round_summary(
+            utility=utility,  # (N,)
+            optimal_utility=optimum.utility.to(torch.float64),  # (N,)
+            oracle_greedy_utility=greedy.utility.to(torch.float64),  # (N,)
+            optimal_kind=kind,
+            noise=self._noise,  # (N,)
+            response=state.tokens,  # (N, L)
+            response_length=state.lengths,  # (N,)
+            optimal_response=optimum.responses,  # (N, L)
+            response_embedding=problem.embedding_of(state).to(torch.float32) if problem.embeddings else None,
+            ended=terminated,
+            response_logprob=state.sequence_logprob.to(torch.float64),  # (N,)
+            text=text,
+        )

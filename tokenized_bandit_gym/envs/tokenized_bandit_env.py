@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-from numbers import Integral, Real
 from typing import Any
 
 import gymnasium as gym
@@ -19,87 +17,16 @@ from tokenized_bandit_gym.core.pool_benchmarks import PoolBenchmarks
 from tokenized_bandit_gym.core.query_start_memo import QueryStartMemo
 from tokenized_bandit_gym.core.round_streams import RoundStreams
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
+from tokenized_bandit_gym.envs.env_contract import (
+    check_action,
+    observation,
+    observation_space,
+    round_summary,
+    to_numpy,
+    token_image,
+)
 
 Observation = dict[str, np.ndarray | np.int64]
-
-
-def to_numpy(tensor: torch.Tensor) -> np.ndarray:
-    """A host NumPy view of ``tensor`` (a copy only when it lives on an accelerator)."""
-    return tensor.numpy() if tensor.device.type == "cpu" else tensor.cpu().numpy()
-
-
-def validate_action(action: object, num_actions: int) -> int:
-    """Return ``action`` as an ``int`` in ``[0, num_actions)`` or raise naming it.
-
-    Integers (Python, NumPy, 0-d integer arrays and tensors) are accepted; bools, floats
-    (even integral ones), NaN and out-of-range values are not.
-
-    Raises:
-        TypeError: not an integer.
-        ValueError: NaN, negative or ``>= num_actions``.
-    """
-    if type(action) is int or isinstance(action, np.integer):  # the usual cases, checked first
-        if not 0 <= action < num_actions:
-            raise ValueError(f"action {int(action)} is out of range: it must lie in [0, {num_actions})")
-        return int(action)
-    value = action
-    if isinstance(value, (np.ndarray, torch.Tensor)) and value.ndim == 0:
-        value = value.item()
-    if isinstance(value, (bool, np.bool_)):
-        raise TypeError(f"action must be an integer token index, got the bool {action!r}")
-    if isinstance(value, Real) and not isinstance(value, Integral):
-        if math.isnan(float(value)):
-            raise ValueError(f"action must be an integer token index, got NaN ({action!r})")
-        raise TypeError(f"action must be an integer token index, got the float {action!r}")
-    if not isinstance(value, Integral):
-        raise TypeError(f"action must be an integer token index, got {action!r} ({type(action).__name__})")
-    index = int(value)
-    if not 0 <= index < num_actions:
-        raise ValueError(f"action {index} is out of range: it must lie in [0, {num_actions})")
-    return index
-
-
-def check_action(action: object, mask: np.ndarray, length: int, max_length: int, strict: bool) -> tuple[int, bool]:
-    """The action check with the forced EOS (DESIGN.md section 1), for every single-row shell.
-
-    Args:
-        action: the agent's action (see :func:`validate_action`).
-        mask: ``(k,)`` bool, the allowed actions now.
-        length: tokens chosen so far.
-        max_length: L.
-        strict: raise on a masked action at position L too, instead of forcing EOS.
-
-    Returns:
-        The action to apply (at position L, a masked action becomes the only allowed one, EOS)
-        and whether it was forced.
-
-    Raises:
-        TypeError: not an integer.
-        ValueError: NaN, out of range, or masked (before position L, or anywhere when ``strict``).
-    """
-    index = validate_action(action, len(mask))
-    if mask[index]:
-        return index, False
-    if strict or length < max_length - 1:
-        raise ValueError(
-            f"action {index} is masked at position {length + 1}: allowed actions are {np.flatnonzero(mask).tolist()}"
-        )
-    return int(np.flatnonzero(mask)[0]), True
-
-
-def token_image(rows: list[list[int]], eos_token_id: int, width: int) -> np.ndarray:
-    """One 8x8 cell per token, coloured by token id (EOS black, padding white): ``(8 * len(rows), 8 * width, 3)`` uint8.
-
-    The ``"rgb_array"`` rendering of every env (what SB3's ``make_vec_env`` asks for).
-    """
-    cell = 8
-    image = np.full((cell * len(rows), cell * width, 3), 255, dtype=np.uint8)
-    for row_index, tokens in enumerate(rows):
-        for column, token in enumerate(tokens):
-            colour = 0 if token == eos_token_id else np.random.default_rng(token).integers(64, 256, size=3)
-            top, left = row_index * cell, column * cell
-            image[top : top + cell - 1, left : left + cell - 1] = colour
-    return image
 
 
 class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
@@ -137,19 +64,12 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         self.render_mode = render_mode
         n, length = problem.vocab_size, problem.max_length
         query_width = int(problem.query_tokens.shape[1])
-        observation = {
-            "query": spaces.MultiDiscrete(np.full(query_width, n, dtype=np.int64)),
-            "query_length": spaces.Discrete(query_width + 1),
-            "response": spaces.MultiDiscrete(np.full(length, n, dtype=np.int64)),
-            "length": spaces.Discrete(length + 1),
-            "candidate_tokens": spaces.MultiDiscrete(np.full(n, n, dtype=np.int64)),
-            "action_mask": spaces.MultiBinary(n),
-        }
+        features = None
         if isinstance(problem, LinearTokenizedProblem):
-            observation["candidate_embeddings"] = spaces.Box(
-                -1.0, 1.0, shape=(n, problem.embedding_dim), dtype=np.float32
-            )
-        self.observation_space = spaces.Dict(observation)
+            features = spaces.Box(-1.0, 1.0, shape=(n, problem.embedding_dim), dtype=np.float32)
+        self.observation_space = observation_space(
+            vocab_size=n, query_width=query_width, max_length=length, num_candidates=n, candidate_embeddings=features
+        )
         self.action_space = spaces.Discrete(n)
         self._candidate_tokens = np.arange(n, dtype=np.int64)
         self._query_tokens = to_numpy(problem.query_tokens).astype(np.int64)  # (Q, Lq), host copy
@@ -272,19 +192,17 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
                 incomplete (None otherwise: zeros are observed once it is complete).
         """
         self._mask_row = self._masks.row(self._length, self._finished)
-        observation: Observation = {
-            "query": self._query_tokens[self._query].copy(),
-            "query_length": self._query_lengths[self._query].copy(),
-            "response": self._response.copy(),
-            "length": np.int64(self._length),
-            "candidate_tokens": self._candidate_tokens.copy(),
-            "action_mask": self._masks.allowed_int8[self._mask_row].copy(),
-        }
-        if self._has_embeddings:
-            observation["candidate_embeddings"] = (
-                self._no_embeddings.copy() if candidate_embeddings is None else candidate_embeddings
-            )
-        return observation
+        if self._has_embeddings and candidate_embeddings is None:
+            candidate_embeddings = self._no_embeddings.copy()
+        return observation(
+            query=self._query_tokens[self._query].copy(),
+            query_length=self._query_lengths[self._query].copy(),
+            response=self._response.copy(),
+            length=np.int64(self._length),
+            candidate_tokens=self._candidate_tokens.copy(),
+            action_mask=self._masks.allowed_int8[self._mask_row].copy(),
+            candidate_embeddings=candidate_embeddings,
+        )
 
     def _round_summary(self) -> dict[str, Any]:
         """Info entries of the round just completed (DESIGN.md section 2)."""
@@ -292,19 +210,17 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         if self._benchmarks is None:
             self._benchmarks = PoolBenchmarks.from_problem(self.problem)
         benchmarks, query = self._benchmarks, self._query
-        utility = float(self.problem.utility_of_complete(state))  # (1,) -> its one value
-        optimal_utility = float(benchmarks.optimal_utility[query])
-        summary: dict[str, Any] = {
-            "utility": utility,
-            "optimal_utility": optimal_utility,
-            "regret": optimal_utility - utility,
-            "oracle_greedy_utility": float(benchmarks.oracle_greedy_utility[query]),
-            "optimal_kind": "exact",
-            "noise": self._noise,
-            "response": self._response.copy(),  # (L,) padded with EOS: every info entry has a fixed shape
-            "response_length": self._length,
-            "optimal_response": benchmarks.optimal_responses[query].copy(),
-        }
+        embedding = None
         if self._has_embeddings:
-            summary["response_embedding"] = to_numpy(self.problem.embedding_of(state).to(torch.float32))[0].copy()
-        return summary
+            embedding = to_numpy(self.problem.embedding_of(state).to(torch.float32))[0].copy()  # (d,)
+        return round_summary(
+            utility=float(self.problem.utility_of_complete(state)),  # (1,) -> its one value
+            optimal_utility=float(benchmarks.optimal_utility[query]),
+            oracle_greedy_utility=float(benchmarks.oracle_greedy_utility[query]),
+            optimal_kind="exact",
+            noise=self._noise,
+            response=self._response.copy(),  # (L,) padded with EOS
+            response_length=self._length,
+            optimal_response=benchmarks.optimal_responses[query].copy(),
+            response_embedding=embedding,
+        )

@@ -19,7 +19,8 @@ from tokenized_bandit_gym.core.pool_benchmarks import PoolBenchmarks
 from tokenized_bandit_gym.core.round_buffer import RoundBuffer
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.core.validation import check_choice, check_int
-from tokenized_bandit_gym.envs.host_round_batch import ROUND_VALUE_KEYS, HostRoundBatch
+from tokenized_bandit_gym.envs.env_contract import forced_and_refused, observation, round_summary
+from tokenized_bandit_gym.envs.host_round_batch import HostRoundBatch
 from tokenized_bandit_gym.envs.tokenized_bandit_env import TokenizedBanditEnv
 
 ARRAY_BACKENDS = ("numpy", "torch")
@@ -193,10 +194,10 @@ class TokenizedBanditVectorEnv(VectorEnv):
         tokens = self._action_tensor(actions)  # (N,)
         stepping = ~self._autoreset  # (N,)
         allowed = self._mask.gather(1, tokens.clamp(0, self._num_actions - 1)[:, None])[:, 0]  # (N,)
-        at_last_position = state.lengths >= self.problem.max_length - 1  # (N,)
-        forced_eos = stepping & ~allowed  # (N,)
         out_of_range = (tokens < 0) | (tokens >= self._num_actions)  # (N,)
-        refused = forced_eos & (~at_last_position | self.strict_actions)  # (N,)
+        forced_eos, refused = forced_and_refused(
+            allowed, state.lengths, stepping, self.problem.max_length, self.strict_actions
+        )  # (N,) each
         if bool((out_of_range | refused).any()):
             self._raise_invalid(tokens, out_of_range, refused, state)
         state = self._advance(state, self._forced_actions(tokens, forced_eos), stepping)
@@ -258,8 +259,9 @@ class TokenizedBanditVectorEnv(VectorEnv):
         out_of_range = (tokens < 0) | (tokens >= self._num_actions)  # (N,)
         flat = self._row_indices * self._num_actions + np.where(out_of_range, 0, tokens)  # (N,) into the flat mask
         allowed = np.take(batch.mask, flat)  # (N,)
-        forced_eos = stepping & ~allowed  # (N,)
-        refused = forced_eos & ((batch.lengths < self.problem.max_length - 1) | self.strict_actions)  # (N,)
+        forced_eos, refused = forced_and_refused(
+            allowed, batch.lengths, stepping, self.problem.max_length, self.strict_actions
+        )  # (N,) each
         if (out_of_range | refused).any():
             self._raise_invalid(
                 torch.from_numpy(tokens), torch.from_numpy(out_of_range), torch.from_numpy(refused), batch.state()
@@ -409,24 +411,26 @@ class TokenizedBanditVectorEnv(VectorEnv):
             self._mask_rows_int8 = torch.tensor(table.allowed_int8, device=self.device)  # (L + 2, n) int8
         table_rows = torch.where(state.finished, problem.max_length + 1, state.lengths)  # (N,)
         self._mask = self._mask_rows[table_rows]  # (N, n)
-        observation = {
-            "query": problem.query_tokens[state.queries],  # (N, Lq)
-            "query_length": problem.query_lengths[state.queries],  # (N,)
-            "response": state.tokens.clone(),  # (N, L)
-            "length": state.lengths.clone(),  # (N,)
-            "action_mask": self._mask_rows_int8[table_rows],  # (N, n)
-        }
+        embeddings = None
         if self._has_embeddings:
             embeddings = problem.observed_candidate_embeddings(state)  # (N, n, d) float32
             if self._on_host:  # zero only the finished rows (a boolean index_put scans every element)
                 embeddings.index_fill_(0, torch.nonzero(state.finished).flatten(), 0.0)
             else:  # no host round trip to find them
                 embeddings.masked_fill_(state.finished[:, None, None], 0.0)
-            observation["candidate_embeddings"] = embeddings
+        observed = observation(
+            query=problem.query_tokens[state.queries],  # (N, Lq)
+            query_length=problem.query_lengths[state.queries],  # (N,)
+            response=state.tokens.clone(),  # (N, L)
+            length=state.lengths.clone(),  # (N,)
+            candidate_tokens=self._candidate_tokens_tensor,  # (N, n), copied below
+            action_mask=self._mask_rows_int8[table_rows],  # (N, n)
+            candidate_embeddings=embeddings,  # (N, n, d) float32 or None
+        )
         if self.array_backend == "torch":
-            observation["candidate_tokens"] = self._candidate_tokens_tensor.clone()
-            return observation
-        arrays = {key: value.cpu().numpy() for key, value in observation.items()}
+            observed["candidate_tokens"] = self._candidate_tokens_tensor.clone()
+            return observed
+        arrays = {key: value.cpu().numpy() for key, value in observed.items() if key != "candidate_tokens"}
         arrays["candidate_tokens"] = self._candidate_tokens.copy()
         return {key: arrays[key] for key in self.single_observation_space.spaces}
 
@@ -444,25 +448,25 @@ class TokenizedBanditVectorEnv(VectorEnv):
         problem = self.problem
         pool_utilities, pool_responses = self._pool_benchmarks()
         benchmarks = pool_utilities[state.queries]  # (N, 2) optimal, oracle greedy
-        utility = problem.utility_of_complete(state).to(torch.float64)  # (N,) complete on the rows that matter
-        optimal_utility = benchmarks[:, 0]  # (N,)
-        values = torch.stack([utility, optimal_utility, optimal_utility - utility, benchmarks[:, 1], self._noise])
-        values = torch.where(terminated, values, 0.0)  # (5, N)
-        responses = torch.stack([state.tokens, pool_responses[state.queries]])  # (2, N, L)
-        responses = torch.where(terminated[:, None], responses, 0)  # (2, N, L)
-        summary: dict[str, Any] = dict(zip(ROUND_VALUE_KEYS, values, strict=True))
-        summary.update(response=responses[0], optimal_response=responses[1])  # (N, L) each
-        summary["response_length"] = torch.where(terminated, state.lengths, 0)  # (N,)
+        kind: Any = "exact"
         if numpy_backend:
             kind = np.full(self.num_envs, None, dtype=object)
             kind[terminated.cpu().numpy()] = "exact"
-            summary["optimal_kind"] = kind
-        else:
-            summary["optimal_kind"] = "exact"
+        embedding = None
         if isinstance(problem, LinearTokenizedProblem):
             embedding = problem.embedding_of(state).to(torch.float32)  # (N, d)
-            summary["response_embedding"] = torch.where(terminated[:, None], embedding, 0.0)
-        return summary
+        return round_summary(
+            utility=problem.utility_of_complete(state).to(torch.float64),  # (N,) complete on the rows that matter
+            optimal_utility=benchmarks[:, 0],  # (N,)
+            oracle_greedy_utility=benchmarks[:, 1],  # (N,)
+            optimal_kind=kind,
+            noise=self._noise,  # (N,)
+            response=state.tokens,  # (N, L)
+            response_length=state.lengths,  # (N,)
+            optimal_response=pool_responses[state.queries],  # (N, L)
+            response_embedding=embedding,
+            ended=terminated,
+        )
 
     def _pool_benchmarks(self) -> tuple[torch.Tensor, torch.Tensor]:
         """Every query's exact optimum and oracle greedy utility ``(Q, 2)`` float64, and optimal response ``(Q, L)``.

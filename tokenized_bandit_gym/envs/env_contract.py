@@ -1,0 +1,259 @@
+"""The env contract, written once for every shell: the action check with the forced EOS, the round summary.
+
+DESIGN.md sections 1, 2 and 4. The single envs (synthetic and LLM, one round), the native vector
+envs (N rounds: the NumPy host batch and the torch path) and, through the single envs, the
+PettingZoo arena all call these functions, so a change to the contract is one edit here:
+
+* :func:`observation_space` and :func:`observation`: the flat ``Dict`` observation, its keys and
+  spaces (one round, or N rows of it);
+* :func:`check_action` (one round) and :func:`forced_and_refused` (N rounds, NumPy or torch): an
+  action must be an allowed candidate; at position L a masked one becomes the forced EOS, unless
+  ``strict_actions``;
+* :func:`round_summary`: the info entries of a round that ended, every one of a fixed shape per
+  env (``response`` padded to L with ``response_length`` beside it), masked to zero on the rows
+  whose round did not end;
+* :func:`token_image`: the ``"rgb_array"`` rendering.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+from typing import Any, TypeVar
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+Rows = TypeVar("Rows", np.ndarray, torch.Tensor)
+
+
+def to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A host NumPy view of ``tensor`` (a copy only when it lives on an accelerator)."""
+    return tensor.numpy() if tensor.device.type == "cpu" else tensor.cpu().numpy()
+
+
+def validate_action(action: object, num_actions: int) -> int:
+    """Return ``action`` as an ``int`` in ``[0, num_actions)`` or raise naming it.
+
+    Integers (Python, NumPy, 0-d integer arrays and tensors) are accepted; bools, floats
+    (even integral ones), NaN and out-of-range values are not.
+
+    Raises:
+        TypeError: not an integer.
+        ValueError: NaN, negative or ``>= num_actions``.
+    """
+    if type(action) is int or isinstance(action, np.integer):  # the usual cases, checked first
+        if not 0 <= action < num_actions:
+            raise ValueError(f"action {int(action)} is out of range: it must lie in [0, {num_actions})")
+        return int(action)
+    value = action
+    if isinstance(value, (np.ndarray, torch.Tensor)) and value.ndim == 0:
+        value = value.item()
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"action must be an integer token index, got the bool {action!r}")
+    if isinstance(value, Real) and not isinstance(value, Integral):
+        if math.isnan(float(value)):
+            raise ValueError(f"action must be an integer token index, got NaN ({action!r})")
+        raise TypeError(f"action must be an integer token index, got the float {action!r}")
+    if not isinstance(value, Integral):
+        raise TypeError(f"action must be an integer token index, got {action!r} ({type(action).__name__})")
+    index = int(value)
+    if not 0 <= index < num_actions:
+        raise ValueError(f"action {index} is out of range: it must lie in [0, {num_actions})")
+    return index
+
+
+def observation_space(
+    *,
+    vocab_size: int,
+    query_width: int,
+    max_length: int,
+    num_candidates: int,
+    candidate_embeddings: spaces.Box | None = None,
+    candidate_logprobs: bool = False,
+) -> spaces.Dict:
+    """The observation space of one round (DESIGN.md section 4): a flat ``Dict`` an SB3 policy takes.
+
+    Args:
+        vocab_size: n (token ids lie in ``[0, n)``).
+        query_width: Lq, the padded query length.
+        max_length: L.
+        num_candidates: k.
+        candidate_embeddings: the ``(k, d)`` float32 features' space, where the problem has features.
+        candidate_logprobs: include the candidates' ``(k,)`` log-probabilities (LLM envs).
+    """
+    observation: dict[str, spaces.Space[Any]] = {
+        "query": spaces.MultiDiscrete(np.full(query_width, vocab_size, dtype=np.int64)),
+        "query_length": spaces.Discrete(query_width + 1),
+        "response": spaces.MultiDiscrete(np.full(max_length, vocab_size, dtype=np.int64)),
+        "length": spaces.Discrete(max_length + 1),
+        "candidate_tokens": spaces.MultiDiscrete(np.full(num_candidates, vocab_size, dtype=np.int64)),
+        "action_mask": spaces.MultiBinary(num_candidates),
+    }
+    if candidate_embeddings is not None:
+        observation["candidate_embeddings"] = candidate_embeddings
+    if candidate_logprobs:
+        observation["candidate_logprobs"] = spaces.Box(-np.inf, 0.0, shape=(num_candidates,), dtype=np.float32)
+    return spaces.Dict(observation)
+
+
+def observation(
+    *,
+    query: Any,
+    query_length: Any,
+    response: Any,
+    length: Any,
+    candidate_tokens: Any,
+    action_mask: Any,
+    candidate_embeddings: Any = None,
+    candidate_logprobs: Any = None,
+) -> dict[str, Any]:
+    """One observation (one round, or N rows of arrays or tensors), keyed as :func:`observation_space`.
+
+    Args:
+        query: ``(Lq,)`` the query's token ids, padded with EOS.
+        query_length: its length.
+        response: ``(L,)`` the response so far, padded with EOS.
+        length: its length.
+        candidate_tokens: ``(k,)`` the candidates' token ids.
+        action_mask: ``(k,)`` int8, the allowed actions.
+        candidate_embeddings: ``(k, d)`` float32 features (zeros once the response is complete), if any.
+        candidate_logprobs: ``(k,)`` float32 log-probabilities (zeros once complete), if observed.
+    """
+    observed = {
+        "query": query,
+        "query_length": query_length,
+        "response": response,
+        "length": length,
+        "candidate_tokens": candidate_tokens,
+        "action_mask": action_mask,
+    }
+    if candidate_embeddings is not None:
+        observed["candidate_embeddings"] = candidate_embeddings
+    if candidate_logprobs is not None:
+        observed["candidate_logprobs"] = candidate_logprobs
+    return observed
+
+
+def forced_and_refused(
+    allowed: Rows, lengths: Rows, stepping: Rows, max_length: int, strict: bool
+) -> tuple[Rows, Rows]:
+    """The forced-EOS rule on N rows (NumPy arrays or tensors alike), ``(N,)`` bool each.
+
+    Args:
+        allowed: ``(N,)`` bool, whether each row's action is allowed by its mask.
+        lengths: ``(N,)`` int, tokens chosen so far.
+        stepping: ``(N,)`` bool, the rows that append a token in this step.
+        max_length: L.
+        strict: refuse a masked action at position L too.
+
+    Returns:
+        ``forced_eos`` (a masked action that becomes EOS, or is refused) and ``refused`` (a
+        masked action before position L, or anywhere when ``strict``).
+    """
+    forced_eos = stepping & ~allowed  # (N,)
+    return forced_eos, forced_eos & ((lengths < max_length - 1) | strict)
+
+
+def check_action(action: object, mask: np.ndarray, length: int, max_length: int, strict: bool) -> tuple[int, bool]:
+    """The action check with the forced EOS (DESIGN.md section 1), for every single-row shell.
+
+    Args:
+        action: the agent's action (see :func:`validate_action`).
+        mask: ``(k,)`` bool, the allowed actions now.
+        length: tokens chosen so far.
+        max_length: L.
+        strict: raise on a masked action at position L too, instead of forcing EOS.
+
+    Returns:
+        The action to apply (at position L, a masked action becomes the only allowed one, EOS)
+        and whether it was forced.
+
+    Raises:
+        TypeError: not an integer.
+        ValueError: NaN, out of range, or masked (before position L, or anywhere when ``strict``).
+    """
+    index = validate_action(action, len(mask))
+    if mask[index]:  # the usual case, first
+        return index, False
+    _, refused = forced_and_refused(mask[index], np.int64(length), np.True_, max_length, strict)
+    if refused:
+        raise ValueError(
+            f"action {index} is masked at position {length + 1}: allowed actions are {np.flatnonzero(mask).tolist()}"
+        )
+    return int(np.flatnonzero(mask)[0]), True  # the forced EOS: at position L only EOS is allowed
+
+
+def round_summary(
+    *,
+    utility: Any,
+    optimal_utility: Any,
+    oracle_greedy_utility: Any,
+    optimal_kind: Any,
+    noise: Any,
+    response: Any,
+    response_length: Any,
+    optimal_response: Any,
+    response_embedding: Any = None,
+    ended: np.ndarray | torch.Tensor | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The info entries of rounds that ended (DESIGN.md section 2), keyed as every env reports them.
+
+    One round (``ended=None``): Python floats and ints, ``response``/``optimal_response`` ``(L,)``
+    padded with EOS. N rounds: ``(N,)`` and ``(N, L)`` NumPy arrays or tensors, set to zero on
+    the rows ``ended`` ``(N,)`` bool says did not end (strings and object arrays, such as
+    ``optimal_kind`` and the LLM's ``text``, are passed as they are). ``regret`` is
+    ``optimal_utility - utility``.
+
+    Args:
+        utility: the noise-free ``u(x_t, y_t)``.
+        optimal_utility: the benchmark's utility (the exact optimum, or the LLM's oracle).
+        oracle_greedy_utility: greedy decoding with the true utility.
+        optimal_kind: ``"exact"``, ``"oracle_greedy"`` or ``"oracle_beam"``.
+        noise: ``eta_t``.
+        response: the response's token ids, padded to L with EOS.
+        response_length: ``|y_t|``.
+        optimal_response: the benchmark's response, padded to L with EOS.
+        response_embedding: ``e(x_t, y_t)`` where the family has features (else left out).
+        ended: N rounds: the rows whose round ended in this step.
+        **extra: further entries of the env (the LLM's ``text`` and ``response_logprob``).
+    """
+    summary: dict[str, Any] = {
+        "utility": utility,
+        "optimal_utility": optimal_utility,
+        "regret": optimal_utility - utility,
+        "oracle_greedy_utility": oracle_greedy_utility,
+        "optimal_kind": optimal_kind,
+        "noise": noise,
+        "response": response,
+        "response_length": response_length,
+        "optimal_response": optimal_response,
+        **extra,
+    }
+    if response_embedding is not None:
+        summary["response_embedding"] = response_embedding
+    if ended is None:
+        return summary
+    for key, value in summary.items():
+        if isinstance(value, torch.Tensor):
+            summary[key] = torch.where(ended.reshape(-1, *[1] * (value.dim() - 1)), value, 0)  # type: ignore[union-attr]
+        elif isinstance(value, np.ndarray) and value.dtype != object:
+            summary[key] = np.where(np.asarray(ended).reshape(-1, *[1] * (value.ndim - 1)), value, 0)
+    return summary
+
+
+def token_image(rows: list[list[int]], eos_token_id: int, width: int) -> np.ndarray:
+    """One 8x8 cell per token, coloured by token id (EOS black, padding white): ``(8 * len(rows), 8 * width, 3)`` uint8.
+
+    The ``"rgb_array"`` rendering of every env (what SB3's ``make_vec_env`` asks for).
+    """
+    cell = 8
+    image = np.full((cell * len(rows), cell * width, 3), 255, dtype=np.uint8)
+    for row_index, tokens in enumerate(rows):
+        for column, token in enumerate(tokens):
+            colour = 0 if token == eos_token_id else np.random.default_rng(token).integers(64, 256, size=3)
+            top, left = row_index * cell, column * cell
+            image[top : top + cell - 1, left : left + cell - 1] = colour
+    return image
