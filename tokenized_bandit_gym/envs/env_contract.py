@@ -197,6 +197,7 @@ def round_summary(
     optimal_response: Any,
     response_embedding: Any = None,
     ended: np.ndarray | torch.Tensor | None = None,
+    ended_rows_only: bool = False,
     **extra: Any,
 ) -> dict[str, Any]:
     """The info entries of rounds that ended (DESIGN.md section 2), keyed as every env reports them.
@@ -218,6 +219,8 @@ def round_summary(
         optimal_response: the benchmark's response, padded to L with EOS.
         response_embedding: ``e(x_t, y_t)`` where the family has features (else left out).
         ended: N rounds: the rows whose round ended in this step.
+        ended_rows_only: the NumPy arrays hold the ended rows only (``(E, ...)``, in row order),
+            computed on those rows alone; they are scattered into zeros of N rows.
         **extra: further entries of the env (the LLM's ``text`` and ``response_logprob``).
     """
     summary: dict[str, Any] = {
@@ -236,11 +239,23 @@ def round_summary(
         summary["response_embedding"] = response_embedding
     if ended is None:
         return summary
+    if isinstance(ended, torch.Tensor):  # no host round trip: a where per entry
+        for key, value in summary.items():
+            if isinstance(value, torch.Tensor):
+                summary[key] = torch.where(ended.reshape(-1, *[1] * (value.dim() - 1)), value, 0)
+        return summary
+    # On the host, one scatter per group of entries of one dtype and row shape (a row copy into a
+    # fresh zero buffer beats np.where's broadcast; the entries are rows of that buffer).
+    index = np.flatnonzero(ended)  # (E,) the ended rows
+    groups: dict[tuple[np.dtype[Any], tuple[int, ...]], list[str]] = {}
     for key, value in summary.items():
-        if isinstance(value, torch.Tensor):
-            summary[key] = torch.where(ended.reshape(-1, *[1] * (value.dim() - 1)), value, 0)  # type: ignore[union-attr]
-        elif isinstance(value, np.ndarray) and value.dtype != object:
-            summary[key] = np.where(np.asarray(ended).reshape(-1, *[1] * (value.ndim - 1)), value, 0)
+        if isinstance(value, np.ndarray) and value.dtype != object:
+            groups.setdefault((value.dtype, value.shape[1:]), []).append(key)
+    for (dtype, row_shape), keys in groups.items():
+        rows = [summary[key] if ended_rows_only else summary[key][index] for key in keys]  # K x (E, *row_shape)
+        masked = np.zeros((len(keys), len(ended), *row_shape), dtype=dtype)  # (K, N, *row_shape)
+        masked[:, index] = rows
+        summary.update(zip(keys, masked, strict=True))
     return summary
 
 

@@ -161,22 +161,25 @@ class HostRoundBatch:
             self._benchmarks = PoolBenchmarks.from_problem(problem)
         benchmarks = self._benchmarks
         state = self.state()
+        index = np.flatnonzero(ended)  # (E,)
+        queries = self.queries[index]  # (E,)
         kind = np.full(self.num_rows, None, dtype=object)
-        kind[ended] = "exact"
+        kind[index] = "exact"
         embedding = None
         if isinstance(problem, LinearTokenizedProblem):
-            embedding = problem.embedding_of(state).to(torch.float32).numpy()  # (N, d)
-        return round_summary(
-            utility=problem.utility_of_complete(state).to(torch.float64).numpy(),  # (N,)
-            optimal_utility=np.take(benchmarks.optimal_utility, self.queries).astype(np.float64),  # (N,)
-            oracle_greedy_utility=np.take(benchmarks.oracle_greedy_utility, self.queries),  # (N,)
-            optimal_kind=kind,
-            noise=self.noise,  # (N,)
-            response=self.tokens,  # (N, L)
-            response_length=self.lengths,  # (N,)
-            optimal_response=np.take(benchmarks.optimal_responses, self.queries, axis=0),  # (N, L)
+            embedding = problem.embedding_of(state).to(torch.float32).numpy()[index]  # (E, d)
+        return round_summary(  # every entry on the E ended rows, scattered into zeros of N rows
+            utility=problem.utility_of_complete(state).to(torch.float64).numpy()[index],  # (E,)
+            optimal_utility=benchmarks.optimal_utility[queries].astype(np.float64),  # (E,)
+            oracle_greedy_utility=benchmarks.oracle_greedy_utility[queries],  # (E,)
+            optimal_kind=kind,  # (N,)
+            noise=self.noise[index],  # (E,)
+            response=self.tokens[index],  # (E, L)
+            response_length=self.lengths[index],  # (E,)
+            optimal_response=np.take(benchmarks.optimal_responses, queries, axis=0),  # (E, L)
             response_embedding=embedding,
             ended=ended,
+            ended_rows_only=True,
         )
 
     def _mask_rows(self) -> np.ndarray:

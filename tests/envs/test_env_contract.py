@@ -1,0 +1,60 @@
+"""The env contract on N rows (NumPy full or ended rows only, torch) agrees with one round at a time."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from tokenized_bandit_gym.envs.env_contract import forced_and_refused, round_summary
+
+
+def test_batched_round_summary_equals_one_round_at_a_time() -> None:
+    rng = np.random.default_rng(0)
+    n, length, d = 9, 5, 3
+    ended = rng.random(n) < 0.5
+    ended[:2] = (True, False)
+    rows = {
+        "utility": rng.random(n),
+        "optimal_utility": rng.random(n) + 1,
+        "oracle_greedy_utility": rng.random(n),
+        "noise": rng.normal(size=n),
+        "response": rng.integers(0, 7, (n, length)),
+        "response_length": rng.integers(1, length + 1, n),
+        "optimal_response": rng.integers(0, 7, (n, length)),
+        "response_embedding": rng.random((n, d)).astype(np.float32),
+    }
+    index = np.flatnonzero(ended)
+    full = round_summary(**rows, optimal_kind="exact", ended=ended)
+    compact = round_summary(
+        **{key: value[index] for key, value in rows.items()}, optimal_kind="exact", ended=ended, ended_rows_only=True
+    )
+    on_device = round_summary(
+        **{key: torch.from_numpy(value) for key, value in rows.items()},
+        optimal_kind="exact",
+        ended=torch.from_numpy(ended),
+    )
+    for row in range(n):
+        alone = round_summary(**{key: value[row] for key, value in rows.items()}, optimal_kind="exact")
+        for key, value in alone.items():
+            if key == "optimal_kind":
+                continue
+            expected = value if ended[row] else np.zeros_like(value)
+            for batched in (full, compact, on_device):
+                np.testing.assert_array_equal(np.asarray(batched[key][row]), expected)
+                assert np.asarray(batched[key]).dtype == np.asarray(rows.get(key, rows["utility"])).dtype
+    np.testing.assert_array_equal(full["regret"][index], rows["optimal_utility"][index] - rows["utility"][index])
+
+
+def test_forced_and_refused_is_the_single_round_rule_on_every_row() -> None:
+    allowed = np.array([True, False, False, False, True])
+    lengths = np.array([0, 2, 3, 3, 3])
+    stepping = np.array([True, True, True, False, True])
+    for strict in (False, True):
+        forced, refused = forced_and_refused(allowed, lengths, stepping, 4, strict)
+        np.testing.assert_array_equal(forced, [False, True, True, False, False])
+        np.testing.assert_array_equal(refused, [False, True, strict, False, False])
+        torch_forced, torch_refused = forced_and_refused(
+            torch.from_numpy(allowed), torch.from_numpy(lengths), torch.from_numpy(stepping), 4, strict
+        )
+        np.testing.assert_array_equal(torch_forced.numpy(), forced)
+        np.testing.assert_array_equal(torch_refused.numpy(), refused)
