@@ -27,6 +27,10 @@ from gymnasium import spaces
 
 Rows = TypeVar("Rows", np.ndarray, torch.Tensor)
 
+_ROUND_VALUE_KEYS = ("utility", "optimal_utility", "regret", "oracle_greedy_utility", "noise")
+_RESPONSE_KEYS = ("response", "optimal_response")
+_GROUPED_KEYS = frozenset(_ROUND_VALUE_KEYS + _RESPONSE_KEYS)
+
 
 def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     """A host NumPy view of ``tensor`` (a copy only when it lives on an accelerator)."""
@@ -244,18 +248,21 @@ def round_summary(
             if isinstance(value, torch.Tensor):
                 summary[key] = torch.where(ended.reshape(-1, *[1] * (value.dim() - 1)), value, 0)
         return summary
-    # On the host, one scatter per group of entries of one dtype and row shape (a row copy into a
-    # fresh zero buffer beats np.where's broadcast; the entries are rows of that buffer).
+    # On the host: a row copy of the ended rows into fresh zeros (cheaper than np.where's
+    # broadcast), the five float entries in one buffer and the two responses in another.
     index = np.flatnonzero(ended)  # (E,) the ended rows
-    groups: dict[tuple[np.dtype[Any], tuple[int, ...]], list[str]] = {}
-    for key, value in summary.items():
-        if isinstance(value, np.ndarray) and value.dtype != object:
-            groups.setdefault((value.dtype, value.shape[1:]), []).append(key)
-    for (dtype, row_shape), keys in groups.items():
-        rows = [summary[key] if ended_rows_only else summary[key][index] for key in keys]  # K x (E, *row_shape)
-        masked = np.zeros((len(keys), len(ended), *row_shape), dtype=dtype)  # (K, N, *row_shape)
-        masked[:, index] = rows
+    num_rows = len(ended)
+    for keys in (_ROUND_VALUE_KEYS, _RESPONSE_KEYS):
+        values = [summary[key] for key in keys]
+        masked = np.zeros((len(keys), num_rows, *values[0].shape[1:]), dtype=np.result_type(*values))
+        masked[:, index] = values if ended_rows_only else [value[index] for value in values]  # (K, N, ...)
         summary.update(zip(keys, masked, strict=True))
+    for key, value in summary.items():
+        if key in _GROUPED_KEYS or type(value) is not np.ndarray or value.dtype == object:
+            continue  # done above, or strings and object arrays (the caller's)
+        masked = np.zeros((num_rows, *value.shape[1:]), dtype=value.dtype)
+        masked[index] = value if ended_rows_only else value[index]
+        summary[key] = masked
     return summary
 
 
