@@ -243,9 +243,15 @@ def round_summary(
         summary["response_embedding"] = response_embedding
     if ended is None:
         return summary
-    if isinstance(ended, torch.Tensor):  # no host round trip: a where per entry
+    if isinstance(ended, torch.Tensor):  # no host round trip: one where per group of entries
+        for keys in (_ROUND_VALUE_KEYS, _RESPONSE_KEYS):
+            values = [summary[key] for key in keys]
+            if all(isinstance(value, torch.Tensor) for value in values):
+                stacked = torch.stack(values)  # (K, N, ...)
+                masked = torch.where(ended.reshape(1, -1, *[1] * (stacked.dim() - 2)), stacked, 0)
+                summary.update(zip(keys, masked, strict=True))
         for key, value in summary.items():
-            if isinstance(value, torch.Tensor):
+            if key not in _GROUPED_KEYS and isinstance(value, torch.Tensor):
                 summary[key] = torch.where(ended.reshape(-1, *[1] * (value.dim() - 1)), value, 0)
         return summary
     # On the host: a row copy of the ended rows into fresh zeros (cheaper than np.where's

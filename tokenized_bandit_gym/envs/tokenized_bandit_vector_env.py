@@ -438,9 +438,9 @@ class TokenizedBanditVectorEnv(VectorEnv):
         """Round-end info entries for every row (zeros where ``terminated`` is False).
 
         The rows are read from the pool's benchmarks (:meth:`_pool_benchmarks`) and the
-        utility of the complete responses, and masked in two ``where`` calls (the float64
-        entries stacked, then the responses). The NumPy backend returns ``{}`` when no round
-        ended (one cheap host check on the CPU).
+        utility of the complete responses, and masked by the env contract's
+        :func:`~tokenized_bandit_gym.envs.env_contract.round_summary`. The NumPy backend returns
+        ``{}`` when no round ended (one cheap host check on the CPU).
         """
         numpy_backend = self.array_backend == "numpy"
         if numpy_backend and not bool(terminated.any()):
