@@ -8,11 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tokenized_bandit_gym  # noqa: F401  (registers the envs)
+from tests.core.small_problems import exact_ddmc_families
 from tokenized_bandit_gym import agents
 from tokenized_bandit_gym.core.problem_factory import make_linear_problem
 from tokenized_bandit_gym.evaluation.run_online import run_online
 
-EXACT_DDMC = [("discounted", {}), ("meanpool", {}), ("markov", {"ddmc_violation": 0.0})]
+EXACT_DDMC = exact_ddmc_families()  # from the family registry
 
 
 def small_problem(family, extra, instance_seed, fixed_length=True, **sizes):
@@ -61,7 +62,7 @@ def test_the_enumeration_check_has_power_without_ddmc(instance_seed):
     assert max(gaps) > 1e-6
 
 
-@pytest.mark.parametrize("family", ["discounted", "meanpool"])
+@pytest.mark.parametrize("family", [family for family, extra in EXACT_DDMC if not extra])
 def test_oracle_greedy_agent_has_zero_regret_on_fixed_length_envs(family):
     env = gym.make(
         "TokenizedLinearBandit-v0", family=family, vocab_size=6, max_length=4, embedding_dim=4, fixed_length=True

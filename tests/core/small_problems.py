@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from tokenized_bandit_gym.core import (
+    LINEAR_FAMILIES,
     LinearTokenizedProblem,
     TokenizedProblem,
     make_linear_problem,
@@ -42,3 +43,9 @@ def multi_armed(family: str, seed: int = 0, fixed_length: bool = False, **extra:
         dtype=torch.float64,
         **extra,
     )
+
+
+def exact_ddmc_families() -> list[tuple[str, dict[str, object]]]:
+    """The registry's TLB families that claim exact DDMC at their defaults, and markov without its bigram term."""
+    claimed = [(family, {}) for family in LINEAR_FAMILIES if linear(family).ddmc]
+    return [*claimed, ("markov", {"ddmc_violation": 0.0})]

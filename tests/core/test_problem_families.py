@@ -7,13 +7,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.core.small_problems import linear, multi_armed
+from tests.core.small_problems import exact_ddmc_families, linear, multi_armed
 from tokenized_bandit_gym.core import LINEAR_FAMILIES, MULTI_ARMED_FAMILIES
 
 ALL_LINEAR = list(LINEAR_FAMILIES)  # the registry's: a new family gets every test here
 ALL_MULTI_ARMED = list(MULTI_ARMED_FAMILIES)
-# the registry's families that claim exact DDMC at their defaults, and markov without its bigram term
-DDMC_FAMILIES = [(family, {}) for family in ALL_LINEAR if linear(family).ddmc] + [("markov", {"ddmc_violation": 0.0})]
+DDMC_FAMILIES = exact_ddmc_families()
 DDMC_PRIME_FAMILIES = [family for family in ALL_MULTI_ARMED if multi_armed(family).ddmc]
 
 
