@@ -260,12 +260,17 @@ def round_summary(
     num_rows = len(ended)
     for keys in (_ROUND_VALUE_KEYS, _RESPONSE_KEYS):
         values = [summary[key] for key in keys]
-        masked = np.zeros((len(keys), num_rows, *values[0].shape[1:]), dtype=np.result_type(*values))
-        masked[:, index] = values if ended_rows_only else [value[index] for value in values]  # (K, N, ...)
+        masked = np.zeros((len(keys), num_rows, *values[0].shape[1:]), dtype=np.result_type(*values))  # (K, N, ...)
+        for row, value in zip(masked, values, strict=True):
+            row[index] = value if ended_rows_only else value[index]
         summary.update(zip(keys, masked, strict=True))
-    for key, value in summary.items():
-        if key in _GROUPED_KEYS or type(value) is not np.ndarray or value.dtype == object:
-            continue  # done above, or strings and object arrays (the caller's)
+    ungrouped = (
+        ("response_length", *extra) if response_embedding is None else ("response_length", "response_embedding", *extra)
+    )
+    for key in ungrouped:
+        value = summary[key]
+        if type(value) is not np.ndarray or value.dtype == object:
+            continue  # strings and object arrays are the caller's
         masked = np.zeros((num_rows, *value.shape[1:]), dtype=value.dtype)
         masked[index] = value if ended_rows_only else value[index]
         summary[key] = masked
