@@ -26,6 +26,7 @@ import torch
 from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses
 from tokenized_bandit_gym.core.validation import check_choice, check_int, check_real
 from tokenized_bandit_gym.llm.decoder_forward import select_decoder_forward
+from tokenized_bandit_gym.llm.language_model_head import LanguageModelHead
 from tokenized_bandit_gym.llm.language_model_state import KeyValues, LanguageModelState
 from tokenized_bandit_gym.llm.transformers_decoder_forward import TransformersDecoderForward
 from tokenized_bandit_gym.llm.value_map import ValueMap
@@ -33,6 +34,7 @@ from tokenized_bandit_gym.llm.value_map import ValueMap
 POOLING_SPANS = ("query_response", "response")
 CANDIDATE_BATCHING = ("auto", "mask", "expand")
 EMBEDDING_NORMS = ("l2", "none")
+QUERY_TRUNCATIONS = ("none", "left")
 
 
 class LanguageModelProblem:
@@ -67,7 +69,19 @@ class LanguageModelProblem:
             (:func:`~tokenized_bandit_gym.llm.decoder_forward.select_decoder_forward`):
             ``"native"`` (the Llama family and GPT-2 without transformers' per-call machinery; the
             same numbers, fewer ops), ``"transformers"`` (the model's own forward, any causal LM)
-            or ``"auto"`` (native where the architecture has one).
+            or ``"auto"`` (native where the architecture has one). Either way the model's own
+            attention is reproduced (sliding windows per layer, attention softcapping) or the
+            model is refused with a ValueError naming the feature
+            (:func:`~tokenized_bandit_gym.llm.attention_layout.attention_layout`).
+        query_truncation: ``"none"``: a query whose ids plus ``max_length`` exceed the model's
+            ``max_position_embeddings`` is a ValueError naming both lengths; ``"left"``: such
+            queries keep their last ids (and a leading BOS) so that they fit.
+
+    Raises:
+        ValueError: a bad argument, an over-long query, or a model whose attention or LM head
+            cannot be reproduced: at construction, a probe sequence (the first query) is run
+            through the model's own ``model(ids, output_hidden_states=True)`` and through this
+            core's forward and head, and any difference is refused.
     """
 
     fixed_length = False
@@ -90,6 +104,7 @@ class LanguageModelProblem:
         chat_template: bool | None = None,
         candidate_batching: str = "auto",
         forward_implementation: str = "auto",
+        query_truncation: str = "none",
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -118,14 +133,15 @@ class LanguageModelProblem:
         if tokenizer.eos_token_id is None:
             raise ValueError("the tokenizer has no EOS token: a tokenized bandit needs one to end responses")
         self.eos_token_id = int(tokenizer.eos_token_id)
-        self._lm_head = model.get_output_embeddings()
+        self.query_truncation = check_choice("query_truncation", query_truncation, QUERY_TRUNCATIONS)
+        self._head = LanguageModelHead(model)
+        self._lm_head = self._head.linear
         self.vocab_size = int(self._lm_head.weight.shape[0])
         self.top_k = check_int("top_k", top_k, minimum=1)
         if self.top_k > self.vocab_size:
             raise ValueError(f"top_k={top_k} is larger than the vocabulary ({self.vocab_size} tokens)")
         if self.eos_token_id >= self.vocab_size:
             raise ValueError(f"eos_token_id={self.eos_token_id} is outside the model's vocabulary of {self.vocab_size}")
-        self._softcap = getattr(model.config.get_text_config(), "final_logit_softcapping", None)
         self.device = next(model.parameters()).device
         self.hidden_size = int(self._lm_head.weight.shape[1])
         self.latent_theta = self._make_theta(theta)  # (d,)
@@ -134,6 +150,7 @@ class LanguageModelProblem:
             raise ValueError("the query pool is empty")
         self.chat_template = self._check_chat_template(chat_template)
         self.query_tokens, self.query_lengths = self._tokenize_queries(self.query_texts)  # (Q, Lq), (Q,)
+        self._check_against_model()
         self._greedy: dict[int, tuple[float, torch.Tensor]] = {}
         self._beam: dict[tuple[int, int], tuple[float, torch.Tensor]] = {}
         self._memo: dict[tuple[int, tuple[int, ...]], LanguageModelState] = {}
@@ -411,10 +428,31 @@ class LanguageModelProblem:
     # ------------------------------------------------------------------ internals
     def _logprobs(self, hidden: torch.Tensor) -> torch.Tensor:
         """Next-token log-probs ``(B, n)`` float32 from last-layer hidden states ``(B, H)``."""
-        logits = self._lm_head(hidden).float()  # (B, n)
-        if self._softcap:
-            logits = torch.tanh(logits / self._softcap) * self._softcap
-        return torch.log_softmax(logits, dim=-1)
+        return self._head.log_probs(hidden)
+
+    @torch.no_grad()
+    def _check_against_model(self) -> None:
+        """Refuse a model whose own forward this core's forward and head do not reproduce (on the first query)."""
+        ids = self.query_tokens[:1, : int(self.query_lengths[0])]  # (1, T)
+        positions = torch.arange(ids.shape[1], device=self.device)[None]  # (1, T)
+        model_type = self._head.model_type
+        try:
+            output = self.model(input_ids=ids, output_hidden_states=True, use_cache=False)
+            hidden, _ = self._forward(ids, torch.ones_like(ids), positions, ())  # (1, T, H)
+        except (RuntimeError, TypeError, ValueError, AttributeError, LookupError, NotImplementedError) as error:
+            raise ValueError(
+                f"model_type={model_type!r} cannot be stepped with the {self.forward_implementation} forward "
+                f"over a KV cache: {type(error).__name__}: {error}"
+            ) from error
+        self._head.check(output)
+        expected = output.hidden_states[-1].float()  # (1, T, H)
+        error = float((hidden.float() - expected).abs().max())
+        tolerance = 1e-3 if self._lm_head.weight.dtype in (torch.float32, torch.float64) else 5e-2
+        if not error <= tolerance * (1.0 + float(expected.abs().max())):
+            raise ValueError(
+                f"model_type={model_type!r}: the {self.forward_implementation} forward's last hidden states differ "
+                f"by {error:.3g} from the model's own forward on the first query, so they cannot be reproduced"
+            )
 
     def _with_candidates(self, state: LanguageModelState, grow: torch.Tensor) -> LanguageModelState:
         """Recompute the top-k candidates of the rows ``grow`` ``(B,)`` and score every row's candidates."""
@@ -590,13 +628,30 @@ class LanguageModelProblem:
                 ids = self.tokenizer(text)["input_ids"]
             if not ids:
                 raise ValueError(f"query {text!r} tokenizes to no tokens")
-            rows.append([int(i) for i in ids])
+            rows.append(self._fitted([int(i) for i in ids], text))
         width = max(len(row) for row in rows)
         tokens = torch.full((len(rows), width), self.eos_token_id, dtype=torch.int64)
         for index, row in enumerate(rows):
             tokens[index, : len(row)] = torch.tensor(row)
         lengths = torch.tensor([len(row) for row in rows], dtype=torch.int64)
         return tokens.to(self.device), lengths.to(self.device)
+
+    def _fitted(self, ids: list[int], text: str) -> list[int]:
+        """``ids`` of one query, checked (or left-truncated) so that ids plus L fit the model's positions."""
+        positions = getattr(self.model.config.get_text_config(), "max_position_embeddings", None)
+        if not isinstance(positions, int) or len(ids) + self.max_length <= positions:
+            return ids
+        room = positions - self.max_length
+        bos = getattr(self.tokenizer, "bos_token_id", None)
+        kept_bos = ids[:1] if bos is not None and ids[0] == bos else []
+        if self.query_truncation == "none" or room <= len(kept_bos):
+            shown = text if len(text) <= 60 else text[:57] + "..."
+            raise ValueError(
+                f"query {shown!r} is {len(ids)} tokens and max_length={self.max_length}: {len(ids) + self.max_length} "
+                f"positions exceed the model's {positions} (max_position_embeddings); shorten the query or "
+                f"max_length, or pass query_truncation='left'"
+            )
+        return kept_bos + ids[len(ids) - (room - len(kept_bos)) :]
 
     def _memoised_state(self, query: int, response: list[int]) -> LanguageModelState:
         """Single-row :meth:`state_for` that extends the longest memoised prefix."""
