@@ -113,7 +113,8 @@ def csv_queries(path: str | os.PathLike[str], query_column: str | None = None) -
         if column not in columns:
             hint = "" if query_column is not None else "; pass query_column= to choose one"
             raise ValueError(
-                f"{os.fspath(path)!r} line 1 (the header) has no column {column!r}; its columns are {list(columns)}{hint}"
+                f"{os.fspath(path)!r} line 1 (the header) has no column {column!r}; "
+                f"its columns are {list(columns)}{hint}"
             )
         queries = []
         for row in reader:
