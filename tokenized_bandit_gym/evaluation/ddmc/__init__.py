@@ -20,13 +20,13 @@ from tokenized_bandit_gym.evaluation.ddmc.ddmc_plot import plot_ddmc_report
 from tokenized_bandit_gym.evaluation.ddmc.ddmc_report import GROUPINGS, DDMCReport, summarize_ddmc
 from tokenized_bandit_gym.evaluation.ddmc.distance_summary import DistanceSummary, summarize_distances
 from tokenized_bandit_gym.evaluation.ddmc.distances import DISTANCE_NAMES, embedding_distances
-from tokenized_bandit_gym.evaluation.ddmc.prefix_embedder import PrefixEmbedder
 from tokenized_bandit_gym.evaluation.ddmc.prefix_pair_table import (
     PrefixPairTable,
     build_prefix_pair_table,
     table_from_embeddings,
 )
 from tokenized_bandit_gym.evaluation.ddmc.resources import DEFAULT_MODEL_NAME, resolve_dataset, resolve_model
+from tokenized_bandit_gym.llm.prefix_embedder import PrefixEmbedder
 
 __all__ = [
     "DEFAULT_MODEL_NAME",

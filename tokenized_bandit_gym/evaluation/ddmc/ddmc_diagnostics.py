@@ -2,8 +2,8 @@
 
 For pairs of answers to the same query, every aligned prefix pair ``(x^(1:k), y^(1:k))`` of the tokenized
 ``query:answer`` texts is grouped by the length of its common suffix (``common_suffix.py``), both prefixes are
-embedded by mean pooling of the model's last-layer hidden states (``prefix_embedder.py``), and the distances
-``d1, d2, l1, l3, l4`` (``distances.py``) are summarized per group under two groupings: every prefix pair (the
+embedded by mean pooling of the model's last-layer hidden states (the llm package's ``PrefixEmbedder``), and the
+distances ``d1, d2, l1, l3, l4`` (``distances.py``) are summarized per group under two groupings: every prefix pair (the
 paper's) and only the pairs that have already diverged (``ddmc_report.py``).
 """
 
@@ -21,9 +21,9 @@ import torch
 from tokenized_bandit_gym.evaluation.ddmc.answer_pair_loaders import DATASET_FORMATS, load_answer_pairs
 from tokenized_bandit_gym.evaluation.ddmc.ddmc_plot import plot_ddmc_report
 from tokenized_bandit_gym.evaluation.ddmc.ddmc_report import DDMCReport, summarize_ddmc
-from tokenized_bandit_gym.evaluation.ddmc.prefix_embedder import PrefixEmbedder
 from tokenized_bandit_gym.evaluation.ddmc.prefix_pair_table import PrefixPairTable, build_prefix_pair_table
 from tokenized_bandit_gym.evaluation.ddmc.resources import DEFAULT_MODEL_NAME, resolve_dataset
+from tokenized_bandit_gym.llm.prefix_embedder import PrefixEmbedder
 
 
 def run_ddmc_diagnostics(
