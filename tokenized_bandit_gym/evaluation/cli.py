@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tbg",
         description="tokenized-bandit-gym leaderboards: run specs, report results, list envs and agents.",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,report,list,ddmc}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,report,list,ddmc,check-model}")
 
     run = commands.add_parser(
         "run",
@@ -74,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tokenized_bandit_gym.evaluation.ddmc.ddmc_diagnostics import add_ddmc_subcommand
 
     add_ddmc_subcommand(commands)
+    from tokenized_bandit_gym.evaluation.check_model import add_check_model_subcommand
+
+    add_check_model_subcommand(commands)
     return parser
 
 
@@ -185,7 +188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _command_list()
         if args.command == "run":
             return _command_run(args)
-        if args.command == "ddmc":
+        if args.command in ("ddmc", "check-model"):
             return args.func(args)
         return _command_report(args)
     except (SpecError, StoreError, RayUnavailableError) as error:
