@@ -19,3 +19,99 @@ def randomised(model: Any, seed: int) -> Any:
             noise = torch.randn(parameter.shape, generator=generator, dtype=parameter.dtype)
             parameter.copy_(1.0 + 0.1 * noise if parameter.dim() == 1 else 0.2 * noise)
     return model.eval()
+
+
+SHARED = {"vocab_size": 512, "max_position_embeddings": 64, "bos_token_id": 1, "eos_token_id": 2, "pad_token_id": 0}
+"""Every tiny family shares stories260K's tokenizer (512 ids, BOS 1, EOS 2) and 64 positions."""
+LLAMA_SHAPE = {
+    "hidden_size": 32,
+    "intermediate_size": 48,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+}
+WINDOW = 4
+"""Sliding windows of the tiny families: shorter than every query plus response of the tests."""
+
+
+def tiny_family(name: str) -> Any:
+    """A random 2-layer model of the family ``name`` (one of :data:`FAMILY_NAMES`), built from its config class."""
+    import transformers as hf
+
+    llama3_rope = {"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0, "low_freq_factor": 1.0}
+    llama3_rope |= {"high_freq_factor": 4.0, "original_max_position_embeddings": 16}
+    builders = {
+        "llama": lambda: hf.LlamaForCausalLM(hf.LlamaConfig(**SHARED, **LLAMA_SHAPE)),
+        "llama-llama3-rope": lambda: hf.LlamaForCausalLM(
+            hf.LlamaConfig(**SHARED, **LLAMA_SHAPE, rope_parameters=llama3_rope)
+        ),
+        "llama-linear-rope": lambda: hf.LlamaForCausalLM(
+            hf.LlamaConfig(**SHARED, **LLAMA_SHAPE, rope_parameters={"rope_type": "linear", "factor": 2.0})
+        ),
+        "llama-bias-tied": lambda: hf.LlamaForCausalLM(
+            hf.LlamaConfig(**SHARED, **LLAMA_SHAPE, attention_bias=True, mlp_bias=True, tie_word_embeddings=True)
+        ),
+        "gpt2": lambda: hf.GPT2LMHeadModel(
+            hf.GPT2Config(
+                vocab_size=512, n_positions=64, n_embd=32, n_layer=2, n_head=4, bos_token_id=1, eos_token_id=2
+            )
+        ),
+        "qwen2": lambda: hf.Qwen2ForCausalLM(hf.Qwen2Config(**SHARED, **LLAMA_SHAPE)),
+        "qwen2-window": lambda: hf.Qwen2ForCausalLM(
+            hf.Qwen2Config(**SHARED, **LLAMA_SHAPE, use_sliding_window=True, sliding_window=WINDOW, max_window_layers=1)
+        ),
+        "qwen3": lambda: hf.Qwen3ForCausalLM(hf.Qwen3Config(**SHARED, **LLAMA_SHAPE, head_dim=8)),
+        "mistral-window": lambda: hf.MistralForCausalLM(
+            hf.MistralConfig(**SHARED, **LLAMA_SHAPE, sliding_window=WINDOW)
+        ),
+        "gemma": lambda: hf.GemmaForCausalLM(hf.GemmaConfig(**SHARED, **LLAMA_SHAPE, head_dim=8)),
+        "gemma2": lambda: hf.Gemma2ForCausalLM(
+            hf.Gemma2Config(**SHARED, **LLAMA_SHAPE, head_dim=8, sliding_window=WINDOW, attn_implementation="eager")
+        ),
+        "gemma3-text": lambda: hf.Gemma3ForCausalLM(
+            hf.Gemma3TextConfig(
+                **SHARED,
+                **LLAMA_SHAPE,
+                head_dim=8,
+                sliding_window=WINDOW,
+                layer_types=["sliding_attention", "full_attention"],
+                final_logit_softcapping=5.0,
+            )  # fmt: skip
+        ),
+        "phi3-window": lambda: hf.Phi3ForCausalLM(
+            hf.Phi3Config(**SHARED, **{**LLAMA_SHAPE, "num_key_value_heads": 4}, sliding_window=WINDOW)
+        ),
+        "gpt-neox": lambda: hf.GPTNeoXForCausalLM(
+            hf.GPTNeoXConfig(**SHARED, hidden_size=32, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4)
+        ),
+        "opt": lambda: hf.OPTForCausalLM(
+            hf.OPTConfig(
+                **SHARED, hidden_size=32, ffn_dim=48, num_hidden_layers=2, num_attention_heads=4, word_embed_proj_dim=32
+            )  # fmt: skip
+        ),
+        "granite": lambda: hf.GraniteForCausalLM(hf.GraniteConfig(**SHARED, **LLAMA_SHAPE, logits_scaling=4.0)),
+        "cohere": lambda: hf.CohereForCausalLM(hf.CohereConfig(**SHARED, **LLAMA_SHAPE, logit_scale=0.25)),
+    }
+    return randomised(builders[name](), sum(map(ord, name)))
+
+
+FAMILY_NAMES = (
+    "llama",
+    "llama-llama3-rope",
+    "llama-linear-rope",
+    "llama-bias-tied",
+    "gpt2",
+    "qwen2",
+    "qwen2-window",
+    "qwen3",
+    "mistral-window",
+    "gemma",
+    "gemma2",
+    "gemma3-text",
+    "phi3-window",
+    "gpt-neox",
+    "opt",
+    "granite",
+    "cohere",
+)
+"""The named families of the conformance suite (issue 14)."""
