@@ -150,11 +150,11 @@ class LanguageModelProblem:
             raise ValueError("the query pool is empty")
         self.chat_template = self._check_chat_template(chat_template)
         self.query_tokens, self.query_lengths = self._tokenize_queries(self.query_texts)  # (Q, Lq), (Q,)
-        self._check_against_model()
         self._greedy: dict[int, tuple[float, torch.Tensor]] = {}
         self._beam: dict[tuple[int, int], tuple[float, torch.Tensor]] = {}
         self._memo: dict[tuple[int, tuple[int, ...]], LanguageModelState] = {}
         self._self_masks: dict[tuple[int, torch.dtype], torch.Tensor] = {}
+        self._check_against_model()
 
     # ------------------------------------------------------------------ public attributes
     @property
@@ -432,27 +432,43 @@ class LanguageModelProblem:
 
     @torch.no_grad()
     def _check_against_model(self) -> None:
-        """Refuse a model whose own forward this core's forward and head do not reproduce (on the first query)."""
+        """Refuse a model whose own forward this core does not reproduce, probed on the first query.
+
+        The probe runs the query's prefill, its k candidates and one step over the KV cache, and
+        compares the last hidden states and log-probs with plain no-cache forwards
+        (``model(ids, output_hidden_states=True)``) of the same sequences.
+        """
         ids = self.query_tokens[:1, : int(self.query_lengths[0])]  # (1, T)
-        positions = torch.arange(ids.shape[1], device=self.device)[None]  # (1, T)
         model_type = self._head.model_type
         try:
             output = self.model(input_ids=ids, output_hidden_states=True, use_cache=False)
-            hidden, _ = self._forward(ids, torch.ones_like(ids), positions, ())  # (1, T, H)
+            self._head.check(output)
+            state = self.initial_state(torch.zeros(1, dtype=torch.int64, device=self.device))
+            candidates = state.candidate_tokens[0]  # (k,)
+            sequences = torch.cat([ids.expand(self.top_k, -1), candidates[:, None]], dim=1)  # (k, T + 1)
+            reference = self.model(input_ids=sequences, output_hidden_states=True, use_cache=False)
+            stepped = self.advance_tokens(state, candidates[:1])
         except (RuntimeError, TypeError, ValueError, AttributeError, LookupError, NotImplementedError) as error:
             raise ValueError(
                 f"model_type={model_type!r} cannot be stepped with the {self.forward_implementation} forward "
                 f"over a KV cache: {type(error).__name__}: {error}"
             ) from error
-        self._head.check(output)
-        expected = output.hidden_states[-1].float()  # (1, T, H)
-        error = float((hidden.float() - expected).abs().max())
+        expected = reference.hidden_states[-1][:, -1]  # (k, H)
+        checks = [
+            ("the query's prefill", state.last_hidden[0], output.hidden_states[-1][0, -1]),
+            ("a step over the KV cache", stepped.last_hidden[0], expected[0]),
+        ]
+        if state.candidate_hidden is not None:
+            checks.append((f"the {self.candidate_batching!r} candidate batching", state.candidate_hidden[0], expected))
         tolerance = 1e-3 if self._lm_head.weight.dtype in (torch.float32, torch.float64) else 5e-2
-        if not error <= tolerance * (1.0 + float(expected.abs().max())):
-            raise ValueError(
-                f"model_type={model_type!r}: the {self.forward_implementation} forward's last hidden states differ "
-                f"by {error:.3g} from the model's own forward on the first query, so they cannot be reproduced"
-            )
+        for what, got, wanted in checks:
+            error = float((got.float() - wanted.float()).abs().max())
+            if not error <= tolerance * (1.0 + float(wanted.float().abs().max())):
+                raise ValueError(
+                    f"model_type={model_type!r}: {what} with the {self.forward_implementation} forward gives last "
+                    f"hidden states {error:.3g} away from the model's own forward (on the first query), so this "
+                    "model cannot be stepped here"
+                )
 
     def _with_candidates(self, state: LanguageModelState, grow: torch.Tensor) -> LanguageModelState:
         """Recompute the top-k candidates of the rows ``grow`` ``(B,)`` and score every row's candidates."""
