@@ -32,7 +32,7 @@ PATHS = [
 def no_cache_reference(model: Any, ids: torch.Tensor, query_length: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean last hidden state ``(H,)`` and ``log p(y:tau | x)`` of one sequence ``ids`` ``(T,)``: a plain forward."""
     with torch.no_grad():
-        output = model(input_ids=ids[None], output_hidden_states=True)
+        output = model(input_ids=ids[None], output_hidden_states=True, use_cache=False)
     logprobs = output.logits[0].double().log_softmax(dim=-1)[query_length - 1 : -1]  # (|y| + 1, n)
     return output.hidden_states[-1][0].double().mean(dim=0), logprobs.gather(1, ids[query_length:, None]).sum()
 

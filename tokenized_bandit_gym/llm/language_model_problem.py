@@ -440,9 +440,9 @@ class LanguageModelProblem:
         """
         ids = self.query_tokens[:1, : int(self.query_lengths[0])]  # (1, T)
         model_type = self._head.model_type
+        output = self.model(input_ids=ids, output_hidden_states=True, use_cache=False)
+        self._head.check(output)
         try:
-            output = self.model(input_ids=ids, output_hidden_states=True, use_cache=False)
-            self._head.check(output)
             state = self.initial_state(torch.zeros(1, dtype=torch.int64, device=self.device))
             candidates = state.candidate_tokens[0]  # (k,)
             sequences = torch.cat([ids.expand(self.top_k, -1), candidates[:, None]], dim=1)  # (k, T + 1)

@@ -55,5 +55,8 @@ class TransformersDecoderForward:
             past_key_values=cache,
             use_cache=True,
         )
+        if type(output.past_key_values) is not DynamicCache:  # e.g. an encoder-decoder or recurrent cache
+            kind = type(output.past_key_values).__name__
+            raise ValueError(f"the model returns a {kind} cache, not a DynamicCache of one key and value per layer")
         layers = output.past_key_values.layers
         return output.last_hidden_state, tuple((layer.keys, layer.values) for layer in layers)
