@@ -120,7 +120,7 @@ class LanguageModelProblem:
             raise ValueError(f"embeddings=False needs gamma == 1 (u = v(p) alone), got gamma={gamma}")
         self.embeddings = embeddings
         self.eos_candidate = eos_candidate
-        check_choice("candidate_batching", candidate_batching, CANDIDATE_BATCHING)
+        candidate_batching_requested = check_choice("candidate_batching", candidate_batching, CANDIDATE_BATCHING)
         self._forward = select_decoder_forward(model, forward_implementation)
         self.forward_implementation = (
             "transformers" if isinstance(self._forward, TransformersDecoderForward) else "native"
@@ -154,7 +154,7 @@ class LanguageModelProblem:
         self._beam: dict[tuple[int, int], tuple[float, torch.Tensor]] = {}
         self._memo: dict[tuple[int, tuple[int, ...]], LanguageModelState] = {}
         self._self_masks: dict[tuple[int, torch.dtype], torch.Tensor] = {}
-        self._check_against_model()
+        self._check_against_model(batching_is_auto=candidate_batching_requested == "auto")
 
     # ------------------------------------------------------------------ public attributes
     @property
@@ -431,18 +431,57 @@ class LanguageModelProblem:
         return self._head.log_probs(hidden)
 
     @torch.no_grad()
-    def _check_against_model(self) -> None:
+    def _check_against_model(self, batching_is_auto: bool) -> None:
         """Refuse a model whose own forward this core does not reproduce, probed on the first query.
 
-        The probe runs the query's prefill, its k candidates and one step over the KV cache, and
-        compares the last hidden states and log-probs with plain no-cache forwards
-        (``model(ids, output_hidden_states=True)``) of the same sequences.
+        The probe runs the query's prefill (as it is and behind two columns of left padding), its k
+        candidates and one step over the KV cache, and compares the last hidden states with plain
+        no-cache forwards (``model(ids, output_hidden_states=True)``) of the same sequences; the
+        head is checked on the model's own logits. Where only the ``"mask"`` candidate batching
+        differs and batching was ``"auto"``, ``"expand"`` is probed and kept instead.
         """
         ids = self.query_tokens[:1, : int(self.query_lengths[0])]  # (1, T)
-        model_type = self._head.model_type
         output = self.model(input_ids=ids, output_hidden_states=True, use_cache=False)
         self._head.check(output)
+        expected_prefix = output.hidden_states[-1][0]  # (T, H)
+        padded = torch.cat([ids.new_full((1, 2), self.eos_token_id), ids], dim=1)  # (1, T + 2)
+        padded_mask = torch.ones_like(padded).index_fill_(1, torch.arange(2, device=self.device), 0)  # (1, T + 2)
+        positions = (padded_mask.cumsum(dim=1) - 1).clamp(min=0)  # (1, T + 2)
+        padded_hidden, state, stepped, expected = self._probe(ids, padded, padded_mask, positions)
+        checks = [
+            ("the query's prefill", state.last_hidden[0], expected_prefix[-1]),
+            ("a left-padded prefill", padded_hidden[2:], expected_prefix),
+            ("a step over the KV cache", stepped.last_hidden[0], expected[0]),
+        ]
+        candidate_check = None
+        if state.candidate_hidden is not None:
+            what = f"the {self.candidate_batching!r} candidate batching"
+            candidate_check = (what, state.candidate_hidden[0], expected)
+        failure = self._first_failure(checks)
+        if failure is None and candidate_check is not None:
+            failure = self._first_failure([candidate_check])
+            if failure is not None and batching_is_auto and self.candidate_batching == "mask":
+                self.candidate_batching = "expand"  # e.g. a model that takes positions from the cache length
+                _, state, _, expected = self._probe(ids, padded, padded_mask, positions)
+                hidden = None if state.candidate_hidden is None else state.candidate_hidden[0]  # (k, H)
+                failure = self._first_failure([("the 'expand' candidate batching", hidden, expected)])
+        if failure is not None:
+            raise ValueError(
+                f"model_type={self._head.model_type!r}: {failure} with the {self.forward_implementation} forward, "
+                "against the model's own forward on the first query, so this model cannot be stepped here"
+            )
+
+    def _probe(
+        self, ids: torch.Tensor, padded: torch.Tensor, padded_mask: torch.Tensor, positions: torch.Tensor
+    ) -> tuple[torch.Tensor, LanguageModelState, LanguageModelState, torch.Tensor]:
+        """The probe's forwards and references.
+
+        Returns:
+            The left-padded prefill's hidden states ``(T + 2, H)``, the initial state, the state after
+            one cached step, and the no-cache last hidden state of every ``x:tau`` ``(k, H)``.
+        """
         try:
+            padded_hidden = self._forward(padded, padded_mask, positions, ())[0][0]  # (T + 2, H)
             state = self.initial_state(torch.zeros(1, dtype=torch.int64, device=self.device))
             candidates = state.candidate_tokens[0]  # (k,)
             sequences = torch.cat([ids.expand(self.top_k, -1), candidates[:, None]], dim=1)  # (k, T + 1)
@@ -450,25 +489,19 @@ class LanguageModelProblem:
             stepped = self.advance_tokens(state, candidates[:1])
         except (RuntimeError, TypeError, ValueError, AttributeError, LookupError, NotImplementedError) as error:
             raise ValueError(
-                f"model_type={model_type!r} cannot be stepped with the {self.forward_implementation} forward "
-                f"over a KV cache: {type(error).__name__}: {error}"
+                f"model_type={self._head.model_type!r} cannot be stepped with the {self.forward_implementation} "
+                f"forward over a KV cache: {type(error).__name__}: {error}"
             ) from error
-        expected = reference.hidden_states[-1][:, -1]  # (k, H)
-        checks = [
-            ("the query's prefill", state.last_hidden[0], output.hidden_states[-1][0, -1]),
-            ("a step over the KV cache", stepped.last_hidden[0], expected[0]),
-        ]
-        if state.candidate_hidden is not None:
-            checks.append((f"the {self.candidate_batching!r} candidate batching", state.candidate_hidden[0], expected))
+        return padded_hidden, state, stepped, reference.hidden_states[-1][:, -1]
+
+    def _first_failure(self, checks: list[tuple[str, torch.Tensor | None, torch.Tensor]]) -> str | None:
+        """The first ``(what, got, wanted)`` whose hidden states differ beyond rounding, as a phrase; else None."""
         tolerance = 1e-3 if self._lm_head.weight.dtype in (torch.float32, torch.float64) else 5e-2
         for what, got, wanted in checks:
-            error = float((got.float() - wanted.float()).abs().max())
+            error = float("inf") if got is None else float((got.float() - wanted.float()).abs().max())
             if not error <= tolerance * (1.0 + float(wanted.float().abs().max())):
-                raise ValueError(
-                    f"model_type={model_type!r}: {what} with the {self.forward_implementation} forward gives last "
-                    f"hidden states {error:.3g} away from the model's own forward (on the first query), so this "
-                    "model cannot be stepped here"
-                )
+                return f"{what} gives last hidden states {error:.3g} away"
+        return None
 
     def _with_candidates(self, state: LanguageModelState, grow: torch.Tensor) -> LanguageModelState:
         """Recompute the top-k candidates of the rows ``grow`` ``(B,)`` and score every row's candidates."""
