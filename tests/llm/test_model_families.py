@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import torch
 
-from tests.llm.tiny_models import FAMILY_NAMES, tiny_family
+from tests.llm.tiny_models import FAMILY_NAMES, discovered_causal_lm_types, tiny_discovered, tiny_family
 from tokenized_bandit_gym.evaluation.check_model import check_language_model, reference_scores
 from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 
@@ -118,3 +118,18 @@ def test_check_reference_equals_one_forward_per_candidate(tokenizer: Any) -> Non
         with torch.no_grad():
             logits = model(input_ids=prefix[None]).logits[0, -1].double()
         torch.testing.assert_close(token[slot], logits.log_softmax(dim=-1)[candidates[slot]], atol=1e-5, rtol=0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model_type", discovered_causal_lm_types())
+def test_discovered_family_equals_the_no_cache_forward_or_is_refused(model_type: str, tokenizer: Any) -> None:
+    """The long tail: every other causal LM transformers builds from a small config (skips say why not)."""
+    model = tiny_discovered(model_type)
+    if int(model.get_input_embeddings().weight.shape[0]) < 512:
+        pytest.skip(f"{model_type}: the config keeps a vocabulary smaller than the test tokenizer's 512 ids")
+    try:
+        problem = LanguageModelProblem(model, tokenizer, QUERIES, max_length=4, top_k=3)
+    except ValueError as error:
+        assert "model_type=" in str(error) or model_type in str(error), str(error)
+        return
+    assert play_with_pauses(problem, seed=0) >= 3

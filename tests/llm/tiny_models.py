@@ -115,3 +115,69 @@ FAMILY_NAMES = (
     "cohere",
 )
 """The named families of the conformance suite (issue 14)."""
+
+
+SMALL_CONFIG = {
+    **SHARED,
+    **LLAMA_SHAPE,
+    "head_dim": 8,
+    "n_embd": 32,
+    "d_model": 32,
+    "n_layer": 2,
+    "num_layers": 2,
+    "n_head": 4,
+    "num_heads": 4,
+    "n_inner": 48,
+    "ffn_dim": 48,
+    "d_ff": 48,
+    "n_positions": 64,
+    "decoder_layers": 2,
+    "encoder_layers": 2,
+    "decoder_attention_heads": 4,
+    "encoder_attention_heads": 4,
+    "decoder_ffn_dim": 48,
+    "encoder_ffn_dim": 48,
+    "num_experts": 4,
+    "num_local_experts": 4,
+    "n_routed_experts": 4,
+    "num_experts_per_tok": 2,
+    "moe_intermediate_size": 16,
+}
+"""Small values for the size fields of any causal-LM config (fields a config lacks are ignored)."""
+
+
+def discovered_causal_lm_types() -> list[str]:
+    """Every model type transformers maps to a ``*ForCausalLM``-style class, but the named families'."""
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    named = {"llama", "gpt2", "qwen2", "qwen3", "mistral", "gemma", "gemma2", "gemma3_text", "phi3"}
+    named |= {"gpt_neox", "opt", "granite", "cohere"}
+    return sorted(set(MODEL_FOR_CAUSAL_LM_MAPPING_NAMES) - named)
+
+
+def tiny_discovered(model_type: str) -> Any:
+    """A random model of ``model_type`` from a small config; pytest.skip (with the reason) where none builds."""
+    import pytest
+    import transformers as hf
+    from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+
+    class_name = MODEL_FOR_CAUSAL_LM_MAPPING_NAMES[model_type]
+    class_name = class_name if isinstance(class_name, str) else class_name[0]
+    try:
+        model_class = getattr(hf, class_name)
+    except (ImportError, AttributeError) as error:  # an optional dependency (kernels, timm, ...) is missing
+        pytest.skip(f"{class_name} cannot be imported: {error}")
+    try:
+        config = model_class.config_class(**SMALL_CONFIG)
+    except Exception:  # a config that refuses some small value: shrink field by field instead
+        config = model_class.config_class()
+        for key, value in SMALL_CONFIG.items():
+            if hasattr(config, key):
+                try:
+                    setattr(config, key, value)
+                except Exception:
+                    continue
+    try:
+        return randomised(model_class(config), 0)
+    except Exception as error:  # the reason is reported in the skip, not hidden
+        pytest.skip(f"{class_name} cannot be built from a small config: {type(error).__name__}: {error}"[:300])

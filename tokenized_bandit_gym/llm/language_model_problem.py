@@ -64,7 +64,8 @@ class LanguageModelProblem:
             step: ``"mask"`` (k tokens per row under a 4-D attention mask; the cache is read once),
             ``"expand"`` (``B * k`` rows over the cache repeated along the batch; works with any
             attention kernel) or ``"auto"`` (``"mask"`` with the native forward and with the eager
-            and SDPA kernels).
+            and SDPA kernels, unless the construction probe finds the model does not honour the
+            4-D mask and ``"expand"`` right).
         forward_implementation: the model forward every step runs
             (:func:`~tokenized_bandit_gym.llm.decoder_forward.select_decoder_forward`):
             ``"native"`` (the Llama family and GPT-2 without transformers' per-call machinery; the
