@@ -91,13 +91,14 @@ class Args:
     """k"""
 
 
-def main() -> None:
-    """Print, per model and forward, before and after ms per step and the after / before ratio."""
-    args = parse_dataclass_arguments(Args, __doc__, None)
+def main(argv: list[str] | None = None) -> str:
+    """Print (and return) per model and forward: before and after ms per step, and the after / before ratio."""
+    args = parse_dataclass_arguments(Args, __doc__, argv)
     if not args.before:
         raise ValueError("--before must name the base checkout")
     checkouts = {"before": Path(args.before).resolve(), "after": Path(args.after).resolve()}
-    print(f"L={args.max_length}, k={args.top_k}, repeats={args.repeats}, load average before: {os.getloadavg()}")
+    lines = [f"L={args.max_length}, k={args.top_k}, repeats={args.repeats}, load average before: {os.getloadavg()}"]
+    print(lines[0], flush=True)
     for model in args.models.split(","):
         workers = {label: Worker(checkout, model, args) for label, checkout in checkouts.items()}
         samples: dict[tuple[str, str], list[float]] = {}
@@ -111,15 +112,19 @@ def main() -> None:
                     samples.setdefault((label, implementation), []).append(float(np.mean(values)))
         for worker in workers.values():
             worker.close()
-        print(f"\n{model}\n\n| forward | before (ms/step) | after (ms/step) | after / before |\n|---|---|---|---|")
+        table = [f"\n{model}\n\n| forward | before (ms/step) | after (ms/step) | after / before |\n|---|---|---|---|"]
         for implementation in ("native", "transformers"):
             before, after = np.array(samples["before", implementation]), np.array(samples["after", implementation])
             ratios = after / before
-            print(
+            table.append(
                 f"| {implementation} | {1e3 * np.median(before):.2f} | {1e3 * np.median(after):.2f} | "
                 f"**{np.median(ratios):.3f}** ({ratios.min():.3f}-{ratios.max():.3f}) |"
             )
-    print(f"\nload average after: {os.getloadavg()}")
+        lines += table
+        print("\n".join(table), flush=True)
+    lines.append(f"\nload average after: {os.getloadavg()}")
+    print(lines[-1])
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
