@@ -125,7 +125,8 @@ def test_check_reference_equals_one_forward_per_candidate(tokenizer: Any) -> Non
 def test_discovered_family_equals_the_no_cache_forward_or_is_refused(model_type: str, tokenizer: Any) -> None:
     """The long tail: every other causal LM transformers builds from a small config (skips say why not)."""
     model = tiny_discovered(model_type)
-    if int(model.get_input_embeddings().weight.shape[0]) < 512:
+    embeddings = getattr(model.get_input_embeddings(), "weight", None)
+    if embeddings is not None and int(embeddings.shape[0]) < 512:
         pytest.skip(f"{model_type}: the config keeps a vocabulary smaller than the test tokenizer's 512 ids")
     try:
         problem = LanguageModelProblem(model, tokenizer, QUERIES, max_length=4, top_k=3)

@@ -59,7 +59,17 @@ class LanguageModelHead:
                 reproduced here); the message names the model type and the difference.
         """
         expected = output.logits[0].float().log_softmax(dim=-1)  # (T, n)
-        got = self.log_probs(output.hidden_states[-1][0])  # (T, n)
+        try:
+            got = self.log_probs(output.hidden_states[-1][0])  # (T, n)
+        except RuntimeError as error:  # e.g. a prediction layer between the last hidden state and the head
+            raise ValueError(
+                f"model_type={self.model_type!r}: the LM head is not a map of the last hidden state ({error})"
+            ) from error
+        if got.shape != expected.shape:
+            raise ValueError(
+                f"model_type={self.model_type!r}: the LM head gives {got.shape[-1]} logits, the model's forward "
+                f"{expected.shape[-1]}"
+            )
         finite = torch.isfinite(expected)
         error = float((got - expected).abs()[finite].max()) if bool(finite.any()) else 0.0
         tolerance = 1e-3 if self.linear.weight.dtype in (torch.float32, torch.float64) else 5e-2

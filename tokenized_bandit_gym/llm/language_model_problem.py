@@ -35,6 +35,8 @@ POOLING_SPANS = ("query_response", "response")
 CANDIDATE_BATCHING = ("auto", "mask", "expand")
 EMBEDDING_NORMS = ("l2", "none")
 QUERY_TRUNCATIONS = ("none", "left")
+ProbeCheck = tuple[str, torch.Tensor, torch.Tensor]
+"""``(what was probed, the core's last hidden states, the model's own no-cache ones)``."""
 
 
 class LanguageModelProblem:
@@ -259,15 +261,22 @@ class LanguageModelProblem:
         tokens = state.candidate_tokens.gather(1, chosen)[:, 0]  # (B,)
         logprob = state.candidate_logprobs.gather(1, chosen)[:, 0]  # (B,)
         hidden = state.candidate_hidden[torch.arange(state.batch_size, device=self.device), actions]  # (B, H)
-        slot: torch.Tensor | None = None  # (B, h, 1, hd) index of the chosen entry, shared by every layer
+        slots: dict[tuple[int, int], torch.Tensor] = {}  # (B, h, 1, hd) index of the chosen entry, per (h, hd)
+
+        def chosen_entry(entries: torch.Tensor) -> torch.Tensor:
+            """The chosen entry ``(B, h, 1, hd)`` of a layer's candidate keys or values ``(B, h, k, hd)``."""
+            shape = (entries.shape[1], entries.shape[3])  # layers (and keys vs values) may differ in heads or hd
+            slot = slots.get(shape)
+            if slot is None:
+                slot = slots[shape] = chosen[:, None, :, None].expand(-1, shape[0], 1, shape[1])
+            return entries.gather(2, slot)
+
         past = []
         for (keys, values), (candidate_keys, candidate_values) in zip(state.past, state.candidate_past, strict=True):
-            if slot is None or slot.shape[1] != candidate_keys.shape[1]:
-                slot = chosen[:, None, :, None].expand(-1, candidate_keys.shape[1], 1, candidate_keys.shape[3])
             past.append(
                 (
-                    torch.cat([keys, candidate_keys.gather(2, slot)], dim=2),  # (B, h, P + 1, hd)
-                    torch.cat([values, candidate_values.gather(2, slot)], dim=2),
+                    torch.cat([keys, chosen_entry(candidate_keys)], dim=2),  # (B, h, P + 1, hd)
+                    torch.cat([values, chosen_entry(candidate_values)], dim=2),
                 )
             )
         return self._appended(state, tokens, grow, tuple(past), hidden, logprob)
@@ -436,70 +445,82 @@ class LanguageModelProblem:
         """Refuse a model whose own forward this core does not reproduce, probed on the first query.
 
         The probe runs the query's prefill (as it is and behind two columns of left padding), its k
-        candidates and one step over the KV cache, and compares the last hidden states with plain
-        no-cache forwards (``model(ids, output_hidden_states=True)``) of the same sequences; the
-        head is checked on the model's own logits. Where only the ``"mask"`` candidate batching
-        differs and batching was ``"auto"``, ``"expand"`` is probed and kept instead.
+        candidates and one step over the KV cache (reusing the chosen candidate's cache entries),
+        and compares the last hidden states with plain no-cache forwards
+        (``model(ids, output_hidden_states=True)``) of the same sequences; the head is checked on
+        the model's own logits. Where only the ``"mask"`` candidate batching differs and batching
+        was ``"auto"``, ``"expand"`` is probed and kept instead.
         """
-        ids = self.query_tokens[:1, : int(self.query_lengths[0])]  # (1, T)
-        output = self.model(input_ids=ids, output_hidden_states=True, use_cache=False)
-        self._head.check(output)
-        expected_prefix = output.hidden_states[-1][0]  # (T, H)
-        padded = torch.cat([ids.new_full((1, 2), self.eos_token_id), ids], dim=1)  # (1, T + 2)
-        padded_mask = torch.ones_like(padded).index_fill_(1, torch.arange(2, device=self.device), 0)  # (1, T + 2)
-        positions = (padded_mask.cumsum(dim=1) - 1).clamp(min=0)  # (1, T + 2)
-        padded_hidden, state, stepped, expected = self._probe(ids, padded, padded_mask, positions)
-        checks = [
-            ("the query's prefill", state.last_hidden[0], expected_prefix[-1]),
-            ("a left-padded prefill", padded_hidden[2:], expected_prefix),
-            ("a step over the KV cache", stepped.last_hidden[0], expected[0]),
-        ]
-        candidate_check = None
-        if state.candidate_hidden is not None:
-            what = f"the {self.candidate_batching!r} candidate batching"
-            candidate_check = (what, state.candidate_hidden[0], expected)
+        checks, candidate_check = self._probe()
         failure = self._first_failure(checks)
         if failure is None and candidate_check is not None:
             failure = self._first_failure([candidate_check])
             if failure is not None and batching_is_auto and self.candidate_batching == "mask":
                 self.candidate_batching = "expand"  # e.g. a model that takes positions from the cache length
-                _, state, _, expected = self._probe(ids, padded, padded_mask, positions)
-                hidden = None if state.candidate_hidden is None else state.candidate_hidden[0]  # (k, H)
-                failure = self._first_failure([("the 'expand' candidate batching", hidden, expected)])
+                checks, candidate_check = self._probe()
+                failure = self._first_failure([*checks, *([candidate_check] if candidate_check else [])])
         if failure is not None:
             raise ValueError(
                 f"model_type={self._head.model_type!r}: {failure} with the {self.forward_implementation} forward, "
                 "against the model's own forward on the first query, so this model cannot be stepped here"
             )
 
-    def _probe(
-        self, ids: torch.Tensor, padded: torch.Tensor, padded_mask: torch.Tensor, positions: torch.Tensor
-    ) -> tuple[torch.Tensor, LanguageModelState, LanguageModelState, torch.Tensor]:
-        """The probe's forwards and references.
-
-        Returns:
-            The left-padded prefill's hidden states ``(T + 2, H)``, the initial state, the state after
-            one cached step, and the no-cache last hidden state of every ``x:tau`` ``(k, H)``.
-        """
+    def _probe(self) -> tuple[list[ProbeCheck], ProbeCheck | None]:
+        """The probe's ``(what, got, wanted)`` hidden states, and the candidates' (None without embeddings)."""
+        ids = self.query_tokens[:1, : int(self.query_lengths[0])]  # (1, T)
+        k = self.top_k
         try:
+            output = self.model(input_ids=ids, output_hidden_states=True, use_cache=False)
+            padded = torch.cat([ids.new_full((1, 2), self.eos_token_id), ids], dim=1)  # (1, T + 2)
+            padded_mask = torch.ones_like(padded).index_fill_(1, torch.arange(2, device=self.device), 0)  # (1, T + 2)
+            positions = (padded_mask.cumsum(dim=1) - 1).clamp(min=0)  # (1, T + 2)
             padded_hidden = self._forward(padded, padded_mask, positions, ())[0][0]  # (T + 2, H)
             state = self.initial_state(torch.zeros(1, dtype=torch.int64, device=self.device))
-            candidates = state.candidate_tokens[0]  # (k,)
-            sequences = torch.cat([ids.expand(self.top_k, -1), candidates[:, None]], dim=1)  # (k, T + 1)
-            reference = self.model(input_ids=sequences, output_hidden_states=True, use_cache=False)
-            stepped = self.advance_tokens(state, candidates[:1])
-        except (RuntimeError, TypeError, ValueError, AttributeError, LookupError, NotImplementedError) as error:
+            sequences = torch.cat([ids.expand(k, -1), state.candidate_tokens[0][:, None]], dim=1)  # (k, T + 1)
+            expected = self._reference_last_hidden(sequences)  # (k, H)
+            if state.candidate_hidden is None:
+                stepped = self.advance_tokens(state, sequences[:1, -1])
+                step = ("a step over the KV cache", stepped.last_hidden[0], expected[0])
+            else:
+                stepped = self.advance(state, torch.zeros(1, dtype=torch.int64, device=self.device))
+                following = stepped.candidate_tokens[0][:, None]  # (k, 1) the next step's candidates
+                longer = torch.cat([sequences[:1].expand(k, -1), following], dim=1)  # (k, T + 2)
+                step = ("a step over the KV cache", stepped.candidate_hidden[0], self._reference_last_hidden(longer))
+        except (
+            RuntimeError,
+            ValueError,
+            TypeError,
+            AttributeError,
+            LookupError,
+            NotImplementedError,
+            AssertionError,
+        ) as error:
             raise ValueError(
                 f"model_type={self._head.model_type!r} cannot be stepped with the {self.forward_implementation} "
                 f"forward over a KV cache: {type(error).__name__}: {error}"
             ) from error
-        return padded_hidden, state, stepped, reference.hidden_states[-1][:, -1]
+        self._head.check(output)
+        expected_prefix = output.hidden_states[-1][0]  # (T, H)
+        checks = [
+            ("the query's prefill", state.last_hidden[0], expected_prefix[-1]),
+            ("a left-padded prefill", padded_hidden[2:], expected_prefix),
+            step,
+        ]
+        if state.candidate_hidden is None:
+            return checks, None
+        return checks, (f"the {self.candidate_batching!r} candidate batching", state.candidate_hidden[0], expected)
 
-    def _first_failure(self, checks: list[tuple[str, torch.Tensor | None, torch.Tensor]]) -> str | None:
+    def _reference_last_hidden(self, sequences: torch.Tensor) -> torch.Tensor:
+        """Last hidden state of the last token of each of ``sequences`` ``(k, T)``: ``(k, H)``, a no-cache forward."""
+        return self.model(input_ids=sequences, output_hidden_states=True, use_cache=False).hidden_states[-1][:, -1]
+
+    def _first_failure(self, checks: list[ProbeCheck]) -> str | None:
         """The first ``(what, got, wanted)`` whose hidden states differ beyond rounding, as a phrase; else None."""
         tolerance = 1e-3 if self._lm_head.weight.dtype in (torch.float32, torch.float64) else 5e-2
         for what, got, wanted in checks:
-            error = float("inf") if got is None else float((got.float() - wanted.float()).abs().max())
+            if got.shape != wanted.shape:
+                return f"{what} gives last hidden states of shape {tuple(got.shape)}, not {tuple(wanted.shape)}"
+            error = float((got.float() - wanted.float()).abs().max())
             if not error <= tolerance * (1.0 + float(wanted.float().abs().max())):
                 return f"{what} gives last hidden states {error:.3g} away"
         return None
@@ -698,7 +719,8 @@ class LanguageModelProblem:
             shown = text if len(text) <= 60 else text[:57] + "..."
             raise ValueError(
                 f"query {shown!r} is {len(ids)} tokens and max_length={self.max_length}: {len(ids) + self.max_length} "
-                f"positions exceed the model's {positions} (max_position_embeddings); shorten the query or "
+                f"positions exceed the model's {positions} (max_position_embeddings of model_type="
+                f"{self._head.model_type!r}); shorten the query or "
                 f"max_length, or pass query_truncation='left'"
             )
         return kept_bos + ids[len(ids) - (room - len(kept_bos)) :]
