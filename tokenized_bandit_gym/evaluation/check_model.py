@@ -15,10 +15,11 @@ from __future__ import annotations
 import argparse
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import torch
+if TYPE_CHECKING:  # torch and numpy load when a check runs, not when ``tbg --help`` builds the parser
+    import numpy as np
+    import torch
 
 REQUESTED_PATHS: tuple[tuple[str, str], ...] = (
     ("auto", "auto"),
@@ -83,12 +84,13 @@ class PathVerdict:
 
 def tolerances(dtype: torch.dtype) -> tuple[float, float]:
     """``(min cosine, max log-prob error)`` for weights of ``dtype`` (looser for 16-bit rounding)."""
+    import torch
+
     if dtype in (torch.float32, torch.float64):
         return 0.9999, 1e-4
     return 0.999, 5e-2
 
 
-@torch.no_grad()
 def reference_scores(
     model: Any, prefix: torch.Tensor, candidates: torch.Tensor, query_length: int, pooling: str
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -105,10 +107,13 @@ def reference_scores(
         Mean-pooled last hidden states ``(k, H)``, ``log p(tau | x, y)`` ``(k,)`` and
         ``log p(y:tau | x)`` ``(k,)``, float64.
     """
+    import torch
+
     device = next(model.parameters()).device
     k = candidates.shape[0]
     ids = torch.cat([prefix.expand(k, -1), candidates[:, None]], dim=1).to(device)  # (k, T + 1)
-    output = model(input_ids=ids, output_hidden_states=True, use_cache=False)
+    with torch.no_grad():
+        output = model(input_ids=ids, output_hidden_states=True, use_cache=False)
     hidden = output.hidden_states[-1].double()  # (k, T + 1, H)
     start = 0 if pooling == "query_response" else query_length
     pooled = hidden[:, start:].mean(dim=1)  # (k, H)
@@ -125,6 +130,9 @@ class _Errors:
 
     def add(self, problem: Any, row: dict[str, np.ndarray]) -> None:
         """Compare one observation row (the single env's observation, or one row of the vector env's)."""
+        import numpy as np
+        import torch
+
         query_length, length = int(row["query_length"]), int(row["length"])
         prefix = torch.as_tensor(np.concatenate([row["query"][:query_length], row["response"][:length]]))
         candidates = torch.as_tensor(row["candidate_tokens"])
@@ -143,6 +151,8 @@ class _Errors:
 
 def _max_error(got: torch.Tensor, expected: torch.Tensor) -> float:
     """Largest ``|got - expected|`` (both ``-inf`` counts as equal; one ``-inf`` alone as ``inf``)."""
+    import torch
+
     same_infinity = torch.isinf(got) & torch.isinf(expected) & (got == expected)
     difference = torch.where(same_infinity, 0.0, (got - expected).abs())
     return float(difference.max()) if difference.numel() else 0.0
@@ -170,6 +180,7 @@ def check_language_model(
         One verdict per single-env path of :data:`REQUESTED_PATHS`, then the vector env's (auto).
     """
     import gymnasium as gym
+    import numpy as np
 
     import tokenized_bandit_gym  # noqa: F401  (registers the envs)
 
@@ -228,6 +239,8 @@ def check_language_model(
 
 def _play(env: Any, problem: Any, errors: _Errors, steps: int, rng: np.random.Generator, vector: bool) -> None:
     """Step ``env`` with uniformly random allowed actions until ``steps`` observation rows are compared."""
+    import numpy as np
+
     observation, _ = env.reset(seed=int(rng.integers(2**31)))
     if not vector:
         while errors.compared < steps:

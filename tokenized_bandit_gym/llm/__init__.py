@@ -16,25 +16,41 @@ step; the single envs are the batch of one, vector envs call the same methods):
 
 Every forward goes through one :data:`~tokenized_bandit_gym.llm.decoder_forward.DecoderForward`
 (:func:`select_decoder_forward`): a native one for the Llama family and GPT-2, the model's own
-transformers forward for any other causal LM.
+transformers forward for any other causal LM, with the model's own attention per layer (sliding
+windows measured in positions: :mod:`~tokenized_bandit_gym.llm.attention_layout`) and its own head
+(:mod:`~tokenized_bandit_gym.llm.language_model_head`); a model either is reproduced (probed at
+construction against its own no-cache forward) or refused with an error naming the feature.
+
+One loader (:func:`load_language_model`: safetensors only, ``trust_remote_code`` off, a local
+directory, ``"stories260K"`` or a cached hub name) serves the envs and the DDMC diagnostics, whose
+:class:`PrefixEmbedder` computes the envs' ``e`` for every prefix of a text in one forward.
 """
 
 from tokenized_bandit_gym.llm.decoder_forward import select_decoder_forward
 from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 from tokenized_bandit_gym.llm.language_model_state import LanguageModelState
-from tokenized_bandit_gym.llm.load_language_model import DEFAULT_MODEL, load_language_model
+from tokenized_bandit_gym.llm.load_language_model import (
+    DEFAULT_MODEL,
+    DEFAULT_MODEL_NAME,
+    load_language_model,
+    resolve_model_source,
+)
 from tokenized_bandit_gym.llm.make_language_model_problem import make_language_model_problem
+from tokenized_bandit_gym.llm.prefix_embedder import PrefixEmbedder
 from tokenized_bandit_gym.llm.query_sources import paper_queries, resolve_queries
 from tokenized_bandit_gym.llm.value_map import ValueMap
 
 __all__ = [
     "DEFAULT_MODEL",
+    "DEFAULT_MODEL_NAME",
     "LanguageModelProblem",
     "LanguageModelState",
+    "PrefixEmbedder",
     "ValueMap",
     "load_language_model",
     "make_language_model_problem",
     "paper_queries",
+    "resolve_model_source",
     "resolve_queries",
     "select_decoder_forward",
 ]
