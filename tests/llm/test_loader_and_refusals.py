@@ -21,7 +21,6 @@ from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 from tokenized_bandit_gym.llm.load_language_model import DEFAULT_MODEL, load_language_model
 from tokenized_bandit_gym.llm.prefix_embedder import PrefixEmbedder
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
