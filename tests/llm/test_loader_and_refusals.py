@@ -22,7 +22,6 @@ from tokenized_bandit_gym.llm.load_language_model import DEFAULT_MODEL, load_lan
 from tokenized_bandit_gym.llm.prefix_embedder import PrefixEmbedder
 
 
-
 @pytest.fixture(scope="module")
 def saved_gemma2(tmp_path_factory: pytest.TempPathFactory, stories: tuple[Any, Any]) -> Path:
     """A tiny Gemma-2 (attention softcapping, alternating windows) saved as safetensors with a tokenizer."""

@@ -83,12 +83,17 @@ class PathVerdict:
 
 
 def tolerances(dtype: torch.dtype) -> tuple[float, float]:
-    """``(min cosine, max log-prob error)`` for weights of ``dtype`` (looser for 16-bit rounding)."""
+    """``(min cosine, max log-prob error)`` for weights of ``dtype``.
+
+    16-bit weights get looser thresholds: their rounding alone moves log-probs by tenths of a nat
+    (stories260K in bfloat16: the model's own eager and SDPA kernels differ by up to 0.31 nats), so
+    check a model in float32 to see differences of 1e-4.
+    """
     import torch
 
     if dtype in (torch.float32, torch.float64):
         return 0.9999, 1e-4
-    return 0.999, 5e-2
+    return 0.999, 0.5
 
 
 def reference_scores(
