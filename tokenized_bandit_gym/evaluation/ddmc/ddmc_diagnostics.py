@@ -116,7 +116,18 @@ def add_ddmc_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
 
 
 def ddmc_command(args: argparse.Namespace) -> int:
-    """Run ``tbg ddmc`` with parsed arguments: print the report, write the plot/JSON if asked; return 0."""
+    """Run ``tbg ddmc`` with parsed arguments: print the report, write the plot/JSON if asked.
+
+    Returns:
+        0, or 2 when the model cannot be loaded (the loader's message is printed).
+    """
+    from tokenized_bandit_gym.llm.load_language_model import load_language_model
+
+    try:
+        load_language_model(args.model, device=args.device)  # the one loader: refusals as one line, not a traceback
+    except ValueError as error:
+        print(f"tbg ddmc: error: {error}", file=sys.stderr)
+        return 2
     report, _ = run_ddmc_diagnostics(
         dataset=args.dataset,
         model=args.model,
