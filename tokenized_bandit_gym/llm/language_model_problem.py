@@ -448,25 +448,24 @@ class LanguageModelProblem:
         candidates and one step over the KV cache (reusing the chosen candidate's cache entries),
         and compares the last hidden states with plain no-cache forwards
         (``model(ids, output_hidden_states=True)``) of the same sequences; the head is checked on
-        the model's own logits. Where only the ``"mask"`` candidate batching differs and batching
-        was ``"auto"``, ``"expand"`` is probed and kept instead.
+        the model's own logits. Where the prefills match but the candidates' forwards under the
+        ``"mask"`` batching do not and batching was ``"auto"``, ``"expand"`` is probed and kept instead.
         """
-        checks, candidate_check = self._probe()
-        failure = self._first_failure(checks)
-        if failure is None and candidate_check is not None:
-            failure = self._first_failure([candidate_check])
-            if failure is not None and batching_is_auto and self.candidate_batching == "mask":
+        prefill_checks, batching_checks = self._probe()
+        failure = self._first_failure(prefill_checks)
+        if failure is None:
+            failure = self._first_failure(batching_checks)
+            if failure is not None and batching_is_auto and self.embeddings and self.candidate_batching == "mask":
                 self.candidate_batching = "expand"  # e.g. a model that takes positions from the cache length
-                checks, candidate_check = self._probe()
-                failure = self._first_failure([*checks, *([candidate_check] if candidate_check else [])])
+                failure = self._first_failure(self._probe()[1])
         if failure is not None:
             raise ValueError(
                 f"model_type={self._head.model_type!r}: {failure} with the {self.forward_implementation} forward, "
                 "against the model's own forward on the first query, so this model cannot be stepped here"
             )
 
-    def _probe(self) -> tuple[list[ProbeCheck], ProbeCheck | None]:
-        """The probe's ``(what, got, wanted)`` hidden states, and the candidates' (None without embeddings)."""
+    def _probe(self) -> tuple[list[ProbeCheck], list[ProbeCheck]]:
+        """The probe's ``(what, got, wanted)`` hidden states: of the prefills, and of the candidates' forwards."""
         ids = self.query_tokens[:1, : int(self.query_lengths[0])]  # (1, T)
         k = self.top_k
         try:
@@ -501,14 +500,16 @@ class LanguageModelProblem:
             ) from error
         self._head.check(output)
         expected_prefix = output.hidden_states[-1][0]  # (T, H)
-        checks = [
+        prefill_checks = [
             ("the query's prefill", state.last_hidden[0], expected_prefix[-1]),
             ("a left-padded prefill", padded_hidden[2:], expected_prefix),
-            step,
         ]
         if state.candidate_hidden is None:
-            return checks, None
-        return checks, (f"the {self.candidate_batching!r} candidate batching", state.candidate_hidden[0], expected)
+            return prefill_checks, [step]
+        return prefill_checks, [
+            (f"the {self.candidate_batching!r} candidate batching", state.candidate_hidden[0], expected),
+            step,
+        ]
 
     def _reference_last_hidden(self, sequences: torch.Tensor) -> torch.Tensor:
         """Last hidden state of the last token of each of ``sequences`` ``(k, T)``: ``(k, H)``, a no-cache forward."""
