@@ -94,7 +94,7 @@ def _command_list() -> int:
     return 0
 
 
-def _report(store: object, keys: set[str] | None, title: str, out: Path) -> None:
+def _report(store: object, keys: set[str] | None, title: str, out: Path, spec: object = None) -> None:
     from tokenized_bandit_gym.evaluation.leaderboard import build_leaderboard
     from tokenized_bandit_gym.evaluation.leaderboard_report import markdown_report, write_report
 
@@ -102,7 +102,7 @@ def _report(store: object, keys: set[str] | None, title: str, out: Path) -> None
     if not records:
         print("no finished runs to report")
         return
-    leaderboard = build_leaderboard(records, title=title)
+    leaderboard = build_leaderboard(records, title=title, spec=spec)  # type: ignore[arg-type]
     print(markdown_report(leaderboard))
     paths = write_report(leaderboard, out)
     print(f"report written to {out}/ ({paths['html'].name}, {paths['markdown'].name}, plots, CSV, JSON)")
@@ -148,7 +148,7 @@ def _command_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         if not args.no_report:
-            _report(store, {run.key for run in runs}, spec.title, args.out)
+            _report(store, {run.key for run in runs}, spec.title, args.out, spec)
     if summary.failures:
         print(f"{len(summary.failures)} runs failed (see above); rerun to retry them", file=sys.stderr)
         return 1
@@ -160,13 +160,14 @@ def _command_report(args: argparse.Namespace) -> int:
     from tokenized_bandit_gym.evaluation.results_store import ResultsStore
 
     keys = None
+    spec = None
     title = args.title or "tokenized-bandit-gym leaderboard"
     if args.spec is not None:
         spec = load_spec(args.spec, check_registry=False)
         keys = {run.key for run in spec.runs()}
         title = args.title or spec.title
     with ResultsStore(args.store, create=False) as store:
-        _report(store, keys, title, args.out)
+        _report(store, keys, title, args.out, spec)
     return 0
 
 
