@@ -74,7 +74,7 @@ def test_run_prints_table_writes_report_and_resumes(tmp_path: Path, capsys: pyte
     ):
         assert (out / name).stat().st_size > 0, name
     page = (out / "leaderboard.html").read_text()
-    assert page.count("<svg") == 2 and "src=" not in page and 'href="http' not in page
+    assert page.count("<svg") == 3 and "src=" not in page  # the overview and one per task and 'href="http' not in page
     with ResultsStore(store) as opened:
         before = opened.raw_rows()
     assert main([*argv, "--no-report"]) == 0

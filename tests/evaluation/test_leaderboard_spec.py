@@ -82,7 +82,7 @@ def test_key_depends_on_results_not_labels() -> None:
         (("agent", 1, "tasks"), "table", ["agent[1].tasks", "'table'"]),
         (("agent", 1, "label"), "random", ["agent[1].label", "'random'"]),
         (("task", 0, "horizons"), [5, 20], ["task[0].horizons[1]", "20"]),
-        (("task", 0, "horizons"), [5, 5], ["task[0].horizons[1]", "5"]),
+        (("task", 0, "horizons"), [5, 5], ["task[0].horizons[0]", "5"]),
         (("task", 0, "horizons"), 5, ["task[0].horizons", "5"]),
         (("task", 0, "caveat"), 3, ["task[0].caveat", "3"]),
         (("agent", 0, "reference"), "yes", ["agent[0].reference", "'yes'"]),
