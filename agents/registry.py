@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tokenized_bandit_gym.agent import Agent
+if TYPE_CHECKING:
+    from tokenized_bandit_gym.agent import Agent
 
 # name -> "module:Class"; adding an agent adds one line here and its own file.
 AGENT_ENTRY_POINTS: dict[str, str] = {

@@ -1,7 +1,7 @@
 """Evaluation: the online run loop, leaderboard specs, the results store, statistics, reports, ``tbg``.
 
-The leaderboard names load lazily (``from tokenized_bandit_gym.evaluation import load_spec``), so
-importing the run loop does not import SciPy or matplotlib.
+Every name loads lazily (``from tokenized_bandit_gym.evaluation import load_spec``), so importing a
+module of this package (the ``tbg`` CLI, for one) imports no torch, SciPy or matplotlib until it is used.
 """
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from tokenized_bandit_gym.evaluation.online_result import OnlineResult
-from tokenized_bandit_gym.evaluation.run_online import run_online
-from tokenized_bandit_gym.evaluation.run_online_vector import run_online_vector, vector_task
-
 _LAZY = {
+    "OnlineResult": "online_result",
+    "run_online": "run_online",
+    "run_online_vector": "run_online_vector",
+    "vector_task": "run_online_vector",
     "LeaderboardSpec": "leaderboard_spec",
     "SpecError": "leaderboard_spec",
     "load_spec": "leaderboard_spec",
@@ -29,7 +29,7 @@ _LAZY = {
     "write_report": "leaderboard_report",
 }
 
-__all__ = ["OnlineResult", "run_online", "run_online_vector", "vector_task", *_LAZY]
+__all__ = list(_LAZY)
 
 
 def __getattr__(name: str) -> Any:

@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "list", help="registered env ids and agent names", description="Print the registered env ids and agent names."
     )
-    from tokenized_bandit_gym.evaluation.ddmc.ddmc_diagnostics import add_ddmc_subcommand
+    from tokenized_bandit_gym.evaluation.ddmc.ddmc_arguments import add_ddmc_subcommand
 
     add_ddmc_subcommand(commands)
     return parser
@@ -176,11 +176,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Spec and store errors are printed as one line (``tbg: error: ...``) with status 2.
     """
+    args = build_parser().parse_args(argv)  # --help exits here, before anything heavy is imported
     from tokenized_bandit_gym.evaluation.leaderboard_spec import SpecError
     from tokenized_bandit_gym.evaluation.ray_backend import RayUnavailableError
     from tokenized_bandit_gym.evaluation.results_store import StoreError
 
-    args = build_parser().parse_args(argv)
     try:
         if args.command == "list":
             return _command_list()
