@@ -7,6 +7,8 @@ module of this package (the ``tbg`` CLI, for one) imports no torch, SciPy or mat
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 from typing import Any
 
 _LAZY = {
@@ -36,3 +38,19 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+class _Package(types.ModuleType):
+    """This package, whose ``run_online`` and ``run_online_vector`` stay functions once their modules are imported.
+
+    Importing a submodule binds it on its package under its own name, which would hide the function
+    of the same name that the submodule defines; the function is bound instead.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if _LAZY.get(name) == name and isinstance(value, types.ModuleType):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
