@@ -65,7 +65,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--store", type=Path, default=Path(DEFAULT_STORE), help=f"results store (default {DEFAULT_STORE})"
     )
     report.add_argument("--out", type=Path, default=Path(DEFAULT_OUT), help=f"report folder (default {DEFAULT_OUT})")
-    report.add_argument("--spec", type=Path, default=None, help="only the runs of this spec (default: every run)")
+    report.add_argument(
+        "--spec",
+        type=Path,
+        default=None,
+        help="only the runs of this spec, reported with its reference rows, theory exponents, caveats and extra "
+        "horizons (default: every run in the store)",
+    )
     report.add_argument("--title", default=None, help="report title")
 
     commands.add_parser(
