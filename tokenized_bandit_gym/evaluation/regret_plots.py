@@ -43,14 +43,33 @@ def _label(leaderboard: Leaderboard, agent: str) -> str:
     return f"{agent} (reference)" if agent in leaderboard.reference_agents else agent
 
 
-def plot_task(leaderboard: Leaderboard, task: str, axis: Any | None = None) -> Any:
-    """Mean cumulative regret of every agent on ``task`` with its band and theory's shape; returns the figure."""
+def _figure_and_axis(axis: Any | None) -> tuple[Any, Any, Any]:
+    """``(figure, axis, palette)``: a new 6.4 x 4.2 in figure unless ``axis`` is given."""
     plt = _pyplot()
     if axis is None:
         figure, axis = plt.subplots(figsize=(6.4, 4.2))
     else:
         figure = axis.figure
-    palette = plt.get_cmap("tab10")
+    return figure, axis, plt.get_cmap("tab10")
+
+
+def _theory_line(
+    axis: Any, x: np.ndarray, exponent: float, last_value: float, color: Any, agent: str, var: str
+) -> None:
+    """Draw theory's bound shape in ``var`` (t or T), dashed, scaled to ``last_value`` at ``x[-1]``."""
+    axis.plot(
+        x,
+        scaled_theory(x, exponent, last_value),
+        "--",
+        color=color,
+        linewidth=1.0,
+        label=f"{agent}: theory {var}^{exponent:.2g} (log {var})^{1 - exponent:.2g}, scaled",
+    )
+
+
+def plot_task(leaderboard: Leaderboard, task: str, axis: Any | None = None) -> Any:
+    """Mean cumulative regret of every agent on ``task`` with its band and theory's shape; returns the figure."""
+    figure, axis, palette = _figure_and_axis(axis)
     swept = leaderboard.horizon_points.get(task, {})
     for index, agent in enumerate(leaderboard.agents):
         curve = leaderboard.curves.get(task, {}).get(agent)
@@ -62,14 +81,7 @@ def plot_task(leaderboard: Leaderboard, task: str, axis: Any | None = None) -> A
         axis.fill_between(curve.rounds, curve.low, curve.high, color=color, alpha=0.2, linewidth=0)
         exponent = leaderboard.theory_exponents.get(agent)
         if exponent is not None and agent not in swept and curve.mean[-1] > 0:
-            axis.plot(
-                curve.rounds,
-                scaled_theory(curve.rounds, exponent, float(curve.mean[-1])),
-                "--",
-                color=color,
-                linewidth=1.0,
-                label=f"{agent}: theory t^{exponent:.2g} (log t)^{1 - exponent:.2g}, scaled",
-            )
+            _theory_line(axis, curve.rounds, exponent, float(curve.mean[-1]), color, agent, "t")
     seeds = len(leaderboard.task_seeds.get(task, []))
     axis.set(xlabel="round t", ylabel="cumulative regret R(t)")
     axis.set_title(f"{task}\nmean of {seeds} seeds; band: {BAND}", fontsize=9)
@@ -81,12 +93,7 @@ def plot_task(leaderboard: Leaderboard, task: str, axis: Any | None = None) -> A
 
 def plot_horizons(leaderboard: Leaderboard, task: str, axis: Any | None = None) -> Any:
     """Final regret R(T) against the horizon T (log-log) for the agents run at several horizons; returns the figure."""
-    plt = _pyplot()
-    if axis is None:
-        figure, axis = plt.subplots(figsize=(6.4, 4.2))
-    else:
-        figure = axis.figure
-    palette = plt.get_cmap("tab10")
+    figure, axis, palette = _figure_and_axis(axis)
     seeds = set()
     for index, agent in enumerate(leaderboard.agents):
         points = leaderboard.horizon_points.get(task, {}).get(agent)
@@ -106,14 +113,7 @@ def plot_horizons(leaderboard: Leaderboard, task: str, axis: Any | None = None) 
         )
         exponent = leaderboard.theory_exponents.get(agent)
         if exponent is not None:
-            axis.plot(
-                points.horizons,
-                scaled_theory(points.horizons, exponent, float(points.mean[-1])),
-                "--",
-                color=color,
-                linewidth=1.0,
-                label=f"{agent}: theory T^{exponent:.2g} (log T)^{1 - exponent:.2g}, scaled",
-            )
+            _theory_line(axis, points.horizons, exponent, float(points.mean[-1]), color, agent, "T")
     axis.set(xscale="log", yscale="log", xlabel="horizon T", ylabel="final regret R(T)")
     count = ", ".join(str(value) for value in sorted(seeds)) or "0"
     axis.set_title(
