@@ -24,6 +24,8 @@ AGENT_ENTRY_POINTS: dict[str, str] = {
     "maskable_ppo": "agents.sb3_agent:MaskablePPOAgent",
     "recurrent_ppo": "agents.sb3_agent:RecurrentPPOAgent",
     "greedy_etc": "agents.greedy_etc:GreedyETC",
+    "batched_greedy_etc": "agents.batched_greedy_etc:BatchedGreedyETC",
+    "batched_eoful": "agents.batched_eoful:BatchedEOFUL",
     "lookahead_etc": "agents.lookahead_etc:LookaheadETC",
     "greedy_ucb": "agents.greedy_ucb:GreedyUCB",
     "uct": "agents.uct:UCT",

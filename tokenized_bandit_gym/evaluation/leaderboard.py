@@ -54,7 +54,7 @@ REFERENCE_AGENTS = frozenset({"random", "oracle_greedy", "oracle_optimal"})
 
 # Theory's exponent a in R(T) = O(T^a (log T)^(1 - a)): EOFUL's O(L sqrt(d T log T)) (Theorem 3.2)
 # and GreedyETC's O(n L T^(2/3) (log T)^(1/3)) (Theorem 4.2).
-THEORY_EXPONENTS = {"eoful": 0.5, "greedy_etc": 2.0 / 3.0}
+THEORY_EXPONENTS = {"eoful": 0.5, "batched_eoful": 0.5, "greedy_etc": 2.0 / 3.0, "batched_greedy_etc": 2.0 / 3.0}
 
 # Run metadata shown as the report's provenance (every distinct value over the runs).
 PROVENANCE_KEYS = (
@@ -148,6 +148,13 @@ class Leaderboard:
     caveats: dict[str, str] = field(default_factory=dict)
     provenance: dict[str, list[str]] = field(default_factory=dict)
     spec_text: str = ""
+    horizon_runs: int = 0
+
+    @property
+    def runs_summary(self) -> str:
+        """``"N runs"``, with how many of them ran at a task's extra horizons."""
+        extra = f" ({self.horizon_runs} of them at extra horizons)" if self.horizon_runs else ""
+        return f"{len(self.records) + self.horizon_runs} runs{extra}"
 
     def rows_for(self, task: str) -> list[TaskAgentRow]:
         """The rows of one task: ranked agents best (lowest mean regret) first, then the reference rows."""
@@ -333,6 +340,7 @@ def build_leaderboard(
         caveats=_caveats(spec, groups),
         provenance=_provenance(records + sweep_records),
         spec_text=spec.text if spec is not None else "",
+        horizon_runs=len(sweep_records),
     )
 
 

@@ -149,7 +149,7 @@ def _provenance_lines(leaderboard: Leaderboard) -> list[str]:
 
 def markdown_report(leaderboard: Leaderboard) -> str:
     """The leaderboard as Markdown: the cross-task table, one table per task, P(improvement)."""
-    parts = [f"# {leaderboard.title}", "", f"{len(leaderboard.records)} runs. {_EXPLANATION}"]
+    parts = [f"# {leaderboard.title}", "", f"{leaderboard.runs_summary}. {_EXPLANATION}"]
     provenance = _provenance_lines(leaderboard)
     if provenance:
         parts.extend(["", "Provenance of the runs: " + "; ".join(provenance) + "."])
@@ -200,7 +200,7 @@ def html_report(leaderboard: Leaderboard, svg_by_task: dict[str, str], overview_
     provenance = "".join(f"<li>{html.escape(line)}</li>" for line in _provenance_lines(leaderboard))
     sections = [
         f"<h1>{html.escape(leaderboard.title)}</h1>",
-        f'<p class="note">{len(leaderboard.records)} runs, generated {generated}. {html.escape(_EXPLANATION)}</p>',
+        f'<p class="note">{leaderboard.runs_summary}, generated {generated}. {html.escape(_EXPLANATION)}</p>',
         f'<section id="provenance"><h2>Provenance</h2><ul>{provenance or "<li>not recorded</li>"}</ul>',
     ]
     if leaderboard.spec_text:
