@@ -142,3 +142,22 @@ def test_provenance_lists_every_distinct_value() -> None:
     board = build_leaderboard([first, second])
     assert board.provenance["git_commit"] == ["abc", "def"]
     assert board.provenance["torch_version"] == ["2.13.0"]
+
+
+def test_report_json_is_strict_json_with_horizons_and_provenance(tmp_path) -> None:
+    import json
+
+    from tokenized_bandit_gym.evaluation.leaderboard_report import markdown_report, write_report
+
+    one_seed = [record for record in swept_records() if record.spec.seed == 0]  # CIs of one seed are NaN
+    board = build_leaderboard(one_seed, spec=swept_spec(), resamples=50)
+    paths = write_report(board, tmp_path)
+
+    def reject(constant: str) -> None:
+        raise ValueError(f"not strict JSON: {constant}")
+
+    document = json.loads(paths["json"].read_text(encoding="utf-8"), parse_constant=reject)
+    assert document["horizons"]["A"]["good"]["horizons"] == [4, 8, 16]
+    assert document["reference_agents"] == ["random"] and document["horizon_runs"] == 4
+    assert "6 runs (4 of them at extra horizons)" in markdown_report(board)
+    assert (tmp_path / "horizons_A.png").stat().st_size > 0

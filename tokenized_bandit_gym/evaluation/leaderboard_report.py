@@ -311,15 +311,19 @@ def write_report(leaderboard: Leaderboard, out_dir: str | Path) -> dict[str, Pat
         "references": leaderboard.references,
         "reference_agents": sorted(leaderboard.reference_agents),
         "theory_exponents": leaderboard.theory_exponents,
+        "horizon_runs": leaderboard.horizon_runs,
         "caveats": leaderboard.caveats,
         "provenance": leaderboard.provenance,
         "horizons": {
             task: {
                 agent: {
-                    "horizons": points.horizons.tolist(),
-                    "mean": points.mean.tolist(),
-                    "ci_low": points.low.tolist(),
-                    "ci_high": points.high.tolist(),
+                    name: [_json_value(value) for value in values.tolist()]
+                    for name, values in (
+                        ("horizons", points.horizons),
+                        ("mean", points.mean),
+                        ("ci_low", points.low),
+                        ("ci_high", points.high),
+                    )
                 }
                 for agent, points in by_agent.items()
             }
