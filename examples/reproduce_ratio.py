@@ -191,7 +191,11 @@ def plot(series: dict[str, tuple[np.ndarray, np.ndarray]], args: Args, path: str
         axis.set_ylabel("ratio over positions l")
         axis.set_title(NORM_LABELS[norm], fontsize=8)
         axis.legend(fontsize=7)
-    figure.suptitle(f"EOFUL, L={args.max_length}, top-{args.top_k}, gamma={args.gamma}", fontsize=9)
+    figure.suptitle(
+        f"EOFUL, L={args.max_length}, top-{args.top_k}, gamma={args.gamma}, value map {args.value_map}; "
+        f"one run, seed {args.seed}; max and mean over positions l per round",
+        fontsize=9,
+    )
     figure.tight_layout()
     figure.savefig(path, dpi=72)
     plt.close(figure)

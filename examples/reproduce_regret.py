@@ -244,7 +244,11 @@ def plot(results: dict[str, Any], t: np.ndarray, bound: np.ndarray, path: str) -
     axis.plot(t, bound, "k--", label=f"{settings['bound_scale']} x bound")
     axis.set_xlabel("round t")
     axis.set_ylabel("cumulative regret vs oracle greedy")
-    axis.set_title(f"L={settings['max_length']}, top-{settings['top_k']}, gamma={settings['gamma']}", fontsize=9)
+    axis.set_title(
+        f"L={settings['max_length']}, top-{settings['top_k']}, gamma={settings['gamma']}; "
+        f"one run, seed {settings['seed']}",
+        fontsize=9,
+    )
     axis.legend(fontsize=7)
     figure.tight_layout()
     figure.savefig(path, dpi=80)
