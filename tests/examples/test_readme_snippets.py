@@ -29,7 +29,8 @@ ZOO_COMMANDS = [line for line in re.findall(r"```bash\n(.*?)```", USE, flags=re.
 
 
 def run(command: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "MPLBACKEND": "Agg"}
+    # One torch thread: on a shared 2-core machine two spinning threads make a 5 s snippet take 50 s.
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 

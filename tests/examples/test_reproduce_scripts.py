@@ -27,7 +27,7 @@ def alignment_stack_available() -> bool:
 
 
 def run_script(name, *options, cwd):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     command = [sys.executable, str(ROOT / "examples" / name), *options]
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=cwd)
 
