@@ -6,10 +6,11 @@ module of this package (the ``tbg`` CLI, for one) imports no torch, SciPy or mat
 
 from __future__ import annotations
 
-import importlib
 import sys
 import types
 from typing import Any
+
+from tokenized_bandit_gym.lazy_names import lazy_attribute
 
 _LAZY = {
     "OnlineResult": "online_result",
@@ -35,9 +36,7 @@ __all__ = list(_LAZY)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return lazy_attribute(__name__, _LAZY, name)
 
 
 class _Package(types.ModuleType):

@@ -6,8 +6,9 @@ model is loaded when a ``PrefixEmbedder`` is built.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
+
+from tokenized_bandit_gym.lazy_names import lazy_attribute
 
 _LAZY = {
     "AnswerPair": "answer_pair",
@@ -42,6 +43,4 @@ __all__ = sorted(_LAZY)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return lazy_attribute(__name__, _LAZY, name)
