@@ -22,10 +22,12 @@ A spec file looks like this (``examples/leaderboard.toml`` is the default suite)
     reference = false                # optional: a reference row, not ranked (default: oracles and random)
     theory_exponent = 0.5            # optional: theory's a in R(T) = O(T^a (log T)^(1-a)) (default by name)
 
-Every task x agent x seed is one run. Validation raises :class:`SpecError` naming the field
-(``task[1].kwargs``) and the bad value; env kwargs are checked by making the env once, agent
-kwargs by building the agent once, and names against the registries at validation time (so
-agents registered later are accepted once they exist).
+Every task x agent x horizon x seed is one run. An agent with ``act_batch`` (a BatchedAgent such as
+``batched_greedy_etc``) plays the env's native vector env with ``batch_size`` sub-envs.
+
+Validation raises :class:`SpecError` naming the field (``task[1].kwargs``) and the bad value; env
+kwargs are checked by making the env once, agent kwargs by building the agent once, and names against
+the registries at validation time (so agents registered later are accepted once they exist).
 """
 
 from __future__ import annotations
