@@ -7,13 +7,16 @@ agent implements :class:`tokenized_bandit_gym.agent.Agent`.
 from typing import Any
 
 from agents.registry import list_agents, make, register_agent
-from tokenized_bandit_gym.agent import Agent
 
 __all__ = ["Agent", "SB3Agent", "list_agents", "make", "register_agent"]
 
 
 def __getattr__(name: str) -> Any:
-    """Import ``SB3Agent`` on first use, so ``import agents`` does not load Stable-Baselines3."""
+    """Import ``Agent`` and ``SB3Agent`` on first use: ``import agents`` loads neither torch nor Stable-Baselines3."""
+    if name == "Agent":
+        from tokenized_bandit_gym.agent import Agent
+
+        return Agent
     if name == "SB3Agent":
         from agents.sb3_agent import SB3Agent
 

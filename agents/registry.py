@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tokenized_bandit_gym.agent import Agent
+if TYPE_CHECKING:
+    from tokenized_bandit_gym.agent import Agent
 
 # name -> "module:Class"; adding an agent adds one line here and its own file.
 AGENT_ENTRY_POINTS: dict[str, str] = {
@@ -23,6 +24,8 @@ AGENT_ENTRY_POINTS: dict[str, str] = {
     "maskable_ppo": "agents.sb3_agent:MaskablePPOAgent",
     "recurrent_ppo": "agents.sb3_agent:RecurrentPPOAgent",
     "greedy_etc": "agents.greedy_etc:GreedyETC",
+    "batched_greedy_etc": "agents.batched_greedy_etc:BatchedGreedyETC",
+    "batched_eoful": "agents.batched_eoful:BatchedEOFUL",
     "lookahead_etc": "agents.lookahead_etc:LookaheadETC",
     "greedy_ucb": "agents.greedy_ucb:GreedyUCB",
     "uct": "agents.uct:UCT",

@@ -1,13 +1,17 @@
-"""Load a Hugging Face causal LM and its tokenizer by name or local path (offline-safe)."""
+"""Load a Hugging Face causal LM and its tokenizer by name or local path (offline-safe).
+
+Importing this module imports no torch (``tbg ddmc --help`` reads :data:`DEFAULT_MODEL_NAME` from it); loading does.
+"""
 
 from __future__ import annotations
 
 import functools
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 DEFAULT_MODEL = str(Path(__file__).resolve().parent.parent / "data" / "models" / "stories260K")
 """The shipped default: the real pretrained 260K-parameter Llama ``stories260K`` (MIT)."""
@@ -15,21 +19,20 @@ DEFAULT_MODEL = str(Path(__file__).resolve().parent.parent / "data" / "models" /
 DEFAULT_MODEL_NAME = "stories260K"
 """The shipped model's name, which :func:`load_language_model` accepts in place of its path."""
 
-_DTYPES = {
-    "float32": torch.float32,
-    "float64": torch.float64,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
+DTYPE_NAMES: tuple[str, ...] = ("float32", "float64", "float16", "bfloat16")
+"""The model dtypes the loader accepts, by name (or as the torch dtypes of these names)."""
 
 
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
     """Return the torch dtype named by ``dtype`` (``"float32"``, ``"bfloat16"``, ... or a dtype)."""
-    if isinstance(dtype, torch.dtype) and dtype in _DTYPES.values():
+    import torch
+
+    dtypes = {name: getattr(torch, name) for name in DTYPE_NAMES}
+    if isinstance(dtype, torch.dtype) and dtype in dtypes.values():
         return dtype
-    if isinstance(dtype, str) and dtype in _DTYPES:
-        return _DTYPES[dtype]
-    raise ValueError(f"dtype must be one of {tuple(_DTYPES)}, got {dtype!r}")
+    if isinstance(dtype, str) and dtype in dtypes:
+        return dtypes[dtype]
+    raise ValueError(f"dtype must be one of {DTYPE_NAMES}, got {dtype!r}")
 
 
 def resolve_model_source(model: str | os.PathLike[str]) -> str:
@@ -78,6 +81,8 @@ def load_language_model(
         raise TypeError(f"trust_remote_code must be a bool, got {trust_remote_code!r}")
     if not isinstance(attn_implementation, str):
         raise TypeError(f"attn_implementation must be a string such as 'auto', got {attn_implementation!r}")
+    import torch
+
     name = resolve_model_source(model)
     torch_dtype = resolve_dtype(dtype)
     return _load(name, torch_dtype, str(torch.device(device)), trust_remote_code, attn_implementation)
