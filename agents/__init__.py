@@ -9,7 +9,6 @@ implements :class:`tokenized_bandit_gym.agent.Agent`.
 
 from typing import Any
 
-from tokenized_bandit_gym.agent import Agent
 from tokenized_bandit_gym.registration import AGENT_ENTRY_POINTS, list_agents, register_agent
 from tokenized_bandit_gym.registration import make_agent as make
 
@@ -17,7 +16,11 @@ __all__ = ["AGENT_ENTRY_POINTS", "Agent", "SB3Agent", "list_agents", "make", "re
 
 
 def __getattr__(name: str) -> Any:
-    """Import ``SB3Agent`` on first use, so importing the agents does not load Stable-Baselines3."""
+    """Import ``Agent`` and ``SB3Agent`` on first use: importing the agents loads neither torch nor SB3."""
+    if name == "Agent":
+        from tokenized_bandit_gym.agent import Agent
+
+        return Agent
     if name == "SB3Agent":
         from tokenized_bandit_gym.agents.sb3_agent import SB3Agent
 

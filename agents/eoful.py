@@ -43,10 +43,16 @@ class EOFUL:
 
     Diagnostics of Assumption 4 (the paper's Figure 2, right): after each round, with ``y^(1:l)``
     the embedding of the chosen candidate at step l (the prefix of length l) and ``Sigma_t`` the
-    design matrix *used in that round* (before its update), ``rho_l = ||y^(1:l)||_{Sigma_t} /
-    ||y||_{Sigma_t}`` with ``||x||_{Sigma_t} = sqrt(x^T Sigma_t x)`` (Sigma_t itself, not its
-    inverse, as the paper writes); ``prefix_ratio_max[t]`` and ``prefix_ratio_mean[t]`` are the
-    max and mean over ``l = 1 .. |y_t|``.
+    design matrix *used in that round* (before its update), two ratios per position l:
+
+    - ``rho_l = ||y^(1:l)||_{Sigma_t} / ||y||_{Sigma_t}`` with ``||x||_A = sqrt(x^T A x)``, the norm
+      Assumption 4 states (Sigma_t itself); ``prefix_ratio_max[t]`` / ``prefix_ratio_mean[t]``;
+    - ``w_l = ||y^(1:l)||_{Sigma_t^-1} / ||y||_{Sigma_t^-1}``, the ratio Theorem 3.2's proof uses
+      (``w_t(y^(1:k)) <= c w_t(y_t)`` with ``w_t(x) = sqrt(x^T Sigma_t^-1 x)``, the confidence
+      width); ``prefix_inverse_ratio_max[t]`` / ``prefix_inverse_ratio_mean[t]``.
+
+    Each is the max / mean over ``l = 1 .. |y_t|``. The two differ: a prefix along a direction
+    the data rarely covered has a small Sigma_t-norm but a large Sigma_t^-1-norm.
 
     Batched learning (vector envs): :meth:`select` scores ``(B, k, d)`` candidates with one
     confidence set and :meth:`learn` updates with B rounds at once.
@@ -81,6 +87,8 @@ class EOFUL:
         self.confidence: LinearConfidence | None = None
         self.prefix_ratio_max: list[float] = []
         self.prefix_ratio_mean: list[float] = []
+        self.prefix_inverse_ratio_max: list[float] = []
+        self.prefix_inverse_ratio_mean: list[float] = []
         self._prefixes: list[torch.Tensor] = []
 
     def reset(self, task: Task, seed: int | None = None) -> None:
@@ -98,6 +106,8 @@ class EOFUL:
         )
         self.prefix_ratio_max = []
         self.prefix_ratio_mean = []
+        self.prefix_inverse_ratio_max = []
+        self.prefix_inverse_ratio_mean = []
         self._prefixes = []
 
     def _require_confidence(self) -> LinearConfidence:
@@ -137,7 +147,7 @@ class EOFUL:
         return index
 
     def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
-        """Record the Assumption 4 ratios under ``Sigma_t``, then learn from ``(y_t, r_t)``."""
+        """Record the Assumption 4 ratios under ``Sigma_t`` and ``Sigma_t^-1``, then learn from ``(y_t, r_t)``."""
         confidence = self._require_confidence()
         if "response_embedding" in info:
             response = confidence.as_tensor(info["response_embedding"])  # (d,)
@@ -146,10 +156,14 @@ class EOFUL:
         else:
             raise ValueError("update() needs info['response_embedding'] or a round played with act()")
         if self._prefixes:
-            norms = confidence.mahalanobis(torch.stack(self._prefixes))  # (|y|,)
-            total = float(confidence.mahalanobis(response))
-            ratios = norms / total if total > 0.0 else torch.full_like(norms, math.nan)  # (|y|,)
-            self.prefix_ratio_max.append(float(ratios.max()))
-            self.prefix_ratio_mean.append(float(ratios.mean()))
+            prefixes = torch.stack(self._prefixes)  # (|y|, d)
+            for norm, maxima, means in (
+                (confidence.mahalanobis, self.prefix_ratio_max, self.prefix_ratio_mean),
+                (confidence.width, self.prefix_inverse_ratio_max, self.prefix_inverse_ratio_mean),
+            ):
+                norms, total = norm(prefixes), float(norm(response))  # (|y|,), scalar
+                ratios = norms / total if total > 0.0 else torch.full_like(norms, math.nan)  # (|y|,)
+                maxima.append(float(ratios.max()))
+                means.append(float(ratios.mean()))
         confidence.update(response, float(reward))
         self._prefixes = []

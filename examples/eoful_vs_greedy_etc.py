@@ -34,7 +34,7 @@ class Args:
     """rounds (episodes) per agent and task"""
     seeds: int = 2
     """number of seeds (0 .. seeds-1); curves show the mean"""
-    out: str = "eoful_vs_greedy_etc.png"
+    out: str = "runs/eoful_vs_greedy_etc.png"
     """where the plot is written"""
 
 

@@ -1,14 +1,20 @@
-"""Reproduce the paper's check of Assumption 4 for EOFUL (section 6.2, Figure 2 right).
+"""Reproduce the paper's check of Assumption 4 for EOFUL (section 6.2, Figure 2 right), in both norms.
 
 Assumption 4 asks for a constant c with ``||y^(1:l)||_{Sigma_t} <= c ||y||_{Sigma_t}`` for every prefix of a
-complete response. Running EOFUL on ``TokenizedAlignment-v0``, this script records, per round t, the ratios
-``rho^l_t = ||y_t^(1:l)||_{Sigma_t} / ||y_t||_{Sigma_t}`` over positions l of the response EOFUL submitted
-(embeddings of the prefixes from the env's oracle, Sigma_t the design matrix before the round's update), and
-plots their maximum and mean over l. The paper reports the ratio "universally upper bounded by 1.25, even after
-taking maximum over every token position" (Llama-3-8B-Instruct, L = 30, top-15, gamma = 0.8).
+complete response. Theorem 3.2's proof, however, applies it to the confidence width
+``w_t(x) = sqrt(x^T Sigma_t^-1 x)``: ``w_t(y^(1:k)) <= c w_t(y_t)``. Running EOFUL on ``TokenizedAlignment-v0``,
+this script records, per round t and over the positions l of the response EOFUL submitted (embeddings of the
+prefixes from the env's oracle, Sigma_t the design matrix before the round's update), both ratios
 
-EOFUL exposes the ratios as ``prefix_ratio_max`` and ``prefix_ratio_mean`` (one float per round); an agent with
-``ratio_history`` (a list of ``(max, mean)`` per round) is read too.
+    rho^l_t = ||y_t^(1:l)||_{Sigma_t} / ||y_t||_{Sigma_t}              (the assumption as stated)
+    w^l_t   = ||y_t^(1:l)||_{Sigma_t^-1} / ||y_t||_{Sigma_t^-1}        (what the proof needs)
+
+and plots their maximum and mean over l side by side. The paper reports the ratio "universally upper bounded by
+1.25, even after taking maximum over every token position" (Llama-3-8B-Instruct, L = 30, top-15, gamma = 0.8).
+
+EOFUL exposes the ratios as ``prefix_ratio_max`` / ``prefix_ratio_mean`` and ``prefix_inverse_ratio_max`` /
+``prefix_inverse_ratio_mean`` (one float per round each). The run shows a progress bar and, first, its expected
+duration (timed on three warm-up rounds).
 
     PYTHONPATH=. python examples/reproduce_ratio.py
     PYTHONPATH=. python examples/reproduce_ratio.py --paper --model meta-llama/Meta-Llama-3-8B-Instruct --device cuda
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import sys
 from dataclasses import dataclass
@@ -87,17 +94,28 @@ def require(what: str, error: Exception) -> SystemExit:
     )
 
 
-def ratio_series(agent: Any) -> tuple[np.ndarray, np.ndarray]:
-    """Return the per-round ``(max, mean)`` ratios an EOFUL-like agent recorded, as two ``(T,)`` arrays."""
-    if hasattr(agent, "prefix_ratio_max") and hasattr(agent, "prefix_ratio_mean"):
-        return np.asarray(agent.prefix_ratio_max, dtype=float), np.asarray(agent.prefix_ratio_mean, dtype=float)
-    if hasattr(agent, "ratio_history"):
-        history = np.asarray(agent.ratio_history, dtype=float).reshape(-1, 2)
-        return history[:, 0], history[:, 1]
-    raise SystemExit(
-        f"agent {type(agent).__name__} records no Assumption 4 ratios "
-        "(expected prefix_ratio_max/prefix_ratio_mean or ratio_history)"
-    )
+NORMS = {"sigma": "prefix_ratio", "sigma_inverse": "prefix_inverse_ratio"}
+NORM_LABELS = {"sigma": "||.||_Sigma_t (Assumption 4)", "sigma_inverse": "||.||_Sigma_t^-1 (proof of Thm 3.2)"}
+
+
+def ratio_series(agent: Any, norm: str) -> tuple[np.ndarray, np.ndarray]:
+    """The per-round ``(max, mean)`` ratios an EOFUL-like agent recorded in ``norm`` (a key of NORMS), two ``(T,)``."""
+    prefix = NORMS[norm]
+    if not (hasattr(agent, f"{prefix}_max") and hasattr(agent, f"{prefix}_mean")):
+        raise SystemExit(f"agent {type(agent).__name__} records no Assumption 4 ratios ({prefix}_max/_mean)")
+    return np.asarray(getattr(agent, f"{prefix}_max"), dtype=float), np.asarray(getattr(agent, f"{prefix}_mean"))
+
+
+def summarize(ratio_max: np.ndarray, ratio_mean: np.ndarray, threshold: float) -> dict[str, float]:
+    """Max of the per-round maxima, mean of the per-round means, share of rounds with max <= threshold."""
+    finite = np.isfinite(ratio_max)
+    if not finite.any():
+        return {"max_of_max": math.nan, "mean_of_mean": math.nan, "share_rounds_max_below_threshold": math.nan}
+    return {
+        "max_of_max": float(np.max(ratio_max[finite])),
+        "mean_of_mean": float(np.mean(ratio_mean[finite])),
+        "share_rounds_max_below_threshold": float(np.mean(ratio_max[finite] <= threshold)),
+    }
 
 
 def main(args: Args) -> dict[str, Any]:
@@ -125,53 +143,61 @@ def main(args: Args) -> dict[str, Any]:
     try:
         from tokenized_bandit_gym import agents
 
+        warmup = run_online(env, agents.make("eoful", beta=args.beta), rounds=3, seed=args.seed)
         agent = agents.make("eoful", beta=args.beta)
     except (ImportError, ValueError) as error:
         raise require("the agent 'eoful'", error) from error
-    run_online(env, agent, rounds=args.rounds, seed=args.seed)
-    ratio_max, ratio_mean = ratio_series(agent)
-    finite = np.isfinite(ratio_max)
-    summary = {
-        "settings": dataclasses.asdict(args),
-        "ratio_max": ratio_max.tolist(),
-        "ratio_mean": ratio_mean.tolist(),
-        "max_of_max": float(np.max(ratio_max[finite])) if finite.any() else float("nan"),
-        "mean_of_mean": float(np.mean(ratio_mean[finite])) if finite.any() else float("nan"),
-        "share_rounds_max_below_threshold": float(np.mean(ratio_max[finite] <= args.threshold))
-        if finite.any()
-        else float("nan"),
-    }
+    per_round = float(np.median(warmup.wall_time))  # the first round also pays one-off setup
     print(
-        f"rounds {args.rounds}: max ratio over all rounds {summary['max_of_max']:.3f}, "
-        f"mean ratio {summary['mean_of_mean']:.3f}, share of rounds with max ratio <= {args.threshold}: "
-        f"{summary['share_rounds_max_below_threshold']:.3f}"
+        f"EOFUL, {args.rounds} rounds, L={args.max_length}, top-{args.top_k}: expected run time about "
+        f"{per_round * args.rounds / 60:.1f} min ({per_round:.2f} s a round, median of 3 warm-ups)",
+        flush=True,
     )
+    run_online(env, agent, rounds=args.rounds, seed=args.seed, progress=True)
+    summary: dict[str, Any] = {"settings": dataclasses.asdict(args)}
+    series = {}
+    for norm in NORMS:
+        ratio_max, ratio_mean = series[norm] = ratio_series(agent, norm)
+        stats = summarize(ratio_max, ratio_mean, args.threshold)
+        summary[norm] = {"ratio_max": ratio_max.tolist(), "ratio_mean": ratio_mean.tolist(), **stats}
+        print(
+            f"{NORM_LABELS[norm]:<36} max ratio over all rounds {stats['max_of_max']:.3f}, mean ratio "
+            f"{stats['mean_of_mean']:.3f}, share of rounds with max ratio <= {args.threshold}: "
+            f"{stats['share_rounds_max_below_threshold']:.3f}"
+        )
     if args.out_dir:
         os.makedirs(args.out_dir, exist_ok=True)
-        plot(ratio_max, ratio_mean, args, os.path.join(args.out_dir, "ratio.png"))
+        plot(series, args, os.path.join(args.out_dir, "ratio.png"))
         with open(os.path.join(args.out_dir, "ratio.json"), "w", encoding="utf-8") as handle:
             json.dump(summary, handle)
         print(f"wrote {args.out_dir}/ratio.png and ratio.json")
     return summary
 
 
-def plot(ratio_max: np.ndarray, ratio_mean: np.ndarray, args: Args, path: str) -> None:
+def plot(series: dict[str, tuple[np.ndarray, np.ndarray]], args: Args, path: str) -> None:
+    """One panel per norm: the per-round max and mean ratio over positions, and the paper's threshold."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    t = np.arange(1, ratio_max.shape[0] + 1)
-    figure, axis = plt.subplots(figsize=(4.5, 3.2))
-    axis.plot(t, ratio_max, label="Max Ratio", linewidth=0.8)
-    axis.plot(t, ratio_mean, label="Mean Ratio", linewidth=0.8)
-    axis.axhline(args.threshold, color="k", linestyle="--", linewidth=0.8, label=f"{args.threshold} (paper)")
-    axis.set_xlabel("round t")
-    axis.set_ylabel("rho = ||y^(1:l)||_Sigma / ||y||_Sigma")
-    axis.set_title(f"EOFUL, L={args.max_length}, top-{args.top_k}, gamma={args.gamma}", fontsize=9)
-    axis.legend(fontsize=7)
+    figure, axes = plt.subplots(1, len(series), figsize=(4.2 * len(series), 3.2), squeeze=False)
+    for axis, (norm, (ratio_max, ratio_mean)) in zip(axes[0], series.items(), strict=True):
+        t = np.arange(1, ratio_max.shape[0] + 1)
+        axis.plot(t, ratio_max, label="Max Ratio", linewidth=0.8)
+        axis.plot(t, ratio_mean, label="Mean Ratio", linewidth=0.8)
+        axis.axhline(args.threshold, color="k", linestyle="--", linewidth=0.8, label=f"{args.threshold} (paper)")
+        axis.set_xlabel("round t")
+        axis.set_ylabel("ratio over positions l")
+        axis.set_title(NORM_LABELS[norm], fontsize=8)
+        axis.legend(fontsize=7)
+    figure.suptitle(
+        f"EOFUL, L={args.max_length}, top-{args.top_k}, gamma={args.gamma}, value map {args.value_map}; "
+        f"one run, seed {args.seed}; max and mean over positions l per round",
+        fontsize=9,
+    )
     figure.tight_layout()
-    figure.savefig(path, dpi=80)
+    figure.savefig(path, dpi=72)
     plt.close(figure)
 
 

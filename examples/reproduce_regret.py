@@ -2,14 +2,19 @@
 
 EOFUL learns the user's theta online on ``TokenizedAlignment-v0`` (utility
 ``u = gamma * v(p(x, y)) + (1 - gamma) * <theta, e(x, y)>``, the paper's reduction to a TLB over ``[e : v(p)]``);
-it is compared with the paper's two baselines, WrongTheta (greedy with ``theta' = -0.5 * 1``, the
+it is compared with the paper's two baselines, WrongTheta (greedy with the wrong ``theta' = -theta``, the
 ``fixed_theta_greedy`` agent) and Misaligned greedy (greedy on the LM probability alone, ``misaligned_greedy``),
 and with the theoretical bound ``c L sqrt(d T log T)`` of Theorem 3.2 scaled by 0.1, as the paper plots it.
 Regret is measured against the oracle greedy decode with the true utility (``optimal_kind="oracle_greedy"``),
 so it can be negative when an agent beats greedy. All agents see the same queries and noise (common random
 numbers: one env, reset with the same seed for each agent).
 
-Defaults run in minutes on a CPU with the shipped 260K-parameter model (short responses, few rounds). The
+One convention for theta, the paper's: WrongTheta's ``theta'`` is ``-theta`` (the paper's ``theta = 0.5 * 1``
+and ``theta' = -0.5 * 1``). By default theta is the env's, ``0.5 * 1`` scaled to unit norm; ``--paper`` (or
+``--theta 0.5``) uses the literal ``0.5 * 1``. ``--wrong-theta w`` sets every coordinate of ``theta'`` to w instead.
+
+Defaults run in a few minutes on a CPU with the shipped 260K-parameter model (short responses, few rounds); the
+script prints its expected run time first (timed on three warm-up rounds) and shows a progress bar per agent. The
 paper's settings: ``--paper`` (L = 30, top-15, gamma = 0.8, theta = 0.5 * 1, T = 10,000, the appendix-D query
 generator); Figure 3 is ``--paper --top-k 10``. The paper used Llama-3-8B-Instruct (``--model``, ``--device``).
 
@@ -41,7 +46,7 @@ class Args:
     """Command-line options (each field's docstring is its --help)."""
 
     paper: bool = False
-    """use the paper's settings (L=30, top-15, gamma=0.8, T=10,000, appendix-D queries) for unset options"""
+    """use the paper's settings (L=30, top-15, T=10,000, theta=0.5*1) for unset options"""
     model: str = "stories260K"
     """Hugging Face causal LM: stories260K (shipped), a local path, or a model id"""
     queries: str = "paper"
@@ -55,10 +60,10 @@ class Args:
     gamma: float = 0.8
     """weight of v(p) in the utility"""
     theta: float = 0.0
-    """0: the env's default theta (the paper's 0.5 * 1, normalised as the env documents); else this value in
-    every coordinate"""
-    wrong_theta: float = -0.5
-    """WrongTheta's theta' coordinate"""
+    """0: the env's default theta (0.5 * 1 scaled to unit norm; 0.5 with --paper); else this value in every
+    coordinate"""
+    wrong_theta: float = 0.0
+    """0: WrongTheta's theta' = -theta (the paper's convention); else this value in every coordinate"""
     value_map: str = "logprob"
     """the env's v: logprob (paper default), scaled_logprob, root_prob, prob"""
     embedding_norm: str = "none"
@@ -81,7 +86,7 @@ class Args:
     """where regret.png and regret.json are written ('' for none)"""
 
 
-PAPER = {"rounds": 10_000, "max_length": 30, "top_k": 15}
+PAPER = {"rounds": 10_000, "max_length": 30, "top_k": 15, "theta": 0.5}
 QUICK = {"rounds": 150, "max_length": 10, "top_k": 8}
 
 
@@ -143,16 +148,24 @@ def make_agent(name: str, env: Any, args: Args) -> Any:
     if name == "eoful":
         kwargs["beta"] = args.beta
     elif name == "fixed_theta_greedy":
-        # WrongTheta: theta' = wrong_theta * 1 in the user's coordinates, mapped to the env's features [e : v(p)].
-        import torch
-
-        problem = env.unwrapped.problem
-        wrong = torch.full((problem.hidden_size,), args.wrong_theta, dtype=torch.float64)
-        kwargs["theta"] = problem.reduced_theta(wrong) if hasattr(problem, "reduced_theta") else args.wrong_theta
+        kwargs["theta"] = wrong_theta(env.unwrapped.problem, args.wrong_theta)
     try:
         return agents.make(name, **kwargs)
     except ValueError as error:
         raise require(f"the agent {name!r}", error) from error
+
+
+def wrong_theta(problem: Any, coordinate: float = 0.0) -> Any:
+    """WrongTheta's ``theta'`` in the env's features ``[e : v(p)]``: ``-theta`` (coordinate 0) or ``coordinate * 1``.
+
+    ``theta'`` is set in the user's coordinates (``problem.latent_theta``, ``(d,)``) and mapped to the
+    features with ``problem.reduced_theta``, ``[(1 - gamma) theta' : gamma]`` ``(d + 1,)``.
+    """
+    import torch
+
+    latent = problem.latent_theta  # (d,)
+    wrong = -latent if coordinate == 0.0 else torch.full_like(latent, coordinate)
+    return problem.reduced_theta(wrong)
 
 
 def theoretical_bound(rounds: np.ndarray, length: int, dim: int, c: float) -> np.ndarray:
@@ -176,10 +189,18 @@ def main(args: Args) -> dict[str, Any]:
     env = make_env(args)
     dim = int(env.observation_space["candidate_embeddings"].shape[-1])
     results: dict[str, Any] = {"settings": dataclasses.asdict(args), "feature_dim": dim, "agents": {}}
-    for name in [n.strip() for n in args.agents.split(",") if n.strip()]:
+    names = [n.strip() for n in args.agents.split(",") if n.strip()]
+    warmup = run_online(env, make_agent(names[0], env, args), rounds=3, seed=args.seed)
+    per_round = float(np.median(warmup.wall_time))  # the first round also pays one-off setup
+    print(
+        f"{len(names)} agents x {args.rounds} rounds, L={args.max_length}, top-{args.top_k}: expected run time "
+        f"about {per_round * args.rounds * len(names) / 60:.1f} min ({per_round:.2f} s a round, median of 3 warm-ups)",
+        flush=True,
+    )
+    for name in names:
         agent = make_agent(name, env, args)
         start = time.perf_counter()
-        result = run_online(env, agent, rounds=args.rounds, seed=args.seed)
+        result = run_online(env, agent, rounds=args.rounds, seed=args.seed, progress=True)
         cumulative = result.cumulative_regret
         entry = {
             "cumulative_regret": cumulative.tolist(),
@@ -188,7 +209,7 @@ def main(args: Args) -> dict[str, Any]:
             "loglog_slope_second_half": loglog_slope(cumulative),
             "seconds": round(time.perf_counter() - start, 1),
         }
-        for attribute in ("prefix_ratio_max", "prefix_ratio_mean"):
+        for attribute in ("prefix_ratio_max", "prefix_ratio_mean", "prefix_inverse_ratio_max"):
             if hasattr(agent, attribute):
                 entry[attribute] = [float(v) for v in getattr(agent, attribute)]
         results["agents"][name] = entry
@@ -223,7 +244,11 @@ def plot(results: dict[str, Any], t: np.ndarray, bound: np.ndarray, path: str) -
     axis.plot(t, bound, "k--", label=f"{settings['bound_scale']} x bound")
     axis.set_xlabel("round t")
     axis.set_ylabel("cumulative regret vs oracle greedy")
-    axis.set_title(f"L={settings['max_length']}, top-{settings['top_k']}, gamma={settings['gamma']}", fontsize=9)
+    axis.set_title(
+        f"L={settings['max_length']}, top-{settings['top_k']}, gamma={settings['gamma']}; "
+        f"one run, seed {settings['seed']}",
+        fontsize=9,
+    )
     axis.legend(fontsize=7)
     figure.tight_layout()
     figure.savefig(path, dpi=80)

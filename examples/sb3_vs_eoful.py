@@ -15,6 +15,7 @@ a message; the run goes on with the others.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 
@@ -48,7 +49,7 @@ class Args:
         default="ppo,maskable_ppo,dqn,greedy_etc,random", metadata={"help": "comma-separated agent names for TMAB"}
     )
     arena: bool = field(default=False, metadata={"help": "play each task's agents side by side in the arena"})
-    plot: str = field(default="sb3_vs_eoful.png", metadata={"help": "where to save the regret plot ('' for none)"})
+    plot: str = field(default="runs/sb3_vs_eoful.png", metadata={"help": "where to save the regret plot ('' for none)"})
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
@@ -98,6 +99,7 @@ def main(args: Args) -> dict[str, dict[str, OnlineResult]]:
             axis.set_ylabel("cumulative regret")
             axis.legend()
         figure.tight_layout()
+        os.makedirs(os.path.dirname(args.plot) or ".", exist_ok=True)
         figure.savefig(args.plot, dpi=120)
         plt.close(figure)
         print(f"\nsaved {args.plot}")

@@ -15,3 +15,18 @@ def test_import_registers_envs_without_heavy_modules() -> None:
     )
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert completed.stdout.strip() == ""
+
+
+def test_evaluation_package_is_lazy_and_its_run_loops_stay_functions() -> None:
+    code = (
+        "import sys, tokenized_bandit_gym.evaluation as evaluation;"
+        "assert 'torch' not in sys.modules, 'importing the evaluation package loaded torch';"
+        "import tokenized_bandit_gym.evaluation.run_online;"  # binds the submodule on the package
+        "from tokenized_bandit_gym.evaluation import run_online, run_online_vector;"
+        "import types;"
+        "assert callable(run_online) and not isinstance(run_online, types.ModuleType), run_online;"
+        "assert callable(run_online_vector) and not isinstance(run_online_vector, types.ModuleType);"
+        "print('ok')"
+    )
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert completed.returncode == 0 and completed.stdout.strip() == "ok", completed.stderr

@@ -40,7 +40,7 @@ class IndependentAgents:
     reference, not speed.
 
     Args:
-        agent_factory: builds one fresh agent per sub-env (e.g. ``lambda: agents.make("random")``).
+        agent_factory: builds one fresh agent per sub-env (e.g. ``lambda: tokenized_bandit_gym.agents.make("random")``).
     """
 
     def __init__(self, agent_factory: Callable[[], Agent]) -> None:

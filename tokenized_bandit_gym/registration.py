@@ -91,6 +91,8 @@ AGENT_ENTRY_POINTS: dict[str, str] = {
     "maskable_ppo": f"{_AGENTS}.sb3_agent:MaskablePPOAgent",
     "recurrent_ppo": f"{_AGENTS}.sb3_agent:RecurrentPPOAgent",
     "greedy_etc": f"{_AGENTS}.greedy_etc:GreedyETC",
+    "batched_greedy_etc": f"{_AGENTS}.batched_greedy_etc:BatchedGreedyETC",
+    "batched_eoful": f"{_AGENTS}.batched_eoful:BatchedEOFUL",
     "lookahead_etc": f"{_AGENTS}.lookahead_etc:LookaheadETC",
     "greedy_ucb": f"{_AGENTS}.greedy_ucb:GreedyUCB",
     "uct": f"{_AGENTS}.uct:UCT",

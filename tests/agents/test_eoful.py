@@ -157,10 +157,15 @@ def test_assumption_four_ratios_are_recorded_under_the_rounds_sigma():
         )
         norms = torch.sqrt(torch.einsum("li,ij,lj->l", prefixes, design, prefixes))
         ratios = norms / norms[-1]
+        inverse = torch.linalg.inv(design)  # the proof's w_t uses Sigma_t^-1, inverted independently here
+        widths = torch.sqrt(torch.einsum("li,ij,lj->l", prefixes, inverse, prefixes))
+        inverse_ratios = widths / widths[-1]
         eoful.update(observation, reward, info)
         assert eoful.prefix_ratio_max[-1] == pytest.approx(float(ratios.max()), rel=1e-5)
         assert eoful.prefix_ratio_mean[-1] == pytest.approx(float(ratios.mean()), rel=1e-5)
-    assert len(eoful.prefix_ratio_max) == len(eoful.prefix_ratio_mean) == 30
+        assert eoful.prefix_inverse_ratio_max[-1] == pytest.approx(float(inverse_ratios.max()), rel=1e-5)
+        assert eoful.prefix_inverse_ratio_mean[-1] == pytest.approx(float(inverse_ratios.mean()), rel=1e-5)
+    assert len(eoful.prefix_ratio_max) == len(eoful.prefix_inverse_ratio_mean) == 30
 
 
 def test_eoful_is_deterministic():

@@ -5,6 +5,8 @@ from __future__ import annotations
 import runpy
 from pathlib import Path
 
+import pytest
+
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
@@ -40,3 +42,14 @@ def test_bandwidth_floor_benchmark_runs_its_tiny_shape_on_the_cpu() -> None:
     embedding = model.get_input_embeddings().weight
     every_parameter = sum(parameter.numel() * 4 for parameter in model.parameters())
     assert script["bytes_read_per_step"](model) == every_parameter - embedding.numel() * 4
+
+
+@pytest.mark.slow  # two fresh processes, each importing torch and transformers
+def test_llm_step_versions_compares_two_checkouts_side_by_side() -> None:
+    """Both sides are this checkout here: the script runs end to end and reports both forwards."""
+    script = runpy.run_path(str(BENCHMARKS / "llm_step_versions.py"))
+    repo = str(BENCHMARKS.parent)
+    argv = ["--before", repo, "--after", repo, "--models", "stories260K", "--repeats", "1"]
+    rows = _rows(script["main"]([*argv, "--max-length", "3", "--top-k", "2"]))
+    assert [row[0] for row in rows] == ["| native", "| transformers"]
+    assert all(float(row[1]) > 0 and float(row[2]) > 0 for row in rows)

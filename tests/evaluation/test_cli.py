@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tokenized_bandit_gym.evaluation.cli import main
+from tokenized_bandit_gym.evaluation.cli import build_parser, main
 from tokenized_bandit_gym.evaluation.results_store import ResultsStore
 
 DATA = Path(__file__).resolve().parent / "data"
+REPO = Path(__file__).resolve().parents[2]
 
 SMALL_SPEC = """
 title = "cli test"
@@ -36,12 +39,39 @@ tasks = ["table"]
 """
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["run", "--help"], ["report", "--help"], ["list", "--help"]])
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["run", "--help"], ["report", "--help"], ["list", "--help"], ["ddmc", "--help"]]
+)
 def test_every_command_has_help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(argv)
     assert exited.value.code == 0
-    assert "usage: tbg" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "usage: tbg" in out and "``" not in out  # plain text, no reStructuredText markup
+
+
+def test_every_option_is_explained() -> None:
+    parser = build_parser()
+    commands = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    for name, command in commands.choices.items():
+        for action in command._actions:
+            assert action.help, f"tbg {name} {action.option_strings or action.dest} has no help text"
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["ddmc", "--help"], ["list"]])
+def test_help_and_list_import_no_torch_scipy_or_matplotlib(argv: list[str]) -> None:
+    code = (
+        "import sys\n"
+        "from tokenized_bandit_gym.evaluation.cli import main\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = ('torch', 'scipy', 'matplotlib', 'transformers', 'stable_baselines3')\n"
+        "print('loaded:', ','.join(name for name in heavy if name in sys.modules))\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert completed.stdout.strip().splitlines()[-1] == "loaded:"
 
 
 def test_list_shows_envs_and_agents(capsys: pytest.CaptureFixture[str]) -> None:
@@ -74,7 +104,7 @@ def test_run_prints_table_writes_report_and_resumes(tmp_path: Path, capsys: pyte
     ):
         assert (out / name).stat().st_size > 0, name
     page = (out / "leaderboard.html").read_text()
-    assert page.count("<svg") == 2 and "src=" not in page and 'href="http' not in page
+    assert page.count("<svg") == 3 and "src=" not in page  # the overview and one per task and 'href="http' not in page
     with ResultsStore(store) as opened:
         before = opened.raw_rows()
     assert main([*argv, "--no-report"]) == 0

@@ -36,3 +36,8 @@ def test_tbg_ddmc_runs_on_a_few_truthfulqa_questions(tmp_path: Path, shared_data
     )
     assert status == 0
     assert out.stat().st_size > 0 and json.loads(out.read_text())
+
+
+def test_tbg_ddmc_refuses_an_unloadable_model_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ddmc", "--model", "made-up-org/no-such-model-14", "--max-items", "1"]) == 2
+    assert "tbg ddmc: error: model 'made-up-org/no-such-model-14' is neither" in capsys.readouterr().err

@@ -81,6 +81,12 @@ def test_key_depends_on_results_not_labels() -> None:
         (("agent", 1, "tasks"), ["nope"], ["agent[1].tasks[0]", "'nope'"]),
         (("agent", 1, "tasks"), "table", ["agent[1].tasks", "'table'"]),
         (("agent", 1, "label"), "random", ["agent[1].label", "'random'"]),
+        (("task", 0, "horizons"), [5, 20], ["task[0].horizons[1]", "20"]),
+        (("task", 0, "horizons"), [5, 5], ["task[0].horizons[0]", "5"]),
+        (("task", 0, "horizons"), 5, ["task[0].horizons", "5"]),
+        (("task", 0, "caveat"), 3, ["task[0].caveat", "3"]),
+        (("agent", 0, "reference"), "yes", ["agent[0].reference", "'yes'"]),
+        (("agent", 0, "theory_exponent"), 1.5, ["agent[0].theory_exponent", "1.5"]),
     ],
 )
 def test_invalid_field_is_named_with_its_value(path: tuple[Any, ...], value: Any, expected: list[str]) -> None:
@@ -119,3 +125,24 @@ def test_example_leaderboard_spec_is_well_formed() -> None:
     assert len(spec.tasks) >= 3 and len(spec.seeds) >= 2
     names = {agent.name for agent in spec.agents}
     assert {"random", "oracle_greedy"} <= names
+
+
+def test_default_suite_sizes_its_tmab_so_greedy_etc_commits_within_t() -> None:
+    import gymnasium as gym
+
+    from tokenized_bandit_gym.agents.greedy_etc import default_exploration_rounds
+
+    spec = load_spec(EXAMPLES / "leaderboard.toml", check_registry=False)
+    etc = next(agent for agent in spec.agents if agent.name.endswith("greedy_etc"))
+    assert etc.theory_exponent == pytest.approx(2 / 3)
+    assert next(agent for agent in spec.agents if agent.name == "eoful").theory_exponent == 0.5
+    assert {agent.name for agent in spec.agents if agent.reference} == {"random", "oracle_greedy"}
+    for task in spec.tasks:
+        if etc.tasks is not None and task.label not in etc.tasks:
+            continue
+        assert len(task.horizons) >= 2 and task.caveat
+        env = gym.make(task.id, **task.kwargs)
+        vocab_size, max_length = env.unwrapped.problem.vocab_size, env.unwrapped.problem.max_length
+        # Algorithm 2 explores at most (L - 1) n N rounds; at T it must leave a quarter of T committed.
+        exploration = (max_length - 1) * vocab_size * default_exploration_rounds(task.rounds)
+        assert exploration < 0.75 * task.rounds, (task.label, task.rounds, exploration)

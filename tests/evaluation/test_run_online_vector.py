@@ -95,6 +95,13 @@ def test_bad_arguments_raise() -> None:
 @pytest.mark.parametrize("name", agents.list_agents())
 def test_every_registered_agent_runs_on_the_vector_env(name: str) -> None:
     env_id, rounds, seed = "TokenizedLinearBandit-v0", 6, 1
+    if callable(getattr(agents.make(name), "act_batch", None)):
+        # a registered BatchedAgent with batch_size 1 on one sub-env is its sequential agent
+        sequential = name.removeprefix("batched_")
+        result = run_online_vector(gym.make_vec(env_id, num_envs=1), agents.make(name), rounds, seed=seed)
+        single = run_online(gym.make(env_id), agents.make(sequential), rounds, seed=seed)
+        np.testing.assert_array_equal(result.utility, single.utility)
+        return
     try:
         agents.make(name).reset(Task.from_env(gym.make(env_id), rounds), seed)
     except ValueError as error:

@@ -27,7 +27,7 @@ def alignment_stack_available() -> bool:
 
 
 def run_script(name, *options, cwd):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     command = [sys.executable, str(ROOT / "examples" / name), *options]
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=cwd)
 
@@ -46,7 +46,10 @@ def test_reproduction_script(script, output, tmp_path):
         assert set(data["agents"]) == {"eoful", "fixed_theta_greedy", "misaligned_greedy"}
         assert all(len(entry["cumulative_regret"]) == 3 for entry in data["agents"].values())
     else:
-        assert len(data["ratio_max"]) == len(data["ratio_mean"]) == 3
+        for norm in ("sigma", "sigma_inverse"):
+            assert len(data[norm]["ratio_max"]) == len(data[norm]["ratio_mean"]) == 3
+            assert data[norm]["max_of_max"] >= 1.0 - 1e-9  # the whole response is one of its prefixes
+    assert "expected run time" in result.stdout
 
 
 def test_bound_and_slope_helpers():
@@ -62,4 +65,27 @@ def test_bound_and_slope_helpers():
     assert module.loglog_slope(np.sqrt(t) * 3.0) == pytest.approx(0.5, abs=1e-9)
     assert module.loglog_slope(t * 0.2) == pytest.approx(1.0, abs=1e-9)
     args = module.parse_args(["--paper", "--top-k", "10"])
-    assert (args.rounds, args.max_length, args.top_k, args.gamma) == (10_000, 30, 10, 0.8)
+    assert (args.rounds, args.max_length, args.top_k, args.gamma, args.theta) == (10_000, 30, 10, 0.8, 0.5)
+    assert module.parse_args([]).theta == 0.0  # the env's unit-norm 0.5 * 1
+
+
+def test_wrong_theta_is_minus_theta_by_default():
+    import gymnasium as gym
+    import torch
+
+    import tokenized_bandit_gym  # noqa: F401
+
+    if not alignment_stack_available():
+        pytest.skip("TokenizedAlignment-v0 is not installed")
+    spec = importlib.util.spec_from_file_location("reproduce_regret", ROOT / "examples" / "reproduce_regret.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    problem = gym.make("TokenizedAlignment-v0", max_length=3, top_k=2).unwrapped.problem
+    wrong = module.wrong_theta(problem)  # (d + 1,) [(1 - gamma) theta' : gamma]
+    torch.testing.assert_close(wrong[:-1], -(1.0 - problem.gamma) * problem.latent_theta)
+    assert float(wrong[-1]) == pytest.approx(problem.gamma)
+    # theta' = -theta in the features too, but for the v(p) weight gamma, which both keep
+    torch.testing.assert_close(wrong[:-1], -problem.theta[:-1])
+    constant = module.wrong_theta(problem, -0.5)
+    torch.testing.assert_close(constant[:-1], torch.full_like(constant[:-1], -0.5 * (1.0 - problem.gamma)))

@@ -49,3 +49,61 @@ def test_text_file_and_lists(tmp_path: Path) -> None:
 def test_hf_dataset_needs_datasets() -> None:
     with pytest.raises(ImportError, match="datasets"):
         resolve_queries("hf:truthful_qa")
+
+
+def test_csv_column_and_jsonl_field_on_the_real_files() -> None:
+    truthful = DATA / "truthfulqa" / "TruthfulQA.csv"
+    answers = resolve_queries(truthful, query_column="Best Answer")
+    assert len(answers) == 817 and answers[0] == "The watermelon seeds pass through your digestive system"
+    dialogues = DATA / "hh-rlhf" / "harmless-base_test.jsonl.gz"
+    rejected = resolve_queries(dialogues, query_field="rejected")
+    assert len(rejected) == 2312 and rejected[0].startswith("Human:")  # the whole dialogue, stripped
+
+
+def test_query_file_errors_name_the_file_what_it_has_and_the_line(tmp_path: Path) -> None:
+    truthful = DATA / "truthfulqa" / "TruthfulQA.csv"
+    with pytest.raises(ValueError, match=r"TruthfulQA.csv' line 1 \(the header\) has no column 'Prompt'; its columns "):
+        resolve_queries(truthful, query_column="Prompt")
+    with pytest.raises(ValueError, match=r"'Best Answer'"):
+        resolve_queries(truthful, query_column="Prompt")
+    plain = tmp_path / "plain.csv"
+    plain.write_text("id,text\n1,hello\n")
+    with pytest.raises(ValueError, match=r"no column 'Question'.*\['id', 'text'\]; pass query_column="):
+        resolve_queries(plain)
+    assert resolve_queries(plain, query_column="text") == ["hello"]
+    nested = tmp_path / "nested.jsonl"
+    nested.write_text('{"prompt": {"text": "first"}}\n\n{"prompt": {"text": "second"}}\n{"prompt": {"txt": "x"}}\n')
+    with pytest.raises(
+        ValueError, match=r"nested.jsonl' line 4: no field 'prompt.text' \(prompt has fields \['txt'\]\)"
+    ):
+        resolve_queries(nested, query_field="prompt.text")
+    nested.write_text('{"prompt": {"text": "first"}}\n{"prompt": {"text": 3}}\n')
+    with pytest.raises(ValueError, match=r"line 2: field 'prompt.text' holds a int, not a string"):
+        resolve_queries(nested, query_field="prompt.text")
+    nested.write_text('{"prompt": {"text": "first"}}\n{"prompt": {"text": "second"}}\n')
+    assert resolve_queries(nested, query_field="prompt.text") == ["first", "second"]
+    with pytest.raises(ValueError, match=r"line 1: no field 'chosen' \(the top level has fields \['prompt'\]\); pass"):
+        resolve_queries(nested)  # the HH-RLHF default, on a file without 'chosen'
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text('{"q": "a"}\n{"q": \n')
+    with pytest.raises(ValueError, match=r"broken.jsonl' line 2 is not valid JSON"):
+        resolve_queries(broken, query_field="q")
+    with pytest.raises(ValueError, match="applies to a .csv file"):
+        resolve_queries(nested, query_column="q")
+    with pytest.raises(ValueError, match="apply to a query file"):
+        resolve_queries("paper", query_field="q")
+
+
+def test_env_takes_query_column_and_field() -> None:
+    import gymnasium as gym
+
+    import tokenized_bandit_gym  # noqa: F401
+
+    env = gym.make(
+        "TokenizedAlignment-v0", queries=str(DATA / "truthfulqa" / "TruthfulQA.csv"), query_column="Best Answer",
+        max_length=3, top_k=2,
+    )  # fmt: skip
+    assert env.unwrapped.problem.query_texts[0] == "The watermelon seeds pass through your digestive system"
+    with pytest.raises(ValueError, match="no field 'prompt'"):
+        gym.make("TokenizedAlignment-v0", queries=str(DATA / "hh-rlhf" / "harmless-base_test.jsonl.gz"),
+                 query_field="prompt")  # fmt: skip

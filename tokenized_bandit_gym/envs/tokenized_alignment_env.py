@@ -83,8 +83,15 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
 
     Query sources: the built-in story openings (suit ``stories260K``); ``"paper"``, the appendix-D
     generator (20 templates x 20 interests, 1,000 queries seeded by ``instance_seed``); a
-    TruthfulQA ``.csv``, an HH-RLHF ``.jsonl``/``.jsonl.gz`` or a plain text file (one query a
-    line); ``"hf:<dataset>"`` (needs ``datasets`` and network); or a list of strings.
+    ``.csv`` (column ``query_column``, default TruthfulQA's ``Question``), a ``.jsonl``/``.jsonl.gz``
+    (field ``query_field``, a dotted path; default HH-RLHF's first human turn) or a plain text file
+    (one query a line); ``"hf:<dataset>"`` (needs ``datasets`` and network); or a list of strings.
+
+    Models: a local directory with safetensors weights, ``"stories260K"`` or a cached hub name
+    (:func:`~tokenized_bandit_gym.llm.load_language_model.load_language_model`). Each model's own
+    attention (sliding windows, per-layer patterns, softcapping) and LM head (logit scaling, final
+    softcapping) are reproduced, or the model is refused with a ValueError naming the feature;
+    ``tbg check-model MODEL`` checks a model against its own no-cache forward.
 
     | keyword | default | meaning |
     |---|---|---|
@@ -110,6 +117,10 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
     | ``dtype`` | ``"float32"`` | weights: ``float32``, ``bfloat16``, ``float16``, ``float64`` |
     | ``device`` | ``"cpu"`` | torch device |
     | ``trust_remote_code`` | False | run model code from the hub |
+    | ``attn_implementation`` | ``"auto"`` | kernel when loading: SDPA where the model supports it, else eager |
+    | ``query_truncation`` | ``"none"`` | query + L beyond the model's positions raises; ``"left"`` truncates |
+    | ``query_column`` | None | CSV column of the queries (default TruthfulQA's ``Question``) |
+    | ``query_field`` | None | JSONL field of the queries, dotted path (default HH-RLHF's first turn) |
     | ``strict_actions`` | False | raise on masked actions |
 
     >>> import gymnasium as gym
@@ -162,6 +173,10 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
         dtype: str | torch.dtype = "float32",
         device: str | torch.device = "cpu",
         trust_remote_code: bool = False,
+        attn_implementation: str = "auto",
+        query_truncation: str = "none",
+        query_column: str | None = None,
+        query_field: str | None = None,
         strict_actions: bool = False,
         render_mode: str | None = None,
     ) -> None:
@@ -174,6 +189,10 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
             dtype=dtype,
             device=device,
             trust_remote_code=trust_remote_code,
+            attn_implementation=attn_implementation,
+            query_column=query_column,
+            query_field=query_field,
+            query_truncation=query_truncation,
             max_length=max_length,
             top_k=top_k,
             gamma=gamma,

@@ -66,6 +66,7 @@ class TokenizedDecodingEnv(LanguageModelBanditEnv):
     | ``dtype``, ``device``, ``chat_template``, ``candidate_batching`` | | as in ``TokenizedAlignment-v0`` |
     | ``forward_implementation`` | ``"auto"`` | as in ``TokenizedAlignment-v0`` |
     | ``trust_remote_code``, ``strict_actions`` | | as in ``TokenizedAlignment-v0`` |
+    | ``attn_implementation``, ``query_truncation`` | ``"auto"``, ``"none"`` | as in ``TokenizedAlignment-v0`` |
 
     >>> import gymnasium as gym
     >>> import tokenized_bandit_gym
@@ -111,6 +112,8 @@ class TokenizedDecodingEnv(LanguageModelBanditEnv):
         dtype: str | torch.dtype = "float32",
         device: str | torch.device = "cpu",
         trust_remote_code: bool = False,
+        attn_implementation: str = "auto",
+        query_truncation: str = "none",
         strict_actions: bool = False,
         render_mode: str | None = None,
     ) -> None:
@@ -124,6 +127,8 @@ class TokenizedDecodingEnv(LanguageModelBanditEnv):
             dtype=dtype,
             device=device,
             trust_remote_code=trust_remote_code,
+            attn_implementation=attn_implementation,
+            query_truncation=query_truncation,
             max_length=max_length,
             top_k=top_k,
             gamma=1.0,

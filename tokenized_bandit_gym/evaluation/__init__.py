@@ -1,19 +1,22 @@
 """Evaluation: the online run loop, leaderboard specs, the results store, statistics, reports, ``tbg``.
 
-The leaderboard names load lazily (``from tokenized_bandit_gym.evaluation import load_spec``), so
-importing the run loop does not import SciPy or matplotlib.
+Every name loads lazily (``from tokenized_bandit_gym.evaluation import load_spec``), so importing a
+module of this package (the ``tbg`` CLI, for one) imports no torch, SciPy or matplotlib until it is used.
 """
 
 from __future__ import annotations
 
-import importlib
+import sys
+import types
 from typing import Any
 
-from tokenized_bandit_gym.evaluation.online_result import OnlineResult
-from tokenized_bandit_gym.evaluation.run_online import run_online
-from tokenized_bandit_gym.evaluation.run_online_vector import run_online_vector, vector_task
+from tokenized_bandit_gym.lazy_names import lazy_attribute
 
 _LAZY = {
+    "OnlineResult": "online_result",
+    "run_online": "run_online",
+    "run_online_vector": "run_online_vector",
+    "vector_task": "run_online_vector",
     "LeaderboardSpec": "leaderboard_spec",
     "SpecError": "leaderboard_spec",
     "load_spec": "leaderboard_spec",
@@ -29,10 +32,24 @@ _LAZY = {
     "write_report": "leaderboard_report",
 }
 
-__all__ = ["OnlineResult", "run_online", "run_online_vector", "vector_task", *_LAZY]
+__all__ = list(_LAZY)
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return lazy_attribute(__name__, _LAZY, name)
+
+
+class _Package(types.ModuleType):
+    """This package, whose ``run_online`` and ``run_online_vector`` stay functions once their modules are imported.
+
+    Importing a submodule binds it on its package under its own name, which would hide the function
+    of the same name that the submodule defines; the function is bound instead.
+    """
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if _LAZY.get(name) == name and isinstance(value, types.ModuleType):
+            value = getattr(value, name)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

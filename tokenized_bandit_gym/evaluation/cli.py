@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tbg",
         description="tokenized-bandit-gym leaderboards: run specs, report results, list envs and agents.",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,report,list,ddmc}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,report,list,ddmc,check-model}")
 
     run = commands.add_parser(
         "run",
@@ -65,15 +65,24 @@ def build_parser() -> argparse.ArgumentParser:
         "--store", type=Path, default=Path(DEFAULT_STORE), help=f"results store (default {DEFAULT_STORE})"
     )
     report.add_argument("--out", type=Path, default=Path(DEFAULT_OUT), help=f"report folder (default {DEFAULT_OUT})")
-    report.add_argument("--spec", type=Path, default=None, help="only the runs of this spec (default: every run)")
+    report.add_argument(
+        "--spec",
+        type=Path,
+        default=None,
+        help="only the runs of this spec, reported with its reference rows, theory exponents, caveats and extra "
+        "horizons (default: every run in the store)",
+    )
     report.add_argument("--title", default=None, help="report title")
 
     commands.add_parser(
         "list", help="registered env ids and agent names", description="Print the registered env ids and agent names."
     )
-    from tokenized_bandit_gym.evaluation.ddmc.ddmc_diagnostics import add_ddmc_subcommand
+    from tokenized_bandit_gym.evaluation.ddmc.ddmc_arguments import add_ddmc_subcommand
 
     add_ddmc_subcommand(commands)
+    from tokenized_bandit_gym.evaluation.check_model import add_check_model_subcommand
+
+    add_check_model_subcommand(commands)
     return parser
 
 
@@ -94,7 +103,7 @@ def _command_list() -> int:
     return 0
 
 
-def _report(store: object, keys: set[str] | None, title: str, out: Path) -> None:
+def _report(store: object, keys: set[str] | None, title: str, out: Path, spec: object = None) -> None:
     from tokenized_bandit_gym.evaluation.leaderboard import build_leaderboard
     from tokenized_bandit_gym.evaluation.leaderboard_report import markdown_report, write_report
 
@@ -102,7 +111,7 @@ def _report(store: object, keys: set[str] | None, title: str, out: Path) -> None
     if not records:
         print("no finished runs to report")
         return
-    leaderboard = build_leaderboard(records, title=title)
+    leaderboard = build_leaderboard(records, title=title, spec=spec)  # type: ignore[arg-type]
     print(markdown_report(leaderboard))
     paths = write_report(leaderboard, out)
     print(f"report written to {out}/ ({paths['html'].name}, {paths['markdown'].name}, plots, CSV, JSON)")
@@ -148,7 +157,7 @@ def _command_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         if not args.no_report:
-            _report(store, {run.key for run in runs}, spec.title, args.out)
+            _report(store, {run.key for run in runs}, spec.title, args.out, spec)
     if summary.failures:
         print(f"{len(summary.failures)} runs failed (see above); rerun to retry them", file=sys.stderr)
         return 1
@@ -160,13 +169,14 @@ def _command_report(args: argparse.Namespace) -> int:
     from tokenized_bandit_gym.evaluation.results_store import ResultsStore
 
     keys = None
+    spec = None
     title = args.title or "tokenized-bandit-gym leaderboard"
     if args.spec is not None:
         spec = load_spec(args.spec, check_registry=False)
         keys = {run.key for run in spec.runs()}
         title = args.title or spec.title
     with ResultsStore(args.store, create=False) as store:
-        _report(store, keys, title, args.out)
+        _report(store, keys, title, args.out, spec)
     return 0
 
 
@@ -175,17 +185,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Spec and store errors are printed as one line (``tbg: error: ...``) with status 2.
     """
+    args = build_parser().parse_args(argv)  # --help exits here, before anything heavy is imported
     from tokenized_bandit_gym.evaluation.leaderboard_spec import SpecError
     from tokenized_bandit_gym.evaluation.ray_backend import RayUnavailableError
     from tokenized_bandit_gym.evaluation.results_store import StoreError
 
-    args = build_parser().parse_args(argv)
     try:
         if args.command == "list":
             return _command_list()
         if args.command == "run":
             return _command_run(args)
-        if args.command == "ddmc":
+        if args.command in ("ddmc", "check-model"):
             return args.func(args)
         return _command_report(args)
     except (SpecError, StoreError, RayUnavailableError) as error:

@@ -27,7 +27,11 @@ class RunInterrupted(Exception):
 
 
 class _ProgressAgent:
-    """Forwards to an agent; after each round (``update``) reports progress and checks for a stop."""
+    """Forwards to an agent or a BatchedAgent; after each round ended, reports progress and checks for a stop.
+
+    It has the methods of both protocols; the env decides which are called (a single env: ``act``
+    and ``update``; a vector env: ``act_batch`` and ``update_batch``).
+    """
 
     def __init__(
         self,
@@ -45,17 +49,27 @@ class _ProgressAgent:
         self._since = 0
         self.name = getattr(agent, "name", type(agent).__name__)
 
-    def reset(self, task: Any, seed: int | None = None) -> None:
-        self._agent.reset(task, seed)
+    def reset(self, task: Any, *arguments: Any) -> None:
+        self._agent.reset(task, *arguments)  # (seed) for an Agent, (num_envs, seed) for a BatchedAgent
 
     def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
         return self._agent.act(observation, info)
 
     def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
         self._agent.update(observation, reward, info)
+        self._ended(1)
+
+    def act_batch(self, observations: dict[str, Any], infos: dict[str, Any], needs_action: Any) -> Any:
+        return self._agent.act_batch(observations, infos, needs_action)
+
+    def update_batch(self, rows: Any, observations: dict[str, Any], rewards: Any, infos: dict[str, Any]) -> None:
+        self._agent.update_batch(rows, observations, rewards, infos)
+        self._ended(len(rows))
+
+    def _ended(self, rounds: int) -> None:
         if self._stop is not None and self._stop():
             raise RunInterrupted(f"run {self._key} was asked to stop")
-        self._since += 1
+        self._since += rounds
         if self._since >= self._every:
             self.flush()
 
@@ -114,6 +128,10 @@ def execute_run(
 ) -> RunRecord:
     """Make the env and the agent, play ``run.rounds`` rounds online, return the record.
 
+    A :class:`~tokenized_bandit_gym.batched_agent.BatchedAgent` (e.g. ``batched_greedy_etc``) plays
+    the env's native vector env with ``batch_size`` sub-envs (``gym.make_vec``), the T rounds
+    counted over all of them; any other agent plays the single env.
+
     Args:
         run: what to run.
         threads: torch intra-op threads for this run (restored afterwards); None keeps the
@@ -140,6 +158,9 @@ def execute_run(
         start = time.perf_counter()
         env = gym.make(run.env_id, **run.env_kwargs)
         agent: Any = make_agent(run.agent, **run.agent_kwargs)
+        if callable(getattr(agent, "act_batch", None)):  # a BatchedAgent: batch_size rounds at once, vector env
+            env.close()
+            env = gym.make_vec(run.env_id, num_envs=getattr(agent, "batch_size", 1), **run.env_kwargs)
         if progress is not None or stop is not None:
             agent = _ProgressAgent(agent, run.key, progress, every=max(1, run.rounds // 50), stop=stop)
         result = run_online(env, agent, rounds=run.rounds, seed=run.seed)

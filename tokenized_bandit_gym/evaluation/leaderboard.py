@@ -8,6 +8,14 @@ reference (the ``random`` agent's mean final regret when it ran on the task, els
 agent mean), so 0 is optimal and 1 is as bad as random; the aggregate mean and IQM get 95%
 stratified bootstrap CIs (seeds resampled within tasks), and the probability of improvement of
 each agent over each other is averaged over the tasks both played.
+
+Oracles and the random baseline are *reference* rows (:data:`REFERENCE_AGENTS`, or ``reference``
+in the spec): shown with their statistics but not ranked. Each row carries theory's regret
+exponent ``a`` when one is known (:data:`THEORY_EXPONENTS`, or ``theory_exponent`` in the spec):
+both of the paper's bounds read ``R(T) = O(T^a (log T)^(1 - a))``. A spec task with ``horizons``
+also runs every agent at those smaller T; their final regrets give the horizon exponent, the
+slope of log mean R(T) against log T, which is what a bound in T predicts for an agent, such as
+GreedyETC, whose schedule depends on T (its curve within one run is not a bound's shape).
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -31,12 +39,33 @@ from tokenized_bandit_gym.evaluation.regret_statistics import (
 from tokenized_bandit_gym.evaluation.run_record import RunRecord
 from tokenized_bandit_gym.evaluation.run_spec import canonical_json
 
+if TYPE_CHECKING:
+    from tokenized_bandit_gym.evaluation.leaderboard_spec import LeaderboardSpec
+
 # Fraction of T where the growth-exponent fit starts (the fit uses rounds [T/2, T]).
 GROWTH_WINDOW_START = 0.5
 Row = TypeVar("Row", "TaskAgentRow", "AggregateRow")
 
 # Points per plotted regret curve (evenly spaced rounds, the last round included).
 CURVE_POINTS = 200
+
+# Agents shown as reference rows (not ranked) unless the spec says otherwise.
+REFERENCE_AGENTS = frozenset({"random", "oracle_greedy", "oracle_optimal"})
+
+# Theory's exponent a in R(T) = O(T^a (log T)^(1 - a)): EOFUL's O(L sqrt(d T log T)) (Theorem 3.2)
+# and GreedyETC's O(n L T^(2/3) (log T)^(1/3)) (Theorem 4.2).
+THEORY_EXPONENTS = {"eoful": 0.5, "batched_eoful": 0.5, "greedy_etc": 2.0 / 3.0, "batched_greedy_etc": 2.0 / 3.0}
+
+# Run metadata shown as the report's provenance (every distinct value over the runs).
+PROVENANCE_KEYS = (
+    "git_commit",
+    "package_version",
+    "torch_version",
+    "transformers_version",
+    "python_version",
+    "platform",
+    "device",
+)
 
 
 @dataclass(frozen=True)
@@ -55,6 +84,9 @@ class TaskAgentRow:
     growth_exponent: float
     ms_per_round: float
     normalized_mean: float
+    reference: bool = False
+    theory_exponent: float = math.nan
+    horizon_exponent: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -72,6 +104,7 @@ class AggregateRow:
     iqm_ci_low: float
     iqm_ci_high: float
     ms_per_round: float
+    reference: bool = False
 
 
 @dataclass(frozen=True)
@@ -82,6 +115,17 @@ class RegretCurve:
     mean: np.ndarray
     low: np.ndarray
     high: np.ndarray
+
+
+@dataclass(frozen=True)
+class HorizonPoints:
+    """Mean final regret R(T) over seeds at several horizons T, with 95% bootstrap CIs of the mean."""
+
+    horizons: np.ndarray
+    mean: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    seeds: int
 
 
 @dataclass
@@ -98,9 +142,22 @@ class Leaderboard:
     records: list[RunRecord] = field(repr=False)
     references: dict[str, str] = field(default_factory=dict)
     task_seeds: dict[str, list[int]] = field(default_factory=dict)
+    reference_agents: set[str] = field(default_factory=set)
+    theory_exponents: dict[str, float] = field(default_factory=dict)
+    horizon_points: dict[str, dict[str, HorizonPoints]] = field(default_factory=dict)
+    caveats: dict[str, str] = field(default_factory=dict)
+    provenance: dict[str, list[str]] = field(default_factory=dict)
+    spec_text: str = ""
+    horizon_runs: int = 0
+
+    @property
+    def runs_summary(self) -> str:
+        """``"N runs"``, with how many of them ran at a task's extra horizons."""
+        extra = f" ({self.horizon_runs} of them at extra horizons)" if self.horizon_runs else ""
+        return f"{len(self.records) + self.horizon_runs} runs{extra}"
 
     def rows_for(self, task: str) -> list[TaskAgentRow]:
-        """The rows of one task, best (lowest mean regret) first."""
+        """The rows of one task: ranked agents best (lowest mean regret) first, then the reference rows."""
         return [row for row in self.rows if row.task == task]
 
 
@@ -140,6 +197,7 @@ def build_leaderboard(
     title: str = "tokenized-bandit-gym leaderboard",
     resamples: int = 2000,
     seed: int = 0,
+    spec: LeaderboardSpec | None = None,
 ) -> Leaderboard:
     """Group runs into agents x tasks and compute every statistic of the report.
 
@@ -148,16 +206,29 @@ def build_leaderboard(
         title: shown on top of the report.
         resamples: bootstrap resamples for the confidence intervals.
         seed: seeds the bootstrap (the same store gives the same report).
+        spec: the spec the runs came from, if any: its reference flags, theory exponents, task
+            caveats and text go into the report, and the runs at a task's extra ``horizons``
+            give the horizon exponent instead of tables of their own.
     """
     records = list(records)
+    sweep_of: dict[str, str] = {}  # run key of an extra-horizon run -> group key of its task's main runs
+    if spec is not None:
+        main_rounds = {task.label: task.rounds for task in spec.tasks}
+        for run in spec.runs():
+            if run.rounds != main_rounds[run.task_label]:
+                sweep_of[run.key] = canonical_json([run.env_id, run.env_kwargs, main_rounds[run.task_label]])
+    sweep_records = [record for record in records if record.spec.key in sweep_of]
+    records = [record for record in records if record.spec.key not in sweep_of]
     task_of = _labels(records, "task")
-    agent_of = _labels(records, "agent")
+    agent_of = _labels(records + sweep_records, "agent")
     groups: dict[tuple[str, str], list[RunRecord]] = {}
     for record in sorted(records, key=lambda item: item.spec.seed):
-        spec = record.spec
-        task = task_of[canonical_json([spec.env_id, spec.env_kwargs, spec.rounds])]
-        agent = agent_of[canonical_json([spec.agent, spec.agent_kwargs])]
+        run = record.spec
+        task = task_of[canonical_json([run.env_id, run.env_kwargs, run.rounds])]
+        agent = agent_of[canonical_json([run.agent, run.agent_kwargs])]
         groups.setdefault((task, agent), []).append(record)
+    reference_agents, theory = _agent_roles(groups, spec)
+    horizon_points = _horizon_points(groups, sweep_records, sweep_of, task_of, agent_of, resamples, seed)
     tasks = list(dict.fromkeys(task for task, _ in groups))
     finals = {pair: np.array([record.final_regret for record in runs]) for pair, runs in groups.items()}
 
@@ -182,6 +253,7 @@ def build_leaderboard(
             curves.setdefault(task, {})[agent] = _curve(cumulative, resamples=max(200, resamples // 2), seed=seed)
             low, high = stratified_bootstrap_ci([values], pooled_mean, resamples=resamples, seed=seed)
             per_round = np.concatenate([record.arrays["wall_time"] for record in runs])
+            points = horizon_points.get(name, {}).get(agent)
             task_rows.append(
                 TaskAgentRow(
                     task=task,
@@ -196,6 +268,9 @@ def build_leaderboard(
                     growth_exponent=growth_exponent(cumulative.mean(axis=0), GROWTH_WINDOW_START),
                     ms_per_round=float(per_round.mean() * 1000.0),
                     normalized_mean=float(values.mean() / scale[task]) if scale[task] > 0 else math.nan,
+                    reference=agent in reference_agents,
+                    theory_exponent=theory.get(agent, math.nan),
+                    horizon_exponent=_loglog_slope(points.horizons, points.mean) if points is not None else math.nan,
                 )
             )
         task_rows.sort(key=lambda row: (row.mean, row.agent))
@@ -228,6 +303,7 @@ def build_leaderboard(
                 iqm_ci_low=iqm_ci[0],
                 iqm_ci_high=iqm_ci[1],
                 ms_per_round=float(per_round.mean() * 1000.0),
+                reference=agent in reference_agents,
             )
         )
     aggregate.sort(key=lambda row: (math.isnan(row.iqm), row.iqm, row.agent))
@@ -258,7 +334,103 @@ def build_leaderboard(
             task: sorted({record.spec.seed for (name, _), runs in groups.items() if name == task for record in runs})
             for task in tasks
         },
+        reference_agents=reference_agents,
+        theory_exponents=theory,
+        horizon_points=horizon_points,
+        caveats=_caveats(spec, groups),
+        provenance=_provenance(records + sweep_records),
+        spec_text=spec.text if spec is not None else "",
+        horizon_runs=len(sweep_records),
     )
+
+
+def _agent_roles(
+    groups: dict[tuple[str, str], list[RunRecord]], spec: LeaderboardSpec | None
+) -> tuple[set[str], dict[str, float]]:
+    """Which agent labels are reference rows, and theory's exponent per agent label (spec first, then defaults)."""
+    entries = {} if spec is None else {canonical_json([entry.name, entry.kwargs]): entry for entry in spec.agents}
+    reference: set[str] = set()
+    theory: dict[str, float] = {}
+    for (_, agent), runs in groups.items():
+        run = runs[0].spec
+        entry = entries.get(canonical_json([run.agent, run.agent_kwargs]))
+        is_reference = entry.reference if entry is not None and entry.reference is not None else None
+        if is_reference if is_reference is not None else run.agent in REFERENCE_AGENTS:
+            reference.add(agent)
+        exponent = entry.theory_exponent if entry is not None else None
+        exponent = exponent if exponent is not None else THEORY_EXPONENTS.get(run.agent)
+        if exponent is not None:
+            theory[agent] = exponent
+    return reference, theory
+
+
+def _horizon_points(
+    groups: dict[tuple[str, str], list[RunRecord]],
+    sweep_records: list[RunRecord],
+    sweep_of: dict[str, str],
+    task_of: dict[str, str],
+    agent_of: dict[str, str],
+    resamples: int,
+    seed: int,
+) -> dict[str, dict[str, HorizonPoints]]:
+    """Per task and agent: mean final regret at each horizon (extra horizons and the task's T)."""
+    finals: dict[tuple[str, str], dict[int, list[float]]] = {}
+    for record in sweep_records:
+        task = task_of.get(sweep_of[record.spec.key])
+        if task is None:  # the task's main runs are not in the store yet
+            continue
+        agent = agent_of[canonical_json([record.spec.agent, record.spec.agent_kwargs])]
+        finals.setdefault((task, agent), {}).setdefault(record.spec.rounds, []).append(record.final_regret)
+    points: dict[str, dict[str, HorizonPoints]] = {}
+    for (task, agent), by_horizon in finals.items():
+        if (task, agent) not in groups:
+            continue
+        main_runs = groups[(task, agent)]
+        by_horizon[main_runs[0].spec.rounds] = [record.final_regret for record in main_runs]
+        horizons = np.array(sorted(by_horizon))  # (H,)
+        intervals = [
+            stratified_bootstrap_ci([np.array(by_horizon[h])], pooled_mean, resamples=resamples, seed=seed)
+            for h in horizons
+        ]
+        points.setdefault(task, {})[agent] = HorizonPoints(
+            horizons=horizons,
+            mean=np.array([np.mean(by_horizon[h]) for h in horizons]),
+            low=np.array([low for low, _ in intervals]),
+            high=np.array([high for _, high in intervals]),
+            seeds=min(len(by_horizon[h]) for h in horizons),
+        )
+    return points
+
+
+def _loglog_slope(horizons: np.ndarray, values: np.ndarray) -> float:
+    """Least-squares slope of log value against log horizon; NaN with < 2 points or a value <= 0."""
+    if horizons.size < 2 or np.any(values <= 0):
+        return math.nan
+    return float(np.polyfit(np.log(horizons), np.log(values), 1)[0])
+
+
+def _caveats(spec: LeaderboardSpec | None, groups: dict[tuple[str, str], list[RunRecord]]) -> dict[str, str]:
+    """Task name -> the spec's caveat for it (tasks matched by env id, kwargs and T)."""
+    if spec is None:
+        return {}
+    by_identity = {canonical_json([task.id, task.kwargs, task.rounds]): task.caveat for task in spec.tasks}
+    caveats = {}
+    for (task, _), runs in groups.items():
+        run = runs[0].spec
+        caveat = by_identity.get(canonical_json([run.env_id, run.env_kwargs, run.rounds]))
+        if caveat:
+            caveats[task] = caveat
+    return caveats
+
+
+def _provenance(records: list[RunRecord]) -> dict[str, list[str]]:
+    """Every distinct value of each :data:`PROVENANCE_KEYS` entry of the runs' metadata."""
+    provenance = {}
+    for key in PROVENANCE_KEYS:
+        values = sorted({str(record.metadata[key]) for record in records if record.metadata.get(key) is not None})
+        if values:
+            provenance[key] = values
+    return provenance
 
 
 def _agent_name(runs: list[RunRecord]) -> str:
@@ -269,12 +441,13 @@ def _ranked(rows: list[Row]) -> list[Row]:
     """Copies of ``rows`` (sorted best first) with ``rank`` set; equal scores share a rank.
 
     Task rows are ranked by mean final regret, aggregate rows by IQM of normalised regret.
+    Reference rows are not ranked (rank 0) and follow the ranked rows, in the same order.
     """
     ranked: list[Row] = []
     previous_score = math.nan
-    for position, row in enumerate(rows):
+    for position, row in enumerate(row for row in rows if not row.reference):
         score = row.mean if isinstance(row, TaskAgentRow) else row.iqm
         rank = ranked[-1].rank if ranked and score == previous_score else position + 1
         ranked.append(replace(row, rank=rank))
         previous_score = score
-    return ranked
+    return ranked + [replace(row, rank=0) for row in rows if row.reference]

@@ -3,8 +3,10 @@
 ``write_report(leaderboard, out_dir)`` writes::
 
     leaderboard.md      the Markdown tables (also what ``tbg run`` prints)
-    leaderboard.html    one self-contained page: tables and inline SVG plots, no external files
-    regret_curves.png   every task's curves (also .svg), and regret_<task>.png/.svg per task
+    leaderboard.html    one self-contained page: provenance, the overview figure, tables, caveats and
+                        inline SVG plots, no external files
+    regret_curves.png   the overview: every task's curves (also .svg), and regret_<task>.png/.svg per
+                        task (horizons_<task>.png/.svg for a task run at several horizons)
     summary.csv         one row per agent and task; aggregate.csv one row per agent
     runs.csv            one row per run with its metadata
     leaderboard.json    all of the above as data
@@ -23,16 +25,24 @@ from pathlib import Path
 from typing import Any
 
 from tokenized_bandit_gym.evaluation.leaderboard import GROWTH_WINDOW_START, Leaderboard
-from tokenized_bandit_gym.evaluation.regret_plots import close_figure, plot_all, plot_task
+from tokenized_bandit_gym.evaluation.regret_plots import BAND, close_figure, plot_all, plot_horizons, plot_task
 
 _EXPLANATION = (
     "Regret is the final cumulative regret R(T) = sum_t [u(x_t, y*_t) - u(x_t, y_t)] against the exact optimum "
     "(lower is better). Mean and IQM (interquartile mean) are over seeds; the 95% CI of the mean is a "
     "percentile bootstrap over seeds. Growth is the slope of log R(t) against log t over rounds "
-    f"t >= {GROWTH_WINDOW_START:g} T (about 1: linear regret, 0.5: sqrt(T), 0: regret stopped growing). "
-    "Across tasks, R(T) is divided by the task's reference agent's mean (random when it ran, else the worst "
-    "agent), and the 95% CIs are stratified bootstrap CIs (seeds resampled within each task)."
+    f"t >= {GROWTH_WINDOW_START:g} T of one run (about 1: linear regret, 0.5: sqrt(T), 0: regret stopped growing); "
+    "theory is the exponent a of the paper's bound R(T) = O(T^a (log T)^(1 - a)) (EOFUL 0.5, Theorem 3.2; "
+    "GreedyETC 2/3, Theorem 4.2); horizon is the slope of log mean R(T) against log T over runs at several "
+    "horizons T, the quantity a bound in T describes. Rows marked 'ref' are reference agents (oracles, random): "
+    "shown for scale, not ranked. Across tasks, R(T) is divided by the task's normalising agent's mean (random "
+    "when it ran, else the worst agent), and the 95% CIs are stratified bootstrap CIs (seeds resampled within "
+    "each task). Plots: mean over seeds, band: " + BAND + "; dashed: theory's bound shape scaled to the mean "
+    "at the last point."
 )
+
+# One table: title, note, header, rows of cells, and per row "reference" or "".
+Table = tuple[str, str, list[str], list[list[str]], list[str]]
 
 
 def _number(value: float, digits: int = 2) -> str:
@@ -59,19 +69,23 @@ def _markdown(header: list[str], body: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _tables(leaderboard: Leaderboard) -> list[tuple[str, str, list[str], list[list[str]]]]:
-    """(title, note, header, rows) of every table, shared by the Markdown and HTML outputs."""
-    tables = []
+def _rank(rank: int) -> str:
+    return "ref" if rank == 0 else str(rank)
+
+
+def _tables(leaderboard: Leaderboard) -> list[Table]:
+    """(title, note, header, rows, row kinds) of every table, shared by the Markdown and HTML outputs."""
+    tables: list[Table] = []
     tables.append(
         (
-            "All tasks (normalised regret: 0 = optimal, 1 = reference)",
-            "Ranked by IQM. Reference per task: "
+            "All tasks (normalised regret: 0 = optimal, 1 = the task's normalising agent)",
+            "Ranked by IQM; 'ref' rows are reference agents, not ranked. Normalising agent per task: "
             + ", ".join(f"{task}: {agent}" for task, agent in leaderboard.references.items())
             + ".",
             ["rank", "agent", "tasks", "runs", "mean", "95% CI", "IQM", "95% CI (IQM)", "ms/round"],
             [
                 [
-                    str(row.rank),
+                    _rank(row.rank),
                     row.agent,
                     str(row.tasks),
                     str(row.runs),
@@ -83,32 +97,30 @@ def _tables(leaderboard: Leaderboard) -> list[tuple[str, str, list[str], list[li
                 ]
                 for row in leaderboard.aggregate
             ],
+            ["reference" if row.reference else "" for row in leaderboard.aggregate],
         )
     )
     for task in leaderboard.tasks:
         rows = leaderboard.rows_for(task)
         seeds = leaderboard.task_seeds.get(task, [])
-        tables.append(
-            (
-                task,
-                f"T = {rows[0].rounds} rounds, {len(seeds)} seed(s).",
-                ["rank", "agent", "seeds", "mean R(T)", "95% CI", "IQM R(T)", "growth", "normalised", "ms/round"],
-                [
-                    [
-                        str(row.rank),
-                        row.agent,
-                        str(row.runs),
-                        _number(row.mean),
-                        _interval(row.ci_low, row.ci_high),
-                        _number(row.iqm),
-                        _number(row.growth_exponent),
-                        _number(row.normalized_mean, 3),
-                        _number(row.ms_per_round, 2),
-                    ]
-                    for row in rows
-                ],
-            )
-        )
+        swept = any(not math.isnan(row.horizon_exponent) for row in rows)
+        header = ["rank", "agent", "seeds", "mean R(T)", "95% CI", "IQM R(T)", "growth", "theory"]
+        header += ["horizon"] if swept else []
+        header += ["normalised", "ms/round"]
+        body = []
+        for row in rows:
+            cells = [_rank(row.rank), row.agent, str(row.runs), _number(row.mean), _interval(row.ci_low, row.ci_high)]
+            cells += [_number(row.iqm), _number(row.growth_exponent), _number(row.theory_exponent)]
+            cells += [_number(row.horizon_exponent)] if swept else []
+            cells += [_number(row.normalized_mean, 3), _number(row.ms_per_round, 2)]
+            body.append(cells)
+        note = f"T = {rows[0].rounds} rounds, {len(seeds)} seed(s)."
+        if swept:
+            horizons = sorted({int(h) for points in leaderboard.horizon_points[task].values() for h in points.horizons})
+            note += f" Horizon exponent fitted over T = {', '.join(str(h) for h in horizons)}."
+        if task in leaderboard.caveats:
+            note += f" Caveat: {leaderboard.caveats[task]}"
+        tables.append((task, note, header, body, ["reference" if row.reference else "" for row in rows]))
     if len(leaderboard.agents) > 1:
         tables.append(
             (
@@ -124,22 +136,36 @@ def _tables(leaderboard: Leaderboard) -> list[tuple[str, str, list[str], list[li
                     ]
                     for first in leaderboard.agents
                 ],
+                ["reference" if agent in leaderboard.reference_agents else "" for agent in leaderboard.agents],
             )
         )
     return tables
 
 
+def _provenance_lines(leaderboard: Leaderboard) -> list[str]:
+    """``name: value(s)`` lines of the runs' provenance (git commit, versions, platform, device)."""
+    return [f"{key}: {', '.join(values)}" for key, values in leaderboard.provenance.items()]
+
+
 def markdown_report(leaderboard: Leaderboard) -> str:
     """The leaderboard as Markdown: the cross-task table, one table per task, P(improvement)."""
-    parts = [f"# {leaderboard.title}", "", f"{len(leaderboard.records)} runs. {_EXPLANATION}"]
-    for title, note, header, body in _tables(leaderboard):
+    parts = [f"# {leaderboard.title}", "", f"{leaderboard.runs_summary}. {_EXPLANATION}"]
+    provenance = _provenance_lines(leaderboard)
+    if provenance:
+        parts.extend(["", "Provenance of the runs: " + "; ".join(provenance) + "."])
+    for title, note, header, body, _ in _tables(leaderboard):
         parts.extend(["", f"## {title}", "", note, "", _markdown(header, body)])
     return "\n".join(parts) + "\n"
 
 
-def _html_table(header: list[str], body: list[list[str]], matrix: bool = False) -> str:
+def _html_table(header: list[str], body: list[list[str]], kinds: list[str], matrix: bool = False) -> str:
     head = "".join(f"<th>{html.escape(cell)}</th>" for cell in header)
-    rows = "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in body)
+    rows = "".join(
+        (f'<tr class="{kind}">' if kind else "<tr>")
+        + "".join(f"<td>{html.escape(cell)}</td>" for cell in row)
+        + "</tr>"
+        for row, kind in zip(body, kinds, strict=True)
+    )
     attributes = ' class="matrix"' if matrix else ""
     return f"<table{attributes}><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>"
 
@@ -152,24 +178,47 @@ th:first-child, td:first-child, th:nth-child(2), td:nth-child(2) { text-align: l
 table.matrix td, table.matrix th { text-align: center; }
 table.matrix td:first-child { text-align: left; font-weight: 600; }
 thead { background: #f2f2f2; }
-tbody tr:first-child { background: #eef7ee; }
+tbody tr:first-child:not(.reference) { background: #eef7ee; }
+tr.reference td { color: #666; font-style: italic; background: #f7f7f7; }
 .note { color: #555; font-size: 0.9rem; }
+.caveat { border-left: 3px solid #d9a400; padding-left: 0.6rem; }
 figure { margin: 0 0 2rem; }
 figure svg { max-width: 100%; height: auto; }
+pre { background: #f6f6f6; padding: 0.6rem; overflow-x: auto; font-size: 0.8rem; }
 """
 
 
-def html_report(leaderboard: Leaderboard, svg_by_task: dict[str, str]) -> str:
-    """One self-contained HTML page: every table and the inline SVG plots (no external files)."""
+def html_report(leaderboard: Leaderboard, svg_by_task: dict[str, str], overview_svg: str = "") -> str:
+    """One self-contained HTML page (no external files).
+
+    On top: the title, the explanation, the provenance of the runs (git commit, package, torch and
+    transformers versions, platform, device; the spec's text when known) and the overview figure.
+    Then every table, each task with its caveat and its inline SVG plots (``svg_by_task`` maps a
+    table title to one or more concatenated ``<svg>`` elements).
+    """
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    provenance = "".join(f"<li>{html.escape(line)}</li>" for line in _provenance_lines(leaderboard))
     sections = [
         f"<h1>{html.escape(leaderboard.title)}</h1>",
-        f'<p class="note">{len(leaderboard.records)} runs, generated {generated}. {html.escape(_EXPLANATION)}</p>',
+        f'<p class="note">{leaderboard.runs_summary}, generated {generated}. {html.escape(_EXPLANATION)}</p>',
+        f'<section id="provenance"><h2>Provenance</h2><ul>{provenance or "<li>not recorded</li>"}</ul>',
     ]
-    for title, note, header, body in _tables(leaderboard):
+    if leaderboard.spec_text:
+        sections.append(
+            f"<details><summary>the spec</summary><pre>{html.escape(leaderboard.spec_text)}</pre></details>"
+        )
+    sections.append("</section>")
+    if overview_svg:
+        sections.append(f'<figure class="overview">{overview_svg}</figure>')
+    for title, note, header, body, kinds in _tables(leaderboard):
         sections.append(f"<h2>{html.escape(title)}</h2>")
+        caveat = leaderboard.caveats.get(title)
+        if caveat:
+            note = note.replace(f" Caveat: {caveat}", "")
         sections.append(f'<p class="note">{html.escape(note)}</p>')
-        sections.append(_html_table(header, body, matrix=header[0] == "agent"))
+        if caveat:
+            sections.append(f'<p class="note caveat">Caveat: {html.escape(caveat)}</p>')
+        sections.append(_html_table(header, body, kinds, matrix=header[0] == "agent"))
         if title in svg_by_task:
             sections.append(f'<figure class="regret-plot">{svg_by_task[title]}</figure>')
     return (
@@ -206,24 +255,27 @@ def write_report(leaderboard: Leaderboard, out_dir: str | Path) -> dict[str, Pat
     paths["markdown"] = out / "leaderboard.md"
     paths["markdown"].write_text(markdown_report(leaderboard), encoding="utf-8")
 
+    def save(figure: Any, stem: str) -> str:
+        """Write ``stem``.png and .svg; returns the SVG element."""
+        for suffix in ("png", "svg"):
+            paths[f"{stem}.{suffix}"] = out / f"{stem}.{suffix}"
+            figure.savefig(paths[f"{stem}.{suffix}"], dpi=110)
+        close_figure(figure)
+        svg = paths[f"{stem}.svg"].read_text(encoding="utf-8")
+        return svg[svg.index("<svg") :]
+
     svg_by_task = {}
     for task in leaderboard.tasks:
-        figure = plot_task(leaderboard, task)
-        for suffix in ("png", "svg"):
-            path = out / f"regret_{_slug(task)}.{suffix}"
-            figure.savefig(path, dpi=110)
-            paths[f"{task}.{suffix}"] = path
-        close_figure(figure)
-        svg = paths[f"{task}.svg"].read_text(encoding="utf-8")
-        svg_by_task[task] = svg[svg.index("<svg") :]
-    if leaderboard.tasks:
-        figure = plot_all(leaderboard)
-        for suffix in ("png", "svg"):
-            paths[f"regret_curves.{suffix}"] = out / f"regret_curves.{suffix}"
-            figure.savefig(paths[f"regret_curves.{suffix}"], dpi=110)
-        close_figure(figure)
+        svg_by_task[task] = save(plot_task(leaderboard, task), f"regret_{_slug(task)}")
+        paths[f"{task}.png"], paths[f"{task}.svg"] = (
+            paths[f"regret_{_slug(task)}.png"],
+            paths[f"regret_{_slug(task)}.svg"],
+        )
+        if leaderboard.horizon_points.get(task):
+            svg_by_task[task] += save(plot_horizons(leaderboard, task), f"horizons_{_slug(task)}")
+    overview = save(plot_all(leaderboard), "regret_curves") if leaderboard.tasks else ""
     paths["html"] = out / "leaderboard.html"
-    paths["html"].write_text(html_report(leaderboard, svg_by_task), encoding="utf-8")
+    paths["html"].write_text(html_report(leaderboard, svg_by_task, overview), encoding="utf-8")
 
     summary = [{key: _json_value(value) for key, value in asdict(row).items()} for row in leaderboard.rows]
     aggregate = [{key: _json_value(value) for key, value in asdict(row).items()} for row in leaderboard.aggregate]
@@ -257,6 +309,27 @@ def write_report(leaderboard: Leaderboard, out_dir: str | Path) -> dict[str, Pat
         "tasks": leaderboard.tasks,
         "agents": leaderboard.agents,
         "references": leaderboard.references,
+        "reference_agents": sorted(leaderboard.reference_agents),
+        "theory_exponents": leaderboard.theory_exponents,
+        "horizon_runs": leaderboard.horizon_runs,
+        "caveats": leaderboard.caveats,
+        "provenance": leaderboard.provenance,
+        "horizons": {
+            task: {
+                agent: {
+                    name: [_json_value(value) for value in values.tolist()]
+                    for name, values in (
+                        ("horizons", points.horizons),
+                        ("mean", points.mean),
+                        ("ci_low", points.low),
+                        ("ci_high", points.high),
+                    )
+                }
+                for agent, points in by_agent.items()
+            }
+            for task, by_agent in leaderboard.horizon_points.items()
+        },
+        "spec": leaderboard.spec_text,
         "summary": summary,
         "aggregate": aggregate,
         "probability_of_improvement": [

@@ -11,17 +11,23 @@ A spec file looks like this (``examples/leaderboard.toml`` is the default suite)
     kwargs = { vocab_size = 8 }      # optional, passed to gym.make
     label = "TLB n=8"                # optional display name
     rounds = 300                     # optional override
+    horizons = [100, 200]            # optional: also run every agent at these T < rounds, to fit R(T) ~ T^a
+    caveat = "..."                   # optional: a note the report prints beside the task
 
     [[agent]]
     name = "eoful"                   # a registered agent name (``tbg list``)
-    kwargs = { beta = 0.1 }          # optional, passed to agents.make
+    kwargs = { beta = 0.1 }          # optional, passed to tokenized_bandit_gym.agents.make
     label = "EOFUL"                  # optional display name
     tasks = ["TLB n=8"]              # optional: only these task labels (default: every task)
+    reference = false                # optional: a reference row, not ranked (default: oracles and random)
+    theory_exponent = 0.5            # optional: theory's a in R(T) = O(T^a (log T)^(1-a)) (default by name)
 
-Every task x agent x seed is one run. Validation raises :class:`SpecError` naming the field
-(``task[1].kwargs``) and the bad value; env kwargs are checked by making the env once, agent
-kwargs by building the agent once, and names against the registries at validation time (so
-agents registered later are accepted once they exist).
+Every task x agent x horizon x seed is one run. An agent with ``act_batch`` (a BatchedAgent such as
+``batched_greedy_etc``) plays the env's native vector env with ``batch_size`` sub-envs.
+
+Validation raises :class:`SpecError` naming the field (``task[1].kwargs``) and the bad value; env
+kwargs are checked by making the env once, agent kwargs by building the agent once, and names against
+the registries at validation time (so agents registered later are accepted once they exist).
 """
 
 from __future__ import annotations
@@ -41,8 +47,8 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 _TOP_KEYS = {"title", "rounds", "seeds", "task", "agent"}
-_TASK_KEYS = {"id", "kwargs", "label", "rounds"}
-_AGENT_KEYS = {"name", "kwargs", "label", "tasks"}
+_TASK_KEYS = {"id", "kwargs", "label", "rounds", "horizons", "caveat"}
+_AGENT_KEYS = {"name", "kwargs", "label", "tasks", "reference", "theory_exponent"}
 
 
 class SpecError(ValueError):
@@ -51,22 +57,26 @@ class SpecError(ValueError):
 
 @dataclass(frozen=True)
 class TaskEntry:
-    """One ``[[task]]`` of a spec: a registered env id, its kwargs, a label and T."""
+    """One ``[[task]]`` of a spec: a registered env id, its kwargs, a label, T, extra horizons, a caveat."""
 
     id: str
     kwargs: dict[str, Any]
     label: str
     rounds: int
+    horizons: tuple[int, ...] = ()
+    caveat: str = ""
 
 
 @dataclass(frozen=True)
 class AgentEntry:
-    """One ``[[agent]]`` of a spec: a registered agent name, its kwargs, a label, its tasks."""
+    """One ``[[agent]]`` of a spec: a registered agent name, its kwargs, a label, its tasks, how to report it."""
 
     name: str
     kwargs: dict[str, Any]
     label: str
     tasks: tuple[str, ...] | None
+    reference: bool | None = None
+    theory_exponent: float | None = None
 
 
 @dataclass(frozen=True)
@@ -81,26 +91,35 @@ class LeaderboardSpec:
     source: str = field(default="<spec>", compare=False)
 
     def runs(self) -> list[RunSpec]:
-        """Every run, task-major then agent then seed (a stable order)."""
+        """Every run, task-major then agent then horizon (T, then the extra horizons) then seed (a stable order)."""
         runs = []
         for task in self.tasks:
             for agent in self.agents:
                 if agent.tasks is not None and task.label not in agent.tasks:
                     continue
-                for seed in self.seeds:
-                    runs.append(
-                        RunSpec(
-                            env_id=task.id,
-                            env_kwargs=dict(task.kwargs),
-                            agent=agent.name,
-                            agent_kwargs=dict(agent.kwargs),
-                            seed=seed,
-                            rounds=task.rounds,
-                            task_label=task.label,
-                            agent_label=agent.label,
+                for rounds in (task.rounds, *task.horizons):
+                    for seed in self.seeds:
+                        runs.append(
+                            RunSpec(
+                                env_id=task.id,
+                                env_kwargs=dict(task.kwargs),
+                                agent=agent.name,
+                                agent_kwargs=dict(agent.kwargs),
+                                seed=seed,
+                                rounds=rounds,
+                                task_label=task.label,
+                                agent_label=agent.label,
+                            )
                         )
-                    )
         return runs
+
+    @property
+    def text(self) -> str:
+        """The spec file's text (empty when the spec was not read from a file or the file is gone)."""
+        try:
+            return Path(self.source).read_text(encoding="utf-8")
+        except OSError:
+            return ""
 
 
 def load_spec(path: str | Path, check_registry: bool = True) -> LeaderboardSpec:
@@ -224,7 +243,28 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>", check_registry: 
         task_rounds = _check_int(f"{where}.rounds", entry.get("rounds", rounds), 1)
         if label in {task.label for task in tasks}:
             raise SpecError(f"{where}.label {label!r} is used by another task; give each task its own label")
-        tasks.append(TaskEntry(id=env_id, kwargs=kwargs, label=label, rounds=task_rounds))
+        horizons = entry.get("horizons", [])
+        if not isinstance(horizons, list):
+            raise SpecError(f"{where}.horizons must be a list of integers below rounds, got {horizons!r}")
+        for position, horizon in enumerate(horizons):
+            _check_int(f"{where}.horizons[{position}]", horizon, 1)
+            if horizon >= task_rounds or horizons.count(horizon) > 1:
+                raise SpecError(
+                    f"{where}.horizons[{position}] = {horizon!r} must be below rounds ({task_rounds}) and not repeated"
+                )
+        caveat = entry.get("caveat", "")
+        if not isinstance(caveat, str):
+            raise SpecError(f"{where}.caveat must be a string, got {caveat!r}")
+        tasks.append(
+            TaskEntry(
+                id=env_id,
+                kwargs=kwargs,
+                label=label,
+                rounds=task_rounds,
+                horizons=tuple(sorted(horizons)),
+                caveat=caveat.strip(),
+            )
+        )
 
     task_labels = [task.label for task in tasks]
     agent_entries = []
@@ -248,7 +288,24 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>", check_registry: 
                         f"{where}.tasks[{position}] {task_label!r} is not a task label; labels: {task_labels}"
                     )
             only = tuple(only)
-        agent_entries.append(AgentEntry(name=name, kwargs=kwargs, label=label, tasks=only))
+        reference = entry.get("reference")
+        if reference is not None and not isinstance(reference, bool):
+            raise SpecError(f"{where}.reference must be true or false, got {reference!r}")
+        theory = entry.get("theory_exponent")
+        if theory is not None and (
+            isinstance(theory, bool) or not isinstance(theory, (int, float)) or not 0.0 <= theory <= 1.0
+        ):
+            raise SpecError(f"{where}.theory_exponent must be a number in [0, 1], got {theory!r}")
+        agent_entries.append(
+            AgentEntry(
+                name=name,
+                kwargs=kwargs,
+                label=label,
+                tasks=only,
+                reference=reference,
+                theory_exponent=None if theory is None else float(theory),
+            )
+        )
 
     spec = LeaderboardSpec(
         rounds=rounds, seeds=seeds, tasks=tuple(tasks), agents=tuple(agent_entries), title=title, source=source

@@ -56,7 +56,7 @@ def _as_batched_agent(agent: object) -> BatchedAgent:
     if isinstance(agent, Agent) or not callable(agent):
         raise TypeError(
             "agent must be a BatchedAgent or a zero-argument factory of Agents "
-            f"(e.g. RandomAgent or lambda: agents.make('random')), got {agent!r}"
+            f"(e.g. RandomAgent or lambda: tokenized_bandit_gym.agents.make('random')), got {agent!r}"
         )
     return IndependentAgents(agent)
 

@@ -24,8 +24,8 @@ class RunSpec:
     Attributes:
         env_id: a registered Gymnasium id.
         env_kwargs: keyword arguments of ``gym.make``.
-        agent: a registered agent name (``agents.list_agents()``).
-        agent_kwargs: keyword arguments of ``agents.make``.
+        agent: a registered agent name (``tokenized_bandit_gym.agents.list_agents()``).
+        agent_kwargs: keyword arguments of ``tokenized_bandit_gym.agents.make``.
         seed: seeds the env's query and noise streams and the agent.
         rounds: T, the number of rounds (episodes).
         task_label: display name of the task.

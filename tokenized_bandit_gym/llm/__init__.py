@@ -1,4 +1,4 @@
-"""The transformers backend of the LLM-backed envs (imports transformers only when a model is loaded).
+"""The transformers backend of the LLM-backed envs (imports torch and transformers only when a name is used).
 
 Batched core API (:class:`LanguageModelProblem`, B independent rounds per call, one forward per
 step; the single envs are the batch of one, vector envs call the same methods):
@@ -16,25 +16,39 @@ step; the single envs are the batch of one, vector envs call the same methods):
 
 Every forward goes through one :data:`~tokenized_bandit_gym.llm.decoder_forward.DecoderForward`
 (:func:`select_decoder_forward`): a native one for the Llama family and GPT-2, the model's own
-transformers forward for any other causal LM.
+transformers forward for any other causal LM, with the model's own attention per layer (sliding
+windows measured in positions: :mod:`~tokenized_bandit_gym.llm.attention_layout`) and its own head
+(:mod:`~tokenized_bandit_gym.llm.language_model_head`); a model either is reproduced (probed at
+construction against its own no-cache forward) or refused with an error naming the feature.
+
+One loader (:func:`load_language_model`: safetensors only, ``trust_remote_code`` off, a local
+directory, ``"stories260K"`` or a cached hub name) serves the envs and the DDMC diagnostics, whose
+:class:`PrefixEmbedder` computes the envs' ``e`` for every prefix of a text in one forward.
 """
 
-from tokenized_bandit_gym.llm.decoder_forward import select_decoder_forward
-from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
-from tokenized_bandit_gym.llm.language_model_state import LanguageModelState
-from tokenized_bandit_gym.llm.load_language_model import DEFAULT_MODEL, load_language_model
-from tokenized_bandit_gym.llm.make_language_model_problem import make_language_model_problem
-from tokenized_bandit_gym.llm.query_sources import paper_queries, resolve_queries
-from tokenized_bandit_gym.llm.value_map import ValueMap
+from __future__ import annotations
 
-__all__ = [
-    "DEFAULT_MODEL",
-    "LanguageModelProblem",
-    "LanguageModelState",
-    "ValueMap",
-    "load_language_model",
-    "make_language_model_problem",
-    "paper_queries",
-    "resolve_queries",
-    "select_decoder_forward",
-]
+from typing import Any
+
+from tokenized_bandit_gym.lazy_names import lazy_attribute
+
+_LAZY = {
+    "DEFAULT_MODEL": "load_language_model",
+    "DEFAULT_MODEL_NAME": "load_language_model",
+    "LanguageModelProblem": "language_model_problem",
+    "LanguageModelState": "language_model_state",
+    "PrefixEmbedder": "prefix_embedder",
+    "ValueMap": "value_map",
+    "load_language_model": "load_language_model",
+    "make_language_model_problem": "make_language_model_problem",
+    "paper_queries": "query_sources",
+    "resolve_model_source": "load_language_model",
+    "resolve_queries": "query_sources",
+    "select_decoder_forward": "decoder_forward",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    return lazy_attribute(__name__, _LAZY, name)

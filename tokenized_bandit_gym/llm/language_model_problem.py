@@ -26,6 +26,7 @@ import torch
 from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses
 from tokenized_bandit_gym.core.validation import check_choice, check_int, check_real
 from tokenized_bandit_gym.llm.decoder_forward import select_decoder_forward
+from tokenized_bandit_gym.llm.language_model_head import LanguageModelHead
 from tokenized_bandit_gym.llm.language_model_state import KeyValues, LanguageModelState
 from tokenized_bandit_gym.llm.transformers_decoder_forward import TransformersDecoderForward
 from tokenized_bandit_gym.llm.value_map import ValueMap
@@ -33,6 +34,9 @@ from tokenized_bandit_gym.llm.value_map import ValueMap
 POOLING_SPANS = ("query_response", "response")
 CANDIDATE_BATCHING = ("auto", "mask", "expand")
 EMBEDDING_NORMS = ("l2", "none")
+QUERY_TRUNCATIONS = ("none", "left")
+ProbeCheck = tuple[str, torch.Tensor, torch.Tensor]
+"""``(what was probed, the core's last hidden states, the model's own no-cache ones)``."""
 
 
 class LanguageModelProblem:
@@ -64,12 +68,25 @@ class LanguageModelProblem:
             step: ``"mask"`` (k tokens per row under a 4-D attention mask; the cache is read once),
             ``"expand"`` (``B * k`` rows over the cache repeated along the batch; works with any
             attention kernel) or ``"auto"`` (``"mask"`` with the native forward and with the eager
-            and SDPA kernels).
+            and SDPA kernels, unless the construction probe finds the model does not honour the
+            4-D mask and ``"expand"`` right).
         forward_implementation: the model forward every step runs
             (:func:`~tokenized_bandit_gym.llm.decoder_forward.select_decoder_forward`):
             ``"native"`` (the Llama family and GPT-2 without transformers' per-call machinery; the
             same numbers, fewer ops), ``"transformers"`` (the model's own forward, any causal LM)
-            or ``"auto"`` (native where the architecture has one).
+            or ``"auto"`` (native where the architecture has one). Either way the model's own
+            attention is reproduced (sliding windows per layer, attention softcapping) or the
+            model is refused with a ValueError naming the feature
+            (:func:`~tokenized_bandit_gym.llm.attention_layout.attention_layout`).
+        query_truncation: ``"none"``: a query whose ids plus ``max_length`` exceed the model's
+            ``max_position_embeddings`` is a ValueError naming both lengths; ``"left"``: such
+            queries keep their last ids (and a leading BOS) so that they fit.
+
+    Raises:
+        ValueError: a bad argument, an over-long query, or a model whose attention or LM head
+            cannot be reproduced: at construction, a probe sequence (the first query) is run
+            through the model's own ``model(ids, output_hidden_states=True)`` and through this
+            core's forward and head, and any difference is refused.
     """
 
     fixed_length = False
@@ -92,6 +109,7 @@ class LanguageModelProblem:
         chat_template: bool | None = None,
         candidate_batching: str = "auto",
         forward_implementation: str = "auto",
+        query_truncation: str = "none",
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -107,7 +125,7 @@ class LanguageModelProblem:
             raise ValueError(f"embeddings=False needs gamma == 1 (u = v(p) alone), got gamma={gamma}")
         self.embeddings = embeddings
         self.eos_candidate = eos_candidate
-        check_choice("candidate_batching", candidate_batching, CANDIDATE_BATCHING)
+        candidate_batching_requested = check_choice("candidate_batching", candidate_batching, CANDIDATE_BATCHING)
         self._forward = select_decoder_forward(model, forward_implementation)
         self.forward_implementation = (
             "transformers" if isinstance(self._forward, TransformersDecoderForward) else "native"
@@ -120,14 +138,15 @@ class LanguageModelProblem:
         if tokenizer.eos_token_id is None:
             raise ValueError("the tokenizer has no EOS token: a tokenized bandit needs one to end responses")
         self.eos_token_id = int(tokenizer.eos_token_id)
-        self._lm_head = model.get_output_embeddings()
+        self.query_truncation = check_choice("query_truncation", query_truncation, QUERY_TRUNCATIONS)
+        self._head = LanguageModelHead(model)
+        self._lm_head = self._head.linear
         self.vocab_size = int(self._lm_head.weight.shape[0])
         self.top_k = check_int("top_k", top_k, minimum=1)
         if self.top_k > self.vocab_size:
             raise ValueError(f"top_k={top_k} is larger than the vocabulary ({self.vocab_size} tokens)")
         if self.eos_token_id >= self.vocab_size:
             raise ValueError(f"eos_token_id={self.eos_token_id} is outside the model's vocabulary of {self.vocab_size}")
-        self._softcap = getattr(model.config.get_text_config(), "final_logit_softcapping", None)
         self.device = next(model.parameters()).device
         self.hidden_size = int(self._lm_head.weight.shape[1])
         self.latent_theta = self._make_theta(theta)  # (d,)
@@ -140,6 +159,7 @@ class LanguageModelProblem:
         self._beam: dict[tuple[int, int], tuple[float, torch.Tensor]] = {}
         self._memo: dict[tuple[int, tuple[int, ...]], LanguageModelState] = {}
         self._self_masks: dict[tuple[int, torch.dtype], torch.Tensor] = {}
+        self._check_against_model(batching_is_auto=candidate_batching_requested == "auto")
 
     # ------------------------------------------------------------------ public attributes
     @property
@@ -243,15 +263,22 @@ class LanguageModelProblem:
         tokens = state.candidate_tokens.gather(1, chosen)[:, 0]  # (B,)
         logprob = state.candidate_logprobs.gather(1, chosen)[:, 0]  # (B,)
         hidden = state.candidate_hidden[torch.arange(state.batch_size, device=self.device), actions]  # (B, H)
-        slot: torch.Tensor | None = None  # (B, h, 1, hd) index of the chosen entry, shared by every layer
+        slots: dict[tuple[int, int], torch.Tensor] = {}  # (B, h, 1, hd) index of the chosen entry, per (h, hd)
+
+        def chosen_entry(entries: torch.Tensor) -> torch.Tensor:
+            """The chosen entry ``(B, h, 1, hd)`` of a layer's candidate keys or values ``(B, h, k, hd)``."""
+            shape = (entries.shape[1], entries.shape[3])  # layers (and keys vs values) may differ in heads or hd
+            slot = slots.get(shape)
+            if slot is None:
+                slot = slots[shape] = chosen[:, None, :, None].expand(-1, shape[0], 1, shape[1])
+            return entries.gather(2, slot)
+
         past = []
         for (keys, values), (candidate_keys, candidate_values) in zip(state.past, state.candidate_past, strict=True):
-            if slot is None or slot.shape[1] != candidate_keys.shape[1]:
-                slot = chosen[:, None, :, None].expand(-1, candidate_keys.shape[1], 1, candidate_keys.shape[3])
             past.append(
                 (
-                    torch.cat([keys, candidate_keys.gather(2, slot)], dim=2),  # (B, h, P + 1, hd)
-                    torch.cat([values, candidate_values.gather(2, slot)], dim=2),
+                    torch.cat([keys, chosen_entry(candidate_keys)], dim=2),  # (B, h, P + 1, hd)
+                    torch.cat([values, chosen_entry(candidate_values)], dim=2),
                 )
             )
         return self._appended(state, tokens, grow, tuple(past), hidden, logprob)
@@ -413,10 +440,93 @@ class LanguageModelProblem:
     # ------------------------------------------------------------------ internals
     def _logprobs(self, hidden: torch.Tensor) -> torch.Tensor:
         """Next-token log-probs ``(B, n)`` float32 from last-layer hidden states ``(B, H)``."""
-        logits = self._lm_head(hidden).float()  # (B, n)
-        if self._softcap:
-            logits = torch.tanh(logits / self._softcap) * self._softcap
-        return torch.log_softmax(logits, dim=-1)
+        return self._head.log_probs(hidden)
+
+    @torch.no_grad()
+    def _check_against_model(self, batching_is_auto: bool) -> None:
+        """Refuse a model whose own forward this core does not reproduce, probed on the first query.
+
+        The probe runs the query's prefill (as it is and behind two columns of left padding), its k
+        candidates and one step over the KV cache (reusing the chosen candidate's cache entries),
+        and compares the last hidden states with plain no-cache forwards
+        (``model(ids, output_hidden_states=True)``) of the same sequences; the head is checked on
+        the model's own logits. Where the prefills match but the candidates' forwards under the
+        ``"mask"`` batching do not and batching was ``"auto"``, ``"expand"`` is probed and kept instead.
+        """
+        prefill_checks, batching_checks = self._probe()
+        failure = self._first_failure(prefill_checks)
+        if failure is None:
+            failure = self._first_failure(batching_checks)
+            if failure is not None and batching_is_auto and self.embeddings and self.candidate_batching == "mask":
+                self.candidate_batching = "expand"  # e.g. a model that takes positions from the cache length
+                failure = self._first_failure(self._probe()[1])
+        if failure is not None:
+            raise ValueError(
+                f"model_type={self._head.model_type!r}: {failure} with the {self.forward_implementation} forward, "
+                "against the model's own forward on the first query, so this model cannot be stepped here"
+            )
+
+    def _probe(self) -> tuple[list[ProbeCheck], list[ProbeCheck]]:
+        """The probe's ``(what, got, wanted)`` hidden states: of the prefills, and of the candidates' forwards."""
+        ids = self.query_tokens[:1, : int(self.query_lengths[0])]  # (1, T)
+        k = self.top_k
+        try:
+            output = self.model(input_ids=ids, output_hidden_states=True, use_cache=False)
+            padded = torch.cat([ids.new_full((1, 2), self.eos_token_id), ids], dim=1)  # (1, T + 2)
+            padded_mask = torch.ones_like(padded).index_fill_(1, torch.arange(2, device=self.device), 0)  # (1, T + 2)
+            positions = (padded_mask.cumsum(dim=1) - 1).clamp(min=0)  # (1, T + 2)
+            padded_hidden = self._forward(padded, padded_mask, positions, ())[0][0]  # (T + 2, H)
+            state = self.initial_state(torch.zeros(1, dtype=torch.int64, device=self.device))
+            sequences = torch.cat([ids.expand(k, -1), state.candidate_tokens[0][:, None]], dim=1)  # (k, T + 1)
+            expected = self._reference_last_hidden(sequences)  # (k, H)
+            if state.candidate_hidden is None:
+                stepped = self.advance_tokens(state, sequences[:1, -1])
+                step = ("a step over the KV cache", stepped.last_hidden[0], expected[0])
+            else:
+                stepped = self.advance(state, torch.zeros(1, dtype=torch.int64, device=self.device))
+                following = stepped.candidate_tokens[0][:, None]  # (k, 1) the next step's candidates
+                longer = torch.cat([sequences[:1].expand(k, -1), following], dim=1)  # (k, T + 2)
+                step = ("a step over the KV cache", stepped.candidate_hidden[0], self._reference_last_hidden(longer))
+        except (
+            RuntimeError,
+            ValueError,
+            TypeError,
+            AttributeError,
+            LookupError,
+            NotImplementedError,
+            AssertionError,
+        ) as error:
+            raise ValueError(
+                f"model_type={self._head.model_type!r} cannot be stepped with the {self.forward_implementation} "
+                f"forward over a KV cache: {type(error).__name__}: {error}"
+            ) from error
+        self._head.check(output)
+        expected_prefix = output.hidden_states[-1][0]  # (T, H)
+        prefill_checks = [
+            ("the query's prefill", state.last_hidden[0], expected_prefix[-1]),
+            ("a left-padded prefill", padded_hidden[2:], expected_prefix),
+        ]
+        if state.candidate_hidden is None:
+            return prefill_checks, [step]
+        return prefill_checks, [
+            (f"the {self.candidate_batching!r} candidate batching", state.candidate_hidden[0], expected),
+            step,
+        ]
+
+    def _reference_last_hidden(self, sequences: torch.Tensor) -> torch.Tensor:
+        """Last hidden state of the last token of each of ``sequences`` ``(k, T)``: ``(k, H)``, a no-cache forward."""
+        return self.model(input_ids=sequences, output_hidden_states=True, use_cache=False).hidden_states[-1][:, -1]
+
+    def _first_failure(self, checks: list[ProbeCheck]) -> str | None:
+        """The first ``(what, got, wanted)`` whose hidden states differ beyond rounding, as a phrase; else None."""
+        tolerance = 1e-3 if self._lm_head.weight.dtype in (torch.float32, torch.float64) else 5e-2
+        for what, got, wanted in checks:
+            if got.shape != wanted.shape:
+                return f"{what} gives last hidden states of shape {tuple(got.shape)}, not {tuple(wanted.shape)}"
+            error = float((got.float() - wanted.float()).abs().max())
+            if not error <= tolerance * (1.0 + float(wanted.float().abs().max())):
+                return f"{what} gives last hidden states {error:.3g} away"
+        return None
 
     def _with_candidates(self, state: LanguageModelState, grow: torch.Tensor) -> LanguageModelState:
         """Recompute the top-k candidates of the rows ``grow`` ``(B,)`` and score every row's candidates."""
@@ -592,13 +702,31 @@ class LanguageModelProblem:
                 ids = self.tokenizer(text)["input_ids"]
             if not ids:
                 raise ValueError(f"query {text!r} tokenizes to no tokens")
-            rows.append([int(i) for i in ids])
+            rows.append(self._fitted([int(i) for i in ids], text))
         width = max(len(row) for row in rows)
         tokens = torch.full((len(rows), width), self.eos_token_id, dtype=torch.int64)
         for index, row in enumerate(rows):
             tokens[index, : len(row)] = torch.tensor(row)
         lengths = torch.tensor([len(row) for row in rows], dtype=torch.int64)
         return tokens.to(self.device), lengths.to(self.device)
+
+    def _fitted(self, ids: list[int], text: str) -> list[int]:
+        """``ids`` of one query, checked (or left-truncated) so that ids plus L fit the model's positions."""
+        positions = getattr(self.model.config.get_text_config(), "max_position_embeddings", None)
+        if not isinstance(positions, int) or len(ids) + self.max_length <= positions:
+            return ids
+        room = positions - self.max_length
+        bos = getattr(self.tokenizer, "bos_token_id", None)
+        kept_bos = ids[:1] if bos is not None and ids[0] == bos else []
+        if self.query_truncation == "none" or room <= len(kept_bos):
+            shown = text if len(text) <= 60 else text[:57] + "..."
+            raise ValueError(
+                f"query {shown!r} is {len(ids)} tokens and max_length={self.max_length}: {len(ids) + self.max_length} "
+                f"positions exceed the model's {positions} (max_position_embeddings of model_type="
+                f"{self._head.model_type!r}); shorten the query or "
+                f"max_length, or pass query_truncation='left'"
+            )
+        return kept_bos + ids[len(ids) - (room - len(kept_bos)) :]
 
     def _memoised_state(self, query: int, response: list[int]) -> LanguageModelState:
         """Single-row :meth:`state_for` that extends the longest memoised prefix."""

@@ -1,32 +1,49 @@
-"""Load a Hugging Face causal LM and its tokenizer by name or local path (offline-safe)."""
+"""Load a Hugging Face causal LM and its tokenizer by name or local path (offline-safe).
+
+Importing this module imports no torch (``tbg ddmc --help`` reads :data:`DEFAULT_MODEL_NAME` from it); loading does.
+"""
 
 from __future__ import annotations
 
 import functools
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 DEFAULT_MODEL = str(Path(__file__).resolve().parent.parent / "data" / "models" / "stories260K")
 """The shipped default: the real pretrained 260K-parameter Llama ``stories260K`` (MIT)."""
 
-_DTYPES = {
-    "float32": torch.float32,
-    "float64": torch.float64,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
+DEFAULT_MODEL_NAME = "stories260K"
+"""The shipped model's name, which :func:`load_language_model` accepts in place of its path."""
+
+DTYPE_NAMES: tuple[str, ...] = ("float32", "float64", "float16", "bfloat16")
+"""The model dtypes the loader accepts, by name (or as the torch dtypes of these names)."""
 
 
 def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
     """Return the torch dtype named by ``dtype`` (``"float32"``, ``"bfloat16"``, ... or a dtype)."""
-    if isinstance(dtype, torch.dtype) and dtype in _DTYPES.values():
+    import torch
+
+    dtypes = {name: getattr(torch, name) for name in DTYPE_NAMES}
+    if isinstance(dtype, torch.dtype) and dtype in dtypes.values():
         return dtype
-    if isinstance(dtype, str) and dtype in _DTYPES:
-        return _DTYPES[dtype]
-    raise ValueError(f"dtype must be one of {tuple(_DTYPES)}, got {dtype!r}")
+    if isinstance(dtype, str) and dtype in dtypes:
+        return dtypes[dtype]
+    raise ValueError(f"dtype must be one of {DTYPE_NAMES}, got {dtype!r}")
+
+
+def resolve_model_source(model: str | os.PathLike[str]) -> str:
+    """What :func:`load_language_model` loads for ``model``: the shipped model's directory for ``"stories260K"``.
+
+    Any other name or path is returned as it is (a local directory, or a hub name looked up in the cache).
+    """
+    if not isinstance(model, (str, os.PathLike)):
+        raise TypeError(f"model must be a hub name or a local path, got {model!r}")
+    name = os.fspath(model)
+    return DEFAULT_MODEL if name == DEFAULT_MODEL_NAME and not Path(name).exists() else name
 
 
 def load_language_model(
@@ -34,54 +51,62 @@ def load_language_model(
     dtype: str | torch.dtype = "float32",
     device: str | torch.device = "cpu",
     trust_remote_code: bool = False,
-    attn_implementation: str | None = "sdpa",
+    attn_implementation: str = "auto",
 ) -> tuple[Any, Any]:
-    """Load ``(model, tokenizer)`` in eval mode, weights from safetensors only.
+    """Load ``(model, tokenizer)`` in eval mode: the one model loader of the package (envs and ``tbg ddmc``).
+
+    Rules: weights from safetensors only (pickled ``pytorch_model.bin`` files are refused, since
+    unpickling runs code); no code shipped with the model unless ``trust_remote_code=True``; a
+    local directory, ``"stories260K"`` (the shipped model) or a hub name. A hub name not in the
+    Hugging Face cache while offline (``HF_HUB_OFFLINE=1``) is refused at once, before transformers
+    tries the network.
 
     Args:
-        model: a Hugging Face hub name (needs network or a warm cache) or a local directory.
+        model: a local directory, ``"stories260K"`` or a Hugging Face hub name.
         dtype: weight dtype.
         device: torch device.
         trust_remote_code: run code shipped with the model; off unless the user turns it on.
-        attn_implementation: ``"sdpa"``, ``"eager"`` or None (transformers' choice).
+        attn_implementation: ``"auto"`` (SDPA where the model supports it and needs nothing SDPA
+            cannot do, such as Gemma-2's attention softcapping; eager otherwise), ``"sdpa"``,
+            ``"eager"`` or another transformers kernel name.
 
     Loaded models are cached (four most recent argument tuples) and shared: they are frozen.
 
     Raises:
-        ValueError: the model or tokenizer cannot be loaded (unknown name or path), or the
-            tokenizer has no EOS token.
-        TypeError: ``trust_remote_code`` is not a bool.
+        ValueError: the model or tokenizer cannot be loaded (unknown name or path, no safetensors
+            weights, offline and not cached), or the tokenizer has no EOS token.
+        TypeError: ``trust_remote_code`` is not a bool, or ``model`` / ``attn_implementation`` not strings.
     """
     if not isinstance(trust_remote_code, bool):
         raise TypeError(f"trust_remote_code must be a bool, got {trust_remote_code!r}")
-    if not isinstance(model, (str, os.PathLike)):
-        raise TypeError(f"model must be a hub name or a local path, got {model!r}")
+    if not isinstance(attn_implementation, str):
+        raise TypeError(f"attn_implementation must be a string such as 'auto', got {attn_implementation!r}")
+    import torch
 
+    name = resolve_model_source(model)
     torch_dtype = resolve_dtype(dtype)
-    name = os.fspath(model)
     return _load(name, torch_dtype, str(torch.device(device)), trust_remote_code, attn_implementation)
 
 
 @functools.lru_cache(maxsize=4)
 def _load(
-    name: str, torch_dtype: torch.dtype, device: str, trust_remote_code: bool, attn_implementation: str | None
+    name: str, torch_dtype: torch.dtype, device: str, trust_remote_code: bool, attn_implementation: str
 ) -> tuple[Any, Any]:
     """Load once per argument tuple: the frozen model is shared by every env built on it."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    offline = _check_source(name)
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    looks_local = name.startswith((".", "/", "~")) or os.sep in name and not _looks_like_hub_id(name)
-    if looks_local and not Path(name).expanduser().is_dir():
-        raise ValueError(f"model path {name!r} does not exist or is not a directory")
+    options = {"trust_remote_code": trust_remote_code, "local_files_only": offline}
     try:
-        tokenizer = AutoTokenizer.from_pretrained(name, trust_remote_code=trust_remote_code)
+        config = AutoConfig.from_pretrained(name, **options)
+        kernel = None if attn_implementation == "auto" else attn_implementation  # None: SDPA where supported
+        if attn_implementation == "auto" and getattr(config.get_text_config(), "attn_logit_softcapping", None):
+            kernel = "eager"  # SDPA does not apply attention softcapping
+        tokenizer = AutoTokenizer.from_pretrained(name, **options)
         language_model = AutoModelForCausalLM.from_pretrained(
-            name,
-            dtype=torch_dtype,
-            trust_remote_code=trust_remote_code,
-            use_safetensors=True,
-            attn_implementation=attn_implementation,
+            name, config=config, dtype=torch_dtype, use_safetensors=True, attn_implementation=kernel, **options
         )
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, ImportError) as error:
         raise ValueError(f"could not load the causal LM {name!r}: {error}") from error
     if tokenizer.eos_token_id is None:
         raise ValueError(f"the tokenizer of {name!r} has no EOS token: a tokenized bandit needs one to end responses")
@@ -89,6 +114,32 @@ def _load(
     language_model.eval()
     language_model.requires_grad_(False)
     return language_model, tokenizer
+
+
+def _check_source(name: str) -> bool:
+    """Refuse a missing local directory, one without safetensors weights, or an uncached hub name offline.
+
+    Returns whether the hub is offline (then only cached files are read).
+    """
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    path = Path(name).expanduser()
+    looks_local = name.startswith((".", "/", "~")) or path.exists() or (os.sep in name and not _looks_like_hub_id(name))
+    if looks_local:
+        if not path.is_dir():
+            raise ValueError(f"model path {name!r} does not exist or is not a directory")
+        if not any(path.glob("*.safetensors")):
+            found = sorted(entry.name for entry in path.iterdir() if entry.suffix in (".bin", ".pt", ".pth", ".ckpt"))
+            pickled = f"; found pickled weights {found}, which are refused (unpickling runs code)" if found else ""
+            raise ValueError(f"model directory {name!r} has no *.safetensors weights{pickled}")
+        return bool(constants.HF_HUB_OFFLINE)
+    offline = bool(constants.HF_HUB_OFFLINE)
+    if offline and not isinstance(try_to_load_from_cache(name, "config.json"), str):
+        raise ValueError(
+            f"model {name!r} is neither a local directory nor in the Hugging Face cache ({constants.HF_HUB_CACHE}), "
+            "and the hub is offline (HF_HUB_OFFLINE=1): download it while online, or pass a local directory"
+        )
+    return offline
 
 
 def _looks_like_hub_id(name: str) -> bool:

@@ -23,6 +23,9 @@ def make_language_model_problem(
     dtype: str | torch.dtype = "float32",
     device: str | torch.device = "cpu",
     trust_remote_code: bool = False,
+    attn_implementation: str = "auto",
+    query_column: str | None = None,
+    query_field: str | None = None,
     **problem_kwargs: Any,
 ) -> LanguageModelProblem:
     """Load the model (unless given loaded) and the queries, then build the problem.
@@ -37,18 +40,29 @@ def make_language_model_problem(
         dtype: weight dtype when loading.
         device: torch device when loading.
         trust_remote_code: passed to transformers when loading.
+        attn_implementation: the attention kernel when loading (see
+            :func:`~tokenized_bandit_gym.llm.load_language_model.load_language_model`); a loaded
+            ``model`` keeps its own, so only ``"auto"`` goes with one.
+        query_column: the CSV column holding the queries (see
+            :func:`~tokenized_bandit_gym.llm.query_sources.resolve_queries`).
+        query_field: the JSONL field holding the queries, a dotted path for nested objects.
         **problem_kwargs: the remaining :class:`LanguageModelProblem` arguments.
     """
     seed = check_int("instance_seed", instance_seed, minimum=0)
     if isinstance(model, (str, os.PathLike)):
         if tokenizer is not None:
             raise ValueError("pass tokenizer= only with a loaded model, not with a model name or path")
-        language_model, tokenizer = load_language_model(model, dtype, device, trust_remote_code)
+        language_model, tokenizer = load_language_model(model, dtype, device, trust_remote_code, attn_implementation)
     else:
         if tokenizer is None:
             raise ValueError("a loaded model needs its tokenizer= as well")
+        if attn_implementation != "auto":
+            raise ValueError(
+                f"attn_implementation={attn_implementation!r} applies when the model is loaded by name or path; "
+                "a loaded model keeps the kernel it was loaded with"
+            )
         language_model = model
-    texts = resolve_queries(queries, seed)
+    texts = resolve_queries(queries, seed, query_column=query_column, query_field=query_field)
     latent = theta
     if isinstance(theta, str):
         if theta != "random":

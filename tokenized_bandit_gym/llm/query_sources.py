@@ -96,27 +96,80 @@ def paper_queries(num_queries: int = 1000, seed: int = 0) -> list[str]:
     return [PAPER_TEMPLATES[t].format(interest=PAPER_INTERESTS[i]) for t, i in zip(templates, interests, strict=True)]
 
 
-def truthfulqa_queries(path: str | os.PathLike[str]) -> list[str]:
-    """The ``Question`` column of a TruthfulQA CSV (a UTF-8 BOM is accepted)."""
+def csv_queries(path: str | os.PathLike[str], query_column: str | None = None) -> list[str]:
+    """The non-empty cells of one column of a CSV file (a UTF-8 BOM is accepted).
+
+    Args:
+        path: the CSV file (header row first).
+        query_column: the column; None: ``Question`` (TruthfulQA's).
+
+    Raises:
+        ValueError: the file has no such column (the message lists the file's columns).
+    """
+    column = "Question" if query_column is None else query_column
     with open(path, encoding="utf-8-sig", newline="") as handle:
         reader = csv.DictReader(handle)
-        if reader.fieldnames is None or "Question" not in reader.fieldnames:
-            raise ValueError(f"{os.fspath(path)!r} is not a TruthfulQA CSV: it has no 'Question' column")
-        return [row["Question"].strip() for row in reader if row["Question"].strip()]
+        columns = reader.fieldnames or []
+        if column not in columns:
+            hint = "" if query_column is not None else "; pass query_column= to choose one"
+            raise ValueError(
+                f"{os.fspath(path)!r} line 1 (the header) has no column {column!r}; "
+                f"its columns are {list(columns)}{hint}"
+            )
+        queries = []
+        for row in reader:
+            cell = row[column]
+            if cell is None:  # a short row (fewer cells than the header)
+                raise ValueError(f"{os.fspath(path)!r} line {reader.line_num}: no {column!r} cell in a short row")
+            if cell.strip():
+                queries.append(cell.strip())
+        return queries
 
 
-def hh_rlhf_queries(path: str | os.PathLike[str]) -> list[str]:
-    """The first human turn of each ``chosen`` dialogue of an HH-RLHF ``.jsonl`` or ``.jsonl.gz`` file."""
-    opener = gzip.open if os.fspath(path).endswith(".gz") else open
+def jsonl_queries(path: str | os.PathLike[str], query_field: str | None = None) -> list[str]:
+    """One query per line of a ``.jsonl`` or ``.jsonl.gz`` file: a field's text, or HH-RLHF's first human turn.
+
+    Args:
+        path: the JSON-lines file (gzip when the name ends in ``.gz``).
+        query_field: the field holding the query, a dotted path into nested objects
+            (``"prompt.text"``); None: the first human turn of HH-RLHF's ``chosen`` dialogue.
+
+    Raises:
+        ValueError: a line is not a JSON object, lacks the field (the message names the line and
+            the fields there are) or holds something other than a string there.
+    """
+    name = os.fspath(path)
+    opener = gzip.open if name.endswith(".gz") else open
     queries = []
     with opener(path, "rt", encoding="utf-8") as handle:
-        for line in handle:
+        for number, line in enumerate(handle, start=1):
             if not line.strip():
                 continue
-            dialogue = json.loads(line)["chosen"]
-            first = dialogue.split("\n\nAssistant:")[0]
-            queries.append(first.replace("\n\nHuman:", "", 1).strip())
-    return [query for query in queries if query]
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{name!r} line {number} is not valid JSON: {error}") from error
+            value = _field(record, query_field or "chosen", name, number, hh_rlhf_default=query_field is None)
+            if query_field is None:
+                value = value.split("\n\nAssistant:")[0].replace("\n\nHuman:", "", 1)
+            if value.strip():
+                queries.append(value.strip())
+    return queries
+
+
+def _field(record: object, dotted: str, name: str, number: int, hh_rlhf_default: bool) -> str:
+    """The string at the dotted path ``dotted`` of one JSON record (line ``number`` of file ``name``)."""
+    value = record
+    for depth, key in enumerate(dotted.split(".")):
+        if not isinstance(value, dict) or key not in value:
+            where = ".".join(dotted.split(".")[:depth]) or "the top level"
+            what = f"has fields {sorted(value)}" if isinstance(value, dict) else f"is a {type(value).__name__}"
+            hint = "; pass query_field= (a dotted path) to choose one" if hh_rlhf_default else ""
+            raise ValueError(f"{name!r} line {number}: no field {dotted!r} ({where} {what}){hint}")
+        value = value[key]
+    if not isinstance(value, str):
+        raise ValueError(f"{name!r} line {number}: field {dotted!r} holds a {type(value).__name__}, not a string")
+    return value
 
 
 def text_file_queries(path: str | os.PathLike[str]) -> list[str]:
@@ -150,18 +203,33 @@ def hf_dataset_queries(name: str, split: str = "train", column: str | None = Non
     return [str(row[column]).strip() for row in dataset.select(range(min(limit, len(dataset))))]
 
 
-def resolve_queries(queries: str | os.PathLike[str] | Sequence[str] | None, seed: int = 0) -> list[str]:
+def resolve_queries(
+    queries: str | os.PathLike[str] | Sequence[str] | None,
+    seed: int = 0,
+    query_column: str | None = None,
+    query_field: str | None = None,
+) -> list[str]:
     """Turn a query source into a non-empty list of query strings.
 
     Sources: None (the built-in :data:`STORY_OPENINGS`), ``"stories"``, ``"paper"`` (1,000 seeded
     queries of the paper's generator, seeded by ``seed``), ``"hf:<dataset>"``, a path to a
-    TruthfulQA ``.csv``, an HH-RLHF ``.jsonl``/``.jsonl.gz`` or a plain text file, or a sequence of
-    strings.
+    ``.csv`` (the column ``query_column``, default TruthfulQA's ``Question``), a ``.jsonl`` or
+    ``.jsonl.gz`` (the field ``query_field``, a dotted path; default HH-RLHF's first human turn)
+    or a plain text file (one query a line), or a sequence of strings.
 
     Raises:
-        ValueError: the source is empty, a file does not exist, or the source is not understood.
+        ValueError: the source is empty, a file does not exist or lacks the column or field (the
+            message names the file, what it has and the line), or the source is not understood.
         TypeError: a sequence holds something other than strings.
     """
+    for keyword, value in (("query_column", query_column), ("query_field", query_field)):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise TypeError(f"{keyword} must be a non-empty string or None, got {value!r}")
+    is_file = isinstance(queries, os.PathLike) or (
+        isinstance(queries, str) and queries not in ("stories", "paper") and not queries.startswith("hf:")
+    )
+    if (query_column is not None or query_field is not None) and not is_file:
+        raise ValueError("query_column= and query_field= apply to a query file, not to a built-in source or a list")
     if queries is None or queries == "stories":
         result = list(STORY_OPENINGS)
     elif queries == "paper":
@@ -176,10 +244,15 @@ def resolve_queries(queries: str | os.PathLike[str] | Sequence[str] | None, seed
                 "nor an existing file"
             )
         suffixes = "".join(path.suffixes[-2:])
-        if path.suffix == ".csv":
-            result = truthfulqa_queries(path)
-        elif suffixes in (".jsonl.gz", ".jsonl") or path.suffix == ".jsonl":
-            result = hh_rlhf_queries(path)
+        is_csv, is_jsonl = path.suffix == ".csv", suffixes == ".jsonl.gz" or path.suffix == ".jsonl"
+        if query_column is not None and not is_csv:
+            raise ValueError(f"query_column={query_column!r} applies to a .csv file, not {os.fspath(path)!r}")
+        if query_field is not None and not is_jsonl:
+            raise ValueError(f"query_field={query_field!r} applies to a .jsonl(.gz) file, not {os.fspath(path)!r}")
+        if is_csv:
+            result = csv_queries(path, query_column)
+        elif is_jsonl:
+            result = jsonl_queries(path, query_field)
         else:
             result = text_file_queries(path)
     elif isinstance(queries, Sequence):

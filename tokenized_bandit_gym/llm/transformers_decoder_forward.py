@@ -6,18 +6,29 @@ from typing import Any
 
 import torch
 
+from tokenized_bandit_gym.llm.attention_layout import attention_layout
 from tokenized_bandit_gym.llm.language_model_state import KeyValues
 
 
 class TransformersDecoderForward:
-    """Runs ``model.base_model`` over the cache ``past``; works for any causal LM transformers loads.
+    """Runs ``model.base_model`` over the cache ``past``, with the model's own attention per layer.
+
+    Masks of models with sliding-window layers are built here, windows measured in positions
+    (:class:`~tokenized_bandit_gym.llm.attention_layout.AttentionLayout`); other models get the
+    core's mask as it is.
 
     Args:
         model: a loaded causal LM.
+
+    Raises:
+        ValueError: the model's attention cannot be reproduced
+            (:func:`~tokenized_bandit_gym.llm.attention_layout.attention_layout` names the feature).
     """
 
     def __init__(self, model: Any) -> None:
         self._base = model.base_model
+        self.layout = attention_layout(model)
+        self._dtype = model.get_input_embeddings().weight.dtype  # of the hidden states, hence of the masks
 
     def __call__(
         self,
@@ -39,10 +50,13 @@ class TransformersDecoderForward:
             cache.layers.append(layer)
         output = self._base(
             input_ids=input_ids,
-            attention_mask=attention_mask,
+            attention_mask=self.layout.masks(attention_mask, position_ids, self._dtype),
             position_ids=position_ids,
             past_key_values=cache,
             use_cache=True,
         )
+        if type(output.past_key_values) is not DynamicCache:  # e.g. an encoder-decoder or recurrent cache
+            kind = type(output.past_key_values).__name__
+            raise ValueError(f"the model returns a {kind} cache, not a DynamicCache of one key and value per layer")
         layers = output.past_key_values.layers
         return output.last_hidden_state, tuple((layer.keys, layer.values) for layer in layers)

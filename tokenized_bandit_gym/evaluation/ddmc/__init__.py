@@ -1,57 +1,46 @@
 """DDMC diagnostics (paper section 6.1, Figures 1 and 4): embedding distance of answer prefixes vs common suffix.
 
-Importing this package does not import transformers; the model is loaded when a ``PrefixEmbedder`` is built.
+Every name loads lazily: importing this package (as ``tbg --help`` does) imports no torch or transformers; the
+model is loaded when a ``PrefixEmbedder`` is built.
 """
 
-from tokenized_bandit_gym.evaluation.ddmc.answer_pair import AnswerPair
-from tokenized_bandit_gym.evaluation.ddmc.answer_pair_loaders import (
-    load_answer_pairs,
-    load_hh_rlhf_pairs,
-    load_truthfulqa_pairs,
-)
-from tokenized_bandit_gym.evaluation.ddmc.common_suffix import common_suffix_lengths, diverged_mask
-from tokenized_bandit_gym.evaluation.ddmc.ddmc_diagnostics import (
-    add_ddmc_subcommand,
-    ddmc_command,
-    ddmc_main,
-    run_ddmc_diagnostics,
-)
-from tokenized_bandit_gym.evaluation.ddmc.ddmc_plot import plot_ddmc_report
-from tokenized_bandit_gym.evaluation.ddmc.ddmc_report import GROUPINGS, DDMCReport, summarize_ddmc
-from tokenized_bandit_gym.evaluation.ddmc.distance_summary import DistanceSummary, summarize_distances
-from tokenized_bandit_gym.evaluation.ddmc.distances import DISTANCE_NAMES, embedding_distances
-from tokenized_bandit_gym.evaluation.ddmc.prefix_embedder import PrefixEmbedder
-from tokenized_bandit_gym.evaluation.ddmc.prefix_pair_table import (
-    PrefixPairTable,
-    build_prefix_pair_table,
-    table_from_embeddings,
-)
-from tokenized_bandit_gym.evaluation.ddmc.resources import DEFAULT_MODEL_NAME, resolve_dataset, resolve_model
+from __future__ import annotations
 
-__all__ = [
-    "DEFAULT_MODEL_NAME",
-    "DISTANCE_NAMES",
-    "GROUPINGS",
-    "AnswerPair",
-    "DDMCReport",
-    "DistanceSummary",
-    "PrefixEmbedder",
-    "PrefixPairTable",
-    "add_ddmc_subcommand",
-    "build_prefix_pair_table",
-    "common_suffix_lengths",
-    "ddmc_command",
-    "ddmc_main",
-    "diverged_mask",
-    "embedding_distances",
-    "load_answer_pairs",
-    "load_hh_rlhf_pairs",
-    "load_truthfulqa_pairs",
-    "plot_ddmc_report",
-    "resolve_dataset",
-    "resolve_model",
-    "run_ddmc_diagnostics",
-    "summarize_ddmc",
-    "summarize_distances",
-    "table_from_embeddings",
-]
+from typing import Any
+
+from tokenized_bandit_gym.lazy_names import lazy_attribute
+
+_LAZY = {
+    "AnswerPair": "answer_pair",
+    "DDMCReport": "ddmc_report",
+    "DEFAULT_MODEL_NAME": "resources",
+    "DISTANCE_NAMES": "distances",
+    "DistanceSummary": "distance_summary",
+    "GROUPINGS": "ddmc_report",
+    "PrefixEmbedder": "tokenized_bandit_gym.llm.prefix_embedder",
+    "PrefixPairTable": "prefix_pair_table",
+    "add_ddmc_arguments": "ddmc_arguments",
+    "add_ddmc_subcommand": "ddmc_arguments",
+    "build_prefix_pair_table": "prefix_pair_table",
+    "common_suffix_lengths": "common_suffix",
+    "ddmc_command": "ddmc_diagnostics",
+    "ddmc_main": "ddmc_diagnostics",
+    "diverged_mask": "common_suffix",
+    "embedding_distances": "distances",
+    "load_answer_pairs": "answer_pair_loaders",
+    "load_hh_rlhf_pairs": "answer_pair_loaders",
+    "load_truthfulqa_pairs": "answer_pair_loaders",
+    "plot_ddmc_report": "ddmc_plot",
+    "resolve_dataset": "resources",
+    "resolve_model": "resources",
+    "run_ddmc_diagnostics": "ddmc_diagnostics",
+    "summarize_ddmc": "ddmc_report",
+    "summarize_distances": "distance_summary",
+    "table_from_embeddings": "prefix_pair_table",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    return lazy_attribute(__name__, _LAZY, name)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+DATASET_FORMATS: tuple[str, ...] = ("auto", "truthfulqa", "hh-rlhf")
+"""Accepted values of ``dataset_format``; ``"auto"`` picks by file extension (``.csv`` vs ``.jsonl[.gz]``)."""
+
 
 @dataclass(frozen=True)
 class AnswerPair:

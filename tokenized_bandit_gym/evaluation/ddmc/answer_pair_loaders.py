@@ -18,10 +18,7 @@ import os
 from pathlib import Path
 
 from tokenized_bandit_gym.core.validation import check_choice, check_int
-from tokenized_bandit_gym.evaluation.ddmc.answer_pair import AnswerPair
-
-DATASET_FORMATS: tuple[str, ...] = ("auto", "truthfulqa", "hh-rlhf")
-"""Accepted values of ``dataset_format``; ``"auto"`` picks by file extension (``.csv`` vs ``.jsonl[.gz]``)."""
+from tokenized_bandit_gym.evaluation.ddmc.answer_pair import DATASET_FORMATS, AnswerPair
 
 TRUTHFULQA_TEMPLATE = "Q: {query}\nA: {answer}"
 """Default ``query:answer`` concatenation for TruthfulQA-shaped files."""

@@ -2,9 +2,10 @@
 
 For pairs of answers to the same query, every aligned prefix pair ``(x^(1:k), y^(1:k))`` of the tokenized
 ``query:answer`` texts is grouped by the length of its common suffix (``common_suffix.py``), both prefixes are
-embedded by mean pooling of the model's last-layer hidden states (``prefix_embedder.py``), and the distances
-``d1, d2, l1, l3, l4`` (``distances.py``) are summarized per group under two groupings: every prefix pair (the
-paper's) and only the pairs that have already diverged (``ddmc_report.py``).
+embedded by mean pooling of the model's last-layer hidden states (the llm package's ``PrefixEmbedder``), and the
+distances ``d1, d2, l1, l3, l4`` (``distances.py``) are summarized per group under two groupings: every prefix pair
+(the paper's) and only the pairs that have already diverged (``ddmc_report.py``). The command's options are in
+``ddmc_arguments.py``.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from pathlib import Path
 
 import torch
 
-from tokenized_bandit_gym.evaluation.ddmc.answer_pair_loaders import DATASET_FORMATS, load_answer_pairs
+from tokenized_bandit_gym.evaluation.ddmc.answer_pair_loaders import load_answer_pairs
+from tokenized_bandit_gym.evaluation.ddmc.ddmc_arguments import DESCRIPTION, add_ddmc_arguments
 from tokenized_bandit_gym.evaluation.ddmc.ddmc_plot import plot_ddmc_report
 from tokenized_bandit_gym.evaluation.ddmc.ddmc_report import DDMCReport, summarize_ddmc
-from tokenized_bandit_gym.evaluation.ddmc.prefix_embedder import PrefixEmbedder
 from tokenized_bandit_gym.evaluation.ddmc.prefix_pair_table import PrefixPairTable, build_prefix_pair_table
 from tokenized_bandit_gym.evaluation.ddmc.resources import DEFAULT_MODEL_NAME, resolve_dataset
+from tokenized_bandit_gym.llm.prefix_embedder import PrefixEmbedder
 
 
 def run_ddmc_diagnostics(
@@ -96,27 +98,19 @@ def _model_label(model_path: str) -> str:
     return Path(model_path).name if Path(model_path).exists() else model_path
 
 
-def add_ddmc_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Add the ``tbg ddmc`` options to ``parser`` and return it."""
-    parser.add_argument("--dataset", default="truthfulqa", help="truthfulqa, hh-rlhf, or a file of that shape")
-    parser.add_argument("--model", default=DEFAULT_MODEL_NAME, help="Hugging Face causal LM: name, path or stories260K")
-    parser.add_argument("--max-items", type=int, default=50, help="questions/dialogues to use (0: all)")
-    parser.add_argument("--dataset-format", default="auto", choices=DATASET_FORMATS)
-    parser.add_argument("--template", default=None, help="query:answer format string with {query} and {answer}")
-    parser.add_argument("--max-common", type=int, default=10, help="largest common-suffix group reported")
-    parser.add_argument("--min-group-size", type=int, default=5, help="smallest group reported")
-    parser.add_argument("--num-bootstrap", type=int, default=200, help="bootstrap resamples for the intervals")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--max-tokens", type=int, default=None, help="truncate sequences (default: model context)")
-    parser.add_argument("--plot", default=None, help="write the figure to this PNG")
-    parser.add_argument("--json", default=None, help="write the report to this JSON file")
-    return parser
-
-
 def ddmc_command(args: argparse.Namespace) -> int:
-    """Run ``tbg ddmc`` with parsed arguments: print the report, write the plot/JSON if asked; return 0."""
+    """Run ``tbg ddmc`` with parsed arguments: print the report, write the plot/JSON if asked.
+
+    Returns:
+        0, or 2 when the model cannot be loaded (the loader's message is printed).
+    """
+    from tokenized_bandit_gym.llm.load_language_model import load_language_model
+
+    try:
+        load_language_model(args.model, device=args.device)  # the one loader: refusals as one line, not a traceback
+    except ValueError as error:
+        print(f"tbg ddmc: error: {error}", file=sys.stderr)
+        return 2
     report, _ = run_ddmc_diagnostics(
         dataset=args.dataset,
         model=args.model,
@@ -140,26 +134,7 @@ def ddmc_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_ddmc_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
-    """Register ``ddmc`` on a CLI's subparsers; the parsed namespace's ``func`` runs it.
-
-    Example:
-        >>> parser = argparse.ArgumentParser(prog="tbg")
-        >>> _ = add_ddmc_subcommand(parser.add_subparsers(dest="command"))
-        >>> parser.parse_args(["ddmc", "--max-items", "3"]).max_items
-        3
-    """
-    parser = subparsers.add_parser(
-        "ddmc",
-        help="DDMC diagnostics: embedding distance vs common suffix (paper section 6.1)",
-        description=__doc__.splitlines()[0],
-    )
-    add_ddmc_arguments(parser)
-    parser.set_defaults(func=ddmc_command)
-    return parser
-
-
 def ddmc_main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``tbg ddmc`` as a standalone program (``argv`` without the program name)."""
-    parser = add_ddmc_arguments(argparse.ArgumentParser(prog="tbg ddmc", description=__doc__.splitlines()[0]))
+    parser = add_ddmc_arguments(argparse.ArgumentParser(prog="tbg ddmc", description=DESCRIPTION))
     return ddmc_command(parser.parse_args(sys.argv[1:] if argv is None else list(argv)))

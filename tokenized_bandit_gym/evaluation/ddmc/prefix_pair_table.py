@@ -11,7 +11,7 @@ import torch
 from tokenized_bandit_gym.evaluation.ddmc.answer_pair import AnswerPair
 from tokenized_bandit_gym.evaluation.ddmc.common_suffix import common_suffix_lengths
 from tokenized_bandit_gym.evaluation.ddmc.distances import DISTANCE_NAMES, embedding_distances
-from tokenized_bandit_gym.evaluation.ddmc.prefix_embedder import PrefixEmbedder
+from tokenized_bandit_gym.llm.prefix_embedder import PrefixEmbedder
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
-"""Where the shipped model and the bundled datasets live: the packaged copy first, then the repository's data.
+"""Where the shipped model and the bundled datasets live.
 
-The shipped stories260K model is packaged at ``tokenized_bandit_gym/data/models/stories260K``; in a source
-checkout without it, the shared data folder next to the repository (``../shared/data``) is used.
+The shipped stories260K model is packaged at ``tokenized_bandit_gym/data/models/stories260K`` (the package's
+one loader resolves its name); the bundled datasets are looked up in the package's data folder first, then in
+the data folder beside a source checkout.
 """
 
 from __future__ import annotations
@@ -9,8 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-DEFAULT_MODEL_NAME = "stories260K"
-"""Name of the shipped model; :func:`resolve_model` maps it to a local directory."""
+from tokenized_bandit_gym.llm.load_language_model import DEFAULT_MODEL_NAME, resolve_model_source
 
 _PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # tokenized_bandit_gym/
 _REPO_ROOT = _PACKAGE_ROOT.parent
@@ -28,30 +28,11 @@ def data_roots() -> list[Path]:
 
 
 def resolve_model(name_or_path: str | os.PathLike[str] = DEFAULT_MODEL_NAME) -> str:
-    """Return what to pass to ``from_pretrained``: a local directory for the shipped model, else the argument.
+    """Return what the package's loader loads: the shipped model's directory for ``"stories260K"``, else the argument.
 
-    Args:
-        name_or_path: ``"stories260K"`` (the shipped model), a local directory, or a Hugging Face model id.
-
-    Returns:
-        A local path (the packaged copy preferred) for the shipped model or an existing path; otherwise
-        ``name_or_path`` unchanged, for ``from_pretrained`` to look up.
-
-    Raises:
-        FileNotFoundError: The shipped model was asked for and no copy of it was found.
+    The one resolution rule of :func:`tokenized_bandit_gym.llm.load_language_model.resolve_model_source`.
     """
-    text = os.fspath(name_or_path)
-    if Path(text).exists():
-        return text
-    if text == DEFAULT_MODEL_NAME:
-        for root in data_roots():
-            candidate = root / "models" / DEFAULT_MODEL_NAME
-            if (candidate / "config.json").is_file():
-                return str(candidate)
-        raise FileNotFoundError(
-            f"the shipped model {DEFAULT_MODEL_NAME!r} was not found under {[str(r) for r in data_roots()]}"
-        )
-    return text
+    return resolve_model_source(name_or_path)
 
 
 def resolve_dataset(name_or_path: str | os.PathLike[str]) -> Path:

@@ -4,7 +4,10 @@ The paper (section 6, "we adopt mean pooling to obtain d-dimensional embedding v
 last-layer hidden states") embeds a sequence ``z`` as ``e(z) = (1/|z|) sum_i h_i(z)``. In a causal LM the
 hidden state ``h_i`` depends only on ``z^(1:i)``, so the embeddings of all prefixes ``z^(1:k)`` are the running
 means of one forward's hidden states: ``e(z^(1:k)) = cumsum(h)_k / k``. Pooling spans the whole tokenized
-``query:answer`` text, special tokens (e.g. BOS) included.
+``query:answer`` text, special tokens (e.g. BOS) included. This is the LLM envs' ``e`` (with
+``pooling="query_response"``, ``embedding_norm="none"``): the model comes from the package's one loader
+(:func:`~tokenized_bandit_gym.llm.load_language_model.load_language_model`) and runs the envs' forward
+(:func:`~tokenized_bandit_gym.llm.decoder_forward.select_decoder_forward`, sliding windows included).
 """
 
 from __future__ import annotations
@@ -15,19 +18,27 @@ from collections.abc import Sequence
 import torch
 
 from tokenized_bandit_gym.core.validation import check_device, check_int
-from tokenized_bandit_gym.evaluation.ddmc.resources import DEFAULT_MODEL_NAME, resolve_model
+from tokenized_bandit_gym.llm.decoder_forward import select_decoder_forward
+from tokenized_bandit_gym.llm.load_language_model import DEFAULT_MODEL_NAME, load_language_model, resolve_model_source
 
 
 class PrefixEmbedder:
     """Tokenizes texts and returns the mean-pooled last-layer embedding of every prefix.
 
     Args:
-        model: ``"stories260K"`` (shipped), a local directory, or a Hugging Face causal-LM id.
+        model: ``"stories260K"`` (shipped), a local directory, or a cached Hugging Face causal-LM id.
         device: Torch device for the forward passes.
         batch_size: Sequences per forward pass.
         max_tokens: Sequences are truncated to this many tokens (default: the model's
             ``max_position_embeddings`` when set, else 1024).
-        dtype: Torch dtype the model is loaded in (``None``: the checkpoint's).
+        dtype: Torch dtype the model is loaded in.
+        trust_remote_code: Run code shipped with the model (off unless turned on).
+        attn_implementation: The attention kernel (``"auto"``: SDPA where supported, else eager).
+
+    Attributes:
+        model: The base model (``LlamaModel``, ``GPT2Model``, ...): the final-normed last hidden
+            state without the ``(B, T, vocab)`` logits.
+        language_model: The causal LM it belongs to.
 
     Example:
         >>> embedder = PrefixEmbedder()  # doctest: +SKIP
@@ -42,26 +53,25 @@ class PrefixEmbedder:
         device: str | torch.device = "cpu",
         batch_size: int = 16,
         max_tokens: int | None = None,
-        dtype: torch.dtype | None = None,
+        dtype: str | torch.dtype = "float32",
+        trust_remote_code: bool = False,
+        attn_implementation: str = "auto",
     ) -> None:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         self.device = check_device(device)
         self.batch_size = check_int("batch_size", batch_size, minimum=1)
-        self.model_path = resolve_model(model)
-        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
-        kwargs = {} if dtype is None else {"dtype": dtype}
-        language_model = AutoModelForCausalLM.from_pretrained(self.model_path, **kwargs)
-        # The base model (LlamaModel, GPT2Model, ...) returns the final-normed last hidden state without the
-        # (B, T, vocab) logits the LM head would compute for nothing.
-        self.model = getattr(language_model, language_model.base_model_prefix, language_model).to(self.device).eval()
-        limit = getattr(language_model.config, "max_position_embeddings", None) or 1024
+        self.model_path = resolve_model_source(model)
+        self.language_model, self.tokenizer = load_language_model(
+            self.model_path, dtype, self.device, trust_remote_code, attn_implementation
+        )
+        self.model = self.language_model.base_model
+        self._forward = select_decoder_forward(self.language_model)
+        limit = getattr(self.language_model.config.get_text_config(), "max_position_embeddings", None) or 1024
         self.max_tokens = check_int("max_tokens", limit if max_tokens is None else max_tokens, minimum=1)
 
     @property
     def embedding_dim(self) -> int:
         """Width ``d`` of the embeddings (the model's hidden size)."""
-        return int(self.model.config.hidden_size)
+        return int(self.language_model.get_input_embeddings().weight.shape[1])
 
     def tokenize(self, text: str) -> list[int]:
         """Return the token ids of ``text`` (the tokenizer's special tokens added), truncated to ``max_tokens``."""
@@ -95,7 +105,8 @@ class PrefixEmbedder:
             for row, i in enumerate(batch):
                 ids[row, : lengths[row]] = torch.as_tensor(list(sequences[i]), dtype=torch.long)
                 mask[row, : lengths[row]] = 1
-            hidden = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).last_hidden_state
+            positions = torch.arange(width)[None].expand(len(batch), width)  # (B, T)
+            hidden, _ = self._forward(ids.to(self.device), mask.to(self.device), positions.to(self.device), ())
             running = hidden.double().cumsum(dim=1)  # (B, T, d) sums over positions 1..k
             counts = torch.arange(1, width + 1, device=running.device, dtype=running.dtype)  # (T,)
             means = (running / counts[None, :, None]).float().cpu()  # (B, T, d)

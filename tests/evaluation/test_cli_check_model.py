@@ -1,0 +1,66 @@
+"""``tbg check-model``: the conformance check on a user's model, its verdict table and its exit status."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.llm.tiny_models import tiny_family
+from tokenized_bandit_gym.evaluation.cli import main
+from tokenized_bandit_gym.llm.language_model_head import LanguageModelHead
+
+
+def test_stories260k_passes_on_every_path(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check-model", "stories260K", "--steps", "4", "--max-length", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "model_type=llama" in out and out.rstrip().endswith("verdict: OK")
+    rows = [line.split() for line in out.splitlines() if line.startswith(("single", "vector"))]
+    assert [row[1] for row in rows] == [
+        "auto/auto", "native/mask", "native/expand", "transformers/mask", "transformers/expand", "auto/auto",
+    ]  # fmt: skip
+    assert all(row[-1] == "ok" and int(row[4]) >= 4 for row in rows)
+    assert rows[0][2:4] == ["native", "mask"]  # auto runs the native forward with the 4-D candidate mask
+
+
+@pytest.fixture(scope="module")
+def saved_phi3(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny Phi-3 with a 4-token window, saved with the stories260K tokenizer."""
+    from tokenized_bandit_gym.llm.load_language_model import load_language_model
+
+    path = tmp_path_factory.mktemp("phi3")
+    tiny_family("phi3-window").save_pretrained(path)
+    load_language_model()[1].save_pretrained(path)
+    return path
+
+
+def test_a_tiny_saved_model_passes_and_native_is_refused(saved_phi3: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check-model", str(saved_phi3), "--steps", "3", "--max-length", "4", "--top-k", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "model_type=phi3" in out and "native/mask          refused: " in out and "verdict: OK" in out
+    assert "transformers/expand  transformers  expand" in out
+
+
+def test_a_mismatch_exits_non_zero(
+    saved_phi3: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A head that goes wrong after the construction probe (a drifting scale) is caught by the step check."""
+    original = LanguageModelHead.log_probs
+    calls = {"count": 0}
+
+    def drifting(self: LanguageModelHead, hidden: Any) -> Any:
+        calls["count"] += 1
+        return original(self, hidden) * (1.0 if calls["count"] < 4 else 1.01)
+
+    monkeypatch.setattr(LanguageModelHead, "log_probs", drifting)
+    assert main(["check-model", str(saved_phi3), "--steps", "3", "--max-length", "4", "--top-k", "3"]) == 1
+    out = capsys.readouterr().out
+    assert "MISMATCH" in out and out.rstrip().endswith("verdict: MISMATCH")
+
+
+def test_unloadable_model_and_bad_steps_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check-model", "made-up-org/no-such-model-14"]) == 2
+    assert "nor in the Hugging Face cache" in capsys.readouterr().err
+    assert main(["check-model", "stories260K", "--steps", "0"]) == 2
+    assert "--steps" in capsys.readouterr().err

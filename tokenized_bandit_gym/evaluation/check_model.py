@@ -1,0 +1,345 @@
+"""``tbg check-model``: does a causal LM step right in the LLM envs? Check it against its own forward.
+
+The LLM envs score the k candidates of a step with a KV cache, batched (DESIGN.md section 5). A
+researcher bringing a new model runs this before trusting its numbers: over a few episodes with
+non-greedy (uniformly random allowed) actions, every observation of ``TokenizedAlignment-v0``,
+single and vector, is compared with an independent no-cache forward of ``x:y:tau`` for every
+candidate tau (``model(ids, output_hidden_states=True)``: the candidate embedding ``e`` is the
+mean of its last hidden state, the log-probs come from its own logits, ``v(p)`` from those). Every
+forward and candidate batching is tried; each either matches, is refused by the env with a reason,
+or fails the check. The verdict table names the forward and batching used and the largest errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # torch and numpy load when a check runs, not when ``tbg --help`` builds the parser
+    import numpy as np
+    import torch
+
+REQUESTED_PATHS: tuple[tuple[str, str], ...] = (
+    ("auto", "auto"),
+    ("native", "mask"),
+    ("native", "expand"),
+    ("transformers", "mask"),
+    ("transformers", "expand"),
+)
+"""``(forward_implementation, candidate_batching)`` pairs checked on the single env; the vector env runs auto."""
+
+ENV_ID = "TokenizedAlignment-v0"
+
+
+@dataclass(frozen=True)
+class PathVerdict:
+    """The check of one env and one requested path.
+
+    Attributes:
+        env: ``"single"`` or ``"vector"``.
+        requested: ``"forward/batching"`` as asked.
+        forward: the forward the env ran (None when refused).
+        batching: the candidate batching it ran (None when refused).
+        compared: candidate rows compared (one row is the k candidates of one observation).
+        min_cosine: smallest cosine between a candidate's embedding and the reference's.
+        max_logprob_error: largest ``|log p(tau | x, y)|`` difference.
+        max_value_error: largest ``|v(p(x, y:tau))|`` difference.
+        refusal: the env's error when it refused the path, else None.
+        min_cosine_allowed: the cosine threshold of the verdict.
+        max_error_allowed: the log-prob and ``v`` threshold of the verdict.
+    """
+
+    env: str
+    requested: str
+    forward: str | None
+    batching: str | None
+    compared: int
+    min_cosine: float
+    max_logprob_error: float
+    max_value_error: float
+    refusal: str | None
+    min_cosine_allowed: float
+    max_error_allowed: float
+
+    @property
+    def passed(self) -> bool:
+        """Compared and within the thresholds (a refusal neither passes nor fails)."""
+        return (
+            self.refusal is None
+            and self.compared > 0
+            and self.min_cosine >= self.min_cosine_allowed
+            and self.max_logprob_error <= self.max_error_allowed
+            and self.max_value_error <= self.max_error_allowed
+        )
+
+    @property
+    def verdict(self) -> str:
+        """``"ok"``, ``"refused"`` or ``"MISMATCH"``."""
+        if self.refusal is not None:
+            return "refused"
+        return "ok" if self.passed else "MISMATCH"
+
+
+def tolerances(dtype: torch.dtype) -> tuple[float, float]:
+    """``(min cosine, max log-prob error)`` for weights of ``dtype``.
+
+    16-bit weights get looser thresholds: their rounding alone moves log-probs by tenths of a nat
+    (stories260K in bfloat16: the model's own eager and SDPA kernels differ by up to 0.31 nats), so
+    check a model in float32 to see differences of 1e-4.
+    """
+    import torch
+
+    if dtype in (torch.float32, torch.float64):
+        return 0.9999, 1e-4
+    return 0.999, 0.5
+
+
+def reference_scores(
+    model: Any, prefix: torch.Tensor, candidates: torch.Tensor, query_length: int, pooling: str
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The no-cache reference of ``x:y:tau`` for every candidate: one plain forward of the k sequences.
+
+    Args:
+        model: the causal LM.
+        prefix: ``x:y`` ids ``(T,)``.
+        candidates: ``(k,)`` candidate ids tau.
+        query_length: ``|x|``.
+        pooling: ``"query_response"`` (mean over ``x:y:tau``) or ``"response"`` (over ``y:tau``).
+
+    Returns:
+        Mean-pooled last hidden states ``(k, H)``, ``log p(tau | x, y)`` ``(k,)`` and
+        ``log p(y:tau | x)`` ``(k,)``, float64.
+    """
+    import torch
+
+    device = next(model.parameters()).device
+    k = candidates.shape[0]
+    ids = torch.cat([prefix.expand(k, -1), candidates[:, None]], dim=1).to(device)  # (k, T + 1)
+    with torch.no_grad():
+        output = model(input_ids=ids, output_hidden_states=True, use_cache=False)
+    hidden = output.hidden_states[-1].double()  # (k, T + 1, H)
+    start = 0 if pooling == "query_response" else query_length
+    pooled = hidden[:, start:].mean(dim=1)  # (k, H)
+    logprobs = output.logits.double().log_softmax(dim=-1)[:, query_length - 1 : -1]  # (k, |y| + 1, n)
+    token_logprobs = logprobs.gather(2, ids[:, query_length:, None])[..., 0]  # (k, |y| + 1)
+    return pooled, token_logprobs[:, -1], token_logprobs.sum(dim=1)
+
+
+class _Errors:
+    """Running extremes of the comparison."""
+
+    def __init__(self) -> None:
+        self.compared, self.min_cosine, self.max_logprob, self.max_value = 0, 1.0, 0.0, 0.0
+
+    def add(self, problem: Any, row: dict[str, np.ndarray]) -> None:
+        """Compare one observation row (the single env's observation, or one row of the vector env's)."""
+        import numpy as np
+        import torch
+
+        query_length, length = int(row["query_length"]), int(row["length"])
+        prefix = torch.as_tensor(np.concatenate([row["query"][:query_length], row["response"][:length]]))
+        candidates = torch.as_tensor(row["candidate_tokens"])
+        pooled, token, sequence = reference_scores(
+            problem.model, prefix.long(), candidates.long(), query_length, problem.pooling
+        )
+        features = torch.as_tensor(row["candidate_embeddings"], dtype=torch.float64)  # (k, d + 1)
+        cosine = torch.nn.functional.cosine_similarity(features[:, :-1], pooled.cpu(), dim=1)  # (k,)
+        value = problem.value_map(sequence.cpu())  # (k,)
+        logprobs = torch.as_tensor(row["candidate_logprobs"], dtype=torch.float64)  # (k,)
+        self.compared += 1
+        self.min_cosine = min(self.min_cosine, float(cosine.min()))
+        self.max_logprob = max(self.max_logprob, _max_error(logprobs, token.cpu()))
+        self.max_value = max(self.max_value, _max_error(features[:, -1], value))
+
+
+def _max_error(got: torch.Tensor, expected: torch.Tensor) -> float:
+    """Largest ``|got - expected|`` (both ``-inf`` counts as equal; one ``-inf`` alone as ``inf``)."""
+    import torch
+
+    same_infinity = torch.isinf(got) & torch.isinf(expected) & (got == expected)
+    difference = torch.where(same_infinity, 0.0, (got - expected).abs())
+    return float(difference.max()) if difference.numel() else 0.0
+
+
+def check_language_model(
+    model: Any,
+    tokenizer: Any,
+    steps: int = 20,
+    seed: int = 0,
+    num_envs: int = 3,
+    **env_kwargs: Any,
+) -> list[PathVerdict]:
+    """Check ``model`` in ``TokenizedAlignment-v0`` on every requested path and in the vector env.
+
+    Args:
+        model: a loaded causal LM.
+        tokenizer: its tokenizer.
+        steps: observation rows compared per path (``>= 1``).
+        seed: seeds the episodes and the random actions.
+        num_envs: N of the vector env.
+        **env_kwargs: further env keywords (``max_length``, ``top_k``, ``queries``, ...).
+
+    Returns:
+        One verdict per single-env path of :data:`REQUESTED_PATHS`, then the vector env's (auto).
+    """
+    import gymnasium as gym
+    import numpy as np
+
+    import tokenized_bandit_gym  # noqa: F401  (registers the envs)
+
+    dtype = next(model.parameters()).dtype
+    min_cosine, max_error = tolerances(dtype)
+    kwargs = {"noise_scale": 0.0, **env_kwargs, "model": model, "tokenizer": tokenizer}
+    verdicts = []
+    rng = np.random.default_rng(seed)
+    for forward, batching in (*REQUESTED_PATHS, ("auto", "auto")):
+        vector = len(verdicts) == len(REQUESTED_PATHS)
+        path = {"forward_implementation": forward, "candidate_batching": batching}
+        errors = _Errors()
+        try:
+            if vector:
+                mode = {"num_envs": num_envs, "vectorization_mode": "vector_entry_point"}
+                env: Any = gym.make_vec(ENV_ID, **mode, **kwargs, **path)
+            else:
+                env = gym.make(ENV_ID, **kwargs, **path)
+        except ValueError as error:
+            verdicts.append(
+                PathVerdict(
+                    "vector" if vector else "single",
+                    f"{forward}/{batching}",
+                    None,
+                    None,
+                    0,
+                    math.nan,
+                    math.nan,
+                    math.nan,
+                    str(error),
+                    min_cosine,
+                    max_error,
+                )  # fmt: skip
+            )
+            continue
+        problem = env.unwrapped.problem
+        _play(env, problem, errors, steps, rng, vector)
+        env.close()
+        verdicts.append(
+            PathVerdict(
+                "vector" if vector else "single",
+                f"{forward}/{batching}",
+                problem.forward_implementation,
+                problem.candidate_batching,
+                errors.compared,
+                errors.min_cosine,
+                errors.max_logprob,
+                errors.max_value,
+                None,
+                min_cosine,
+                max_error,
+            )  # fmt: skip
+        )
+    return verdicts
+
+
+def _play(env: Any, problem: Any, errors: _Errors, steps: int, rng: np.random.Generator, vector: bool) -> None:
+    """Step ``env`` with uniformly random allowed actions until ``steps`` observation rows are compared."""
+    import numpy as np
+
+    observation, _ = env.reset(seed=int(rng.integers(2**31)))
+    if not vector:
+        while errors.compared < steps:
+            errors.add(problem, observation)
+            action = int(rng.choice(np.flatnonzero(observation["action_mask"])))
+            observation, _, terminated, _, _ = env.step(action)
+            if terminated:
+                observation, _ = env.reset()
+        return
+    live = np.ones(env.num_envs, dtype=bool)  # rows whose observation is not a round's final one
+    while errors.compared < steps:
+        actions = np.zeros(env.num_envs, dtype=np.int64)
+        for row in range(env.num_envs):
+            if live[row]:
+                errors.add(problem, {key: value[row] for key, value in observation.items()})
+                actions[row] = int(rng.choice(np.flatnonzero(observation["action_mask"][row])))
+        observation, _, terminated, _, _ = env.step(actions)
+        live = ~np.asarray(terminated)
+
+
+def format_verdicts(verdicts: list[PathVerdict]) -> str:
+    """The verdict table: env, requested and used path, rows compared, the largest errors and the verdict."""
+    header = f"{'env':7} {'requested':20} {'forward':13} {'batching':9} {'rows':>5} {'min cos':>10} "
+    header += f"{'max|dlogp|':>11} {'max|dv|':>10}  verdict"
+    lines = [header]
+    for verdict in verdicts:
+        if verdict.refusal is not None:
+            lines.append(f"{verdict.env:7} {verdict.requested:20} refused: {verdict.refusal}")
+            continue
+        lines.append(
+            f"{verdict.env:7} {verdict.requested:20} {verdict.forward:13} {verdict.batching:9} {verdict.compared:5d} "
+            f"{verdict.min_cosine:10.6f} {verdict.max_logprob_error:11.2e} {verdict.max_value_error:10.2e}  "
+            f"{verdict.verdict}"
+        )
+    first = verdicts[0]
+    lines.append(
+        f"thresholds: cosine >= {first.min_cosine_allowed}, |dlogp| and |dv| <= {first.max_error_allowed:g} "
+        "(reference: a plain no-cache forward of x:y:tau per candidate)"
+    )
+    return "\n".join(lines)
+
+
+def add_check_model_subcommand(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    """Register ``check-model`` on a CLI's subparsers; the parsed namespace's ``func`` runs it."""
+    parser = subparsers.add_parser(
+        "check-model",
+        help="check a causal LM's cached env steps against its own no-cache forward",
+        description=__doc__.splitlines()[0] + " Exits 1 on a mismatch (or when the env refuses the model).",
+    )
+    parser.add_argument("model", help="local directory (safetensors), stories260K or a cached hub name")
+    parser.add_argument("--steps", type=int, default=20, help="observation rows compared per path (default 20)")
+    parser.add_argument("--dtype", default="float32", help="float32 (default), bfloat16, float16 or float64")
+    parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
+    parser.add_argument("--attn-implementation", default="auto", help="attention kernel (default auto)")
+    parser.add_argument("--max-length", type=int, default=8, help="L of the episodes (default 8)")
+    parser.add_argument("--top-k", type=int, default=4, help="k candidates per step (default 4)")
+    parser.add_argument("--queries", default=None, help="query source (default: the built-in story openings)")
+    parser.add_argument("--seed", type=int, default=0, help="seeds the episodes and the random actions")
+    parser.add_argument("--trust-remote-code", action="store_true", help="run code shipped with the model")
+    parser.set_defaults(func=check_model_command)
+    return parser
+
+
+def check_model_command(args: argparse.Namespace) -> int:
+    """Run ``tbg check-model``: print the verdict table.
+
+    Returns:
+        0 when every path matches or is refused (and auto is not refused), 1 on a mismatch or when
+        the envs refuse the model, 2 when the model cannot be loaded or an argument is bad.
+    """
+    import sys
+
+    from tokenized_bandit_gym.llm.load_language_model import load_language_model
+
+    try:
+        if args.steps < 1:
+            raise ValueError(f"--steps must be at least 1, got {args.steps}")
+        model, tokenizer = load_language_model(
+            args.model, args.dtype, args.device, args.trust_remote_code, args.attn_implementation
+        )
+    except (ValueError, TypeError) as error:
+        print(f"tbg check-model: error: {error}", file=sys.stderr)
+        return 2
+    config = model.config.get_text_config()
+    print(
+        f"check-model {args.model}: model_type={config.model_type}, dtype={args.dtype}, device={args.device}, "
+        f"attention kernel {model.config._attn_implementation}"
+    )
+    verdicts = check_language_model(
+        model, tokenizer, steps=args.steps, seed=args.seed, max_length=args.max_length, top_k=args.top_k,
+        queries=args.queries,
+    )  # fmt: skip
+    print(format_verdicts(verdicts))
+    usable = all(verdict.refusal is None for verdict in verdicts if verdict.requested == "auto/auto")
+    mismatch = any(verdict.verdict == "MISMATCH" for verdict in verdicts)
+    print("verdict: " + ("MISMATCH" if mismatch else "REFUSED by the envs" if not usable else "OK"))
+    return 1 if mismatch or not usable else 0

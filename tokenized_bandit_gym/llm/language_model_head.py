@@ -1,0 +1,83 @@
+"""Next-token log-probs from last-layer hidden states, as the model's own forward computes its logits.
+
+The core runs the LM head only on the hidden state that gives the next distribution (one row per
+round, not the k candidates), so it applies the head itself: the output embedding (tied or not),
+then the post-processing the families' ``*ForCausalLM.forward`` apply: Granite's division by
+``logits_scaling``, Cohere's multiplication by ``logit_scale`` and Gemma-2/3's
+``final_logit_softcapping``. :meth:`LanguageModelHead.check` compares this against the model's
+own logits on a probe sequence and refuses a head it does not reproduce.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+
+class LanguageModelHead:
+    """``log_softmax`` of the model's logits ``(B, n)`` float32 from last-layer hidden states ``(B, H)``.
+
+    Args:
+        model: a loaded causal LM.
+
+    Raises:
+        ValueError: the model has no output embedding.
+    """
+
+    def __init__(self, model: Any) -> None:
+        config = model.config.get_text_config()
+        self.model_type = str(getattr(config, "model_type", type(model).__name__))
+        self.linear = model.get_output_embeddings()
+        if self.linear is None or not hasattr(self.linear, "weight"):
+            raise ValueError(f"model_type={self.model_type!r} has no output embedding (LM head) to score tokens with")
+        scale = 1.0
+        logits_scaling = getattr(config, "logits_scaling", None)  # Granite: logits / logits_scaling
+        if logits_scaling is not None:
+            scale /= float(logits_scaling)
+        logit_scale = getattr(model, "logit_scale", getattr(config, "logit_scale", None))  # Cohere: logits * scale
+        if isinstance(logit_scale, (int, float)):
+            scale *= float(logit_scale)
+        self.scale = scale
+        softcap = getattr(config, "final_logit_softcapping", None)  # Gemma-2/3: cap * tanh(logits / cap)
+        self.softcap = float(softcap) if softcap else None
+
+    def log_probs(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Next-token log-probs ``(B, n)`` float32 from last-layer hidden states ``(B, H)``."""
+        logits = self.linear(hidden).float()  # (B, n)
+        if self.scale != 1.0:
+            logits = logits * self.scale
+        if self.softcap is not None:
+            logits = torch.tanh(logits / self.softcap) * self.softcap
+        return torch.log_softmax(logits, dim=-1)
+
+    def check(self, output: Any) -> None:
+        """Compare with the model's own logits: ``output`` of ``model(ids, output_hidden_states=True)``, one row.
+
+        Raises:
+            ValueError: the log-probs differ (the head post-processes its logits in a way not
+                reproduced here); the message names the model type and the difference.
+        """
+        expected = output.logits[0].float().log_softmax(dim=-1)  # (T, n)
+        try:
+            got = self.log_probs(output.hidden_states[-1][0])  # (T, n)
+        except RuntimeError as error:  # e.g. a prediction layer between the last hidden state and the head
+            raise ValueError(
+                f"model_type={self.model_type!r}: the LM head is not a map of the last hidden state ({error})"
+            ) from error
+        if got.shape != expected.shape:
+            raise ValueError(
+                f"model_type={self.model_type!r}: the LM head gives {got.shape[-1]} logits, the model's forward "
+                f"{expected.shape[-1]}"
+            )
+        finite = torch.isfinite(expected)
+        error = float((got - expected).abs()[finite].max()) if bool(finite.any()) else 0.0
+        tolerance = 1e-3 if self.linear.weight.dtype in (torch.float32, torch.float64) else 5e-2
+        if error > tolerance * (1.0 + float(expected[finite].abs().max())) or not torch.equal(
+            finite, torch.isfinite(got)
+        ):
+            raise ValueError(
+                f"model_type={self.model_type!r}: the LM head's logits are not lm_head(h) with the known "
+                f"post-processing (scale {self.scale}, final softcapping {self.softcap}): log-probs differ by "
+                f"{error:.3g} from the model's own forward, so they cannot be reproduced"
+            )
