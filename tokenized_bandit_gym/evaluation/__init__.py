@@ -6,11 +6,9 @@ module of this package (the ``tbg`` CLI, for one) imports no torch, SciPy or mat
 
 from __future__ import annotations
 
-import sys
-import types
 from typing import Any
 
-from tokenized_bandit_gym.lazy_names import lazy_attribute
+from tokenized_bandit_gym.lazy_names import keep_names_over_submodules, lazy_attribute
 
 _LAZY = {
     "OnlineResult": "online_result",
@@ -39,17 +37,4 @@ def __getattr__(name: str) -> Any:
     return lazy_attribute(__name__, _LAZY, name)
 
 
-class _Package(types.ModuleType):
-    """This package, whose ``run_online`` and ``run_online_vector`` stay functions once their modules are imported.
-
-    Importing a submodule binds it on its package under its own name, which would hide the function
-    of the same name that the submodule defines; the function is bound instead.
-    """
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        if _LAZY.get(name) == name and isinstance(value, types.ModuleType):
-            value = getattr(value, name)
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package
+keep_names_over_submodules(__name__, _LAZY)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenized_bandit_gym.lazy_names import lazy_attribute
+from tokenized_bandit_gym.lazy_names import keep_names_over_submodules, lazy_attribute
 
 _LAZY = {
     "DEFAULT_MODEL": "load_language_model",
@@ -52,3 +52,6 @@ __all__ = sorted(_LAZY)
 
 def __getattr__(name: str) -> Any:
     return lazy_attribute(__name__, _LAZY, name)
+
+
+keep_names_over_submodules(__name__, _LAZY)
