@@ -4,21 +4,58 @@
     tbg report --store tbg-results.sqlite --out tbg-report
     tbg list
 
-``tbg run`` stores each finished run at once (Ctrl-C or ``kill -9`` lose only runs in progress;
-rerunning resumes), then prints the leaderboard and writes the report (``--out``).
+``tbg run`` stores each finished run at once (Ctrl-C, ``kill`` or ``kill -9`` lose only runs in
+progress; rerunning resumes), then prints the leaderboard and writes the report (``--out``).
+Several ``tbg run`` processes may share one store: they claim runs and split the work.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tokenized_bandit_gym.evaluation.leaderboard_spec import LeaderboardSpec
+    from tokenized_bandit_gym.evaluation.run_spec import RunSpec
 
 DEFAULT_STORE = "tbg-results.sqlite"
 DEFAULT_OUT = "tbg-report"
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+
+class OutputError(ValueError):
+    """The report folder (``--out``) cannot be written."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM reached ``tbg run``: handled like Ctrl-C (runs in progress stop, finished ones are kept)."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+def check_output_folder(out: Path) -> None:
+    """Raise :class:`OutputError` unless ``out`` is, or can be created as, a writable folder (checked before runs)."""
+    if out.exists():
+        if not out.is_dir():
+            raise OutputError(f"--out {str(out)!r} is an existing file, not a folder; pass a folder for the report")
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise OutputError(f"--out {str(out)!r} is a folder that is not writable")
+        return
+    ancestor = out.absolute().parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
+        raise OutputError(f"--out {str(out)!r} cannot be created: {str(ancestor)!r} is not a writable folder")
 
 
 def _positive_int(text: str) -> int:
@@ -94,11 +131,20 @@ def _command_list() -> int:
     return 0
 
 
-def _report(store: object, keys: set[str] | None, title: str, out: Path) -> None:
+def _report(store: object, runs: list[RunSpec] | None, title: str, out: Path) -> None:
+    """Print and write the leaderboard of ``runs`` (default: every stored run), with the labels of ``runs``."""
+    import dataclasses
+
     from tokenized_bandit_gym.evaluation.leaderboard import build_leaderboard
     from tokenized_bandit_gym.evaluation.leaderboard_report import markdown_report, write_report
 
-    records = list(store.records(keys))  # type: ignore[attr-defined]
+    wanted = None if runs is None else {run.key: run for run in runs}
+    records = [
+        record
+        if wanted is None
+        else dataclasses.replace(record, spec=dataclasses.replace(record.spec, **_labels(wanted[record.spec.key])))
+        for record in store.records(wanted)  # type: ignore[attr-defined]
+    ]
     if not records:
         print("no finished runs to report")
         return
@@ -108,18 +154,35 @@ def _report(store: object, keys: set[str] | None, title: str, out: Path) -> None
     print(f"report written to {out}/ ({paths['html'].name}, {paths['markdown'].name}, plots, CSV, JSON)")
 
 
+def _labels(run: RunSpec) -> dict[str, str]:
+    return {"task_label": run.task_label, "agent_label": run.agent_label}
+
+
 def _command_run(args: argparse.Namespace) -> int:
-    from tokenized_bandit_gym.evaluation.leaderboard_runner import run_leaderboard
     from tokenized_bandit_gym.evaluation.leaderboard_spec import load_spec
-    from tokenized_bandit_gym.evaluation.results_store import ResultsStore
 
     spec = load_spec(args.spec)
+    if not args.no_report:
+        check_output_folder(args.out)
     if args.backend == "ray":
         from tokenized_bandit_gym.evaluation.ray_backend import import_ray
 
         import_ray()
     runs = spec.runs()
     start = time.perf_counter()
+    if threading.current_thread() is not threading.main_thread():  # signal handlers live in the main thread
+        return _run_and_report(args, spec, runs, start)
+    previous_sigterm = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        return _run_and_report(args, spec, runs, start)
+    finally:
+        signal.signal(signal.SIGTERM, previous_sigterm)
+
+
+def _run_and_report(args: argparse.Namespace, spec: LeaderboardSpec, runs: list[RunSpec], start: float) -> int:
+    from tokenized_bandit_gym.evaluation.leaderboard_runner import run_leaderboard
+    from tokenized_bandit_gym.evaluation.results_store import ResultsStore
+
     with ResultsStore(args.store) as store:
         print(
             f"{spec.source}: {len(runs)} runs ({len(spec.tasks)} tasks, {len(spec.agents)} agents, "
@@ -135,20 +198,22 @@ def _command_run(args: argparse.Namespace) -> int:
                 ray_address=args.ray_address,
                 progress=not args.no_progress,
             )
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as interruption:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the message short
             print(
                 f"\ninterrupted: {len(store)} finished runs are saved in {args.store}; "
                 "rerun the same command to resume",
                 file=sys.stderr,
             )
-            return EXIT_INTERRUPTED
+            return EXIT_TERMINATED if isinstance(interruption, Terminated) else EXIT_INTERRUPTED
+        elsewhere = f", {summary.stored_elsewhere} stored by other processes" if summary.stored_elsewhere else ""
         print(
-            f"{summary.stored} runs stored, {summary.skipped} already in the store, {len(summary.failures)} failed "
-            f"({time.perf_counter() - start:.1f} s)",
+            f"{summary.stored} runs stored, {summary.skipped} already in the store{elsewhere}, "
+            f"{len(summary.failures)} failed ({time.perf_counter() - start:.1f} s)",
             file=sys.stderr,
         )
         if not args.no_report:
-            _report(store, {run.key for run in runs}, spec.title, args.out)
+            _report(store, runs, spec.title, args.out)
     if summary.failures:
         print(f"{len(summary.failures)} runs failed (see above); rerun to retry them", file=sys.stderr)
         return 1
@@ -159,14 +224,15 @@ def _command_report(args: argparse.Namespace) -> int:
     from tokenized_bandit_gym.evaluation.leaderboard_spec import load_spec
     from tokenized_bandit_gym.evaluation.results_store import ResultsStore
 
-    keys = None
+    runs = None
     title = args.title or "tokenized-bandit-gym leaderboard"
     if args.spec is not None:
         spec = load_spec(args.spec, check_registry=False)
-        keys = {run.key for run in spec.runs()}
+        runs = spec.runs()
         title = args.title or spec.title
+    check_output_folder(args.out)
     with ResultsStore(args.store, create=False) as store:
-        _report(store, keys, title, args.out)
+        _report(store, runs, title, args.out)
     return 0
 
 
@@ -188,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "ddmc":
             return args.func(args)
         return _command_report(args)
-    except (SpecError, StoreError, RayUnavailableError) as error:
+    except (SpecError, StoreError, RayUnavailableError, OutputError) as error:
         print(f"tbg: error: {error}", file=sys.stderr)
         return 2
 
