@@ -410,9 +410,11 @@ class ResultsStore:
                 lease = leases.get(key)
                 if lease is not None:
                     lease_holder, hostname, pid, heartbeat = lease
+                    if lease_holder == holder.id:
+                        continue  # already ours
                     expired = now - heartbeat > lease_seconds
                     dead = hostname == holder.hostname and not _process_alive(pid)
-                    if lease_holder != holder.id and not (expired or dead):
+                    if not (expired or dead):
                         held_elsewhere += 1
                         continue
                 if claimed is None:
