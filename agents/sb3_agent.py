@@ -271,9 +271,10 @@ class SB3Agent:
             **self.hyperparameters,
         )
         holder: dict[str, Any] = {}
+        threads = self.torch_threads if self.torch_threads is not None else torch.get_num_threads()
         self._thread = threading.Thread(
             target=_learn,
-            args=(build, task.horizon * task.max_length, self.regret_callback, holder, self._from_learner),
+            args=(build, task.horizon * task.max_length, self.regret_callback, holder, self._from_learner, threads),
             name=f"sb3-{self.algo}",
             daemon=True,
         )
@@ -414,9 +415,16 @@ def _learn(
     callback: CumulativeRegretCallback,
     holder: dict[str, Any],
     outbox: queue.Queue[tuple[str, Any]],
+    threads: int,
 ) -> None:
-    """Worker thread: build the model and run ``learn()`` until the agent closes it."""
+    """Worker thread: build the model and run ``learn()`` until the agent closes it.
+
+    ``threads`` is set in this thread first: OpenMP and MKL keep their thread count per thread,
+    and a new thread starts from the process's start-up value (``OMP_NUM_THREADS``), so without
+    it the learner's numbers would depend on how the process was started.
+    """
     try:
+        torch.set_num_threads(threads)
         model = build()
         holder["model"] = model
         model.learn(total_timesteps=total_timesteps, callback=callback)

@@ -4,10 +4,12 @@ Top-level functions only, so process pools (spawn) and Ray can pickle them by re
 
 Thread settings: every backend plays every run under the same settings, so the same run gives
 the same bits whichever backend and how many workers play it (a float sum split over 2 threads
-is not the sum over 1). Each run uses :data:`RUN_TORCH_THREADS` torch threads; worker
-processes start with :data:`THREAD_ENVIRONMENT` (OpenMP, MKL and OpenBLAS pools of one thread,
-what Ray gives its workers anyway). Parallelism comes from running runs side by side. The
-settings observed inside the run are stored with it (``metadata["thread_settings"]``).
+is not the sum over 1). Each run uses :data:`RUN_TORCH_THREADS` torch threads and BLAS/OpenMP
+pools limited to :data:`RUN_TORCH_THREADS` threads (``threadpoolctl``, so it holds in a process
+whose NumPy loaded its BLAS earlier); worker processes also start with
+:data:`THREAD_ENVIRONMENT` (what Ray gives its workers anyway). Parallelism comes from running
+runs side by side. The settings observed inside the run are stored with it
+(``metadata["thread_settings"]``).
 """
 
 from __future__ import annotations
@@ -52,11 +54,21 @@ def thread_environment() -> Iterator[dict[str, str]]:
 
 
 def thread_settings() -> dict[str, Any]:
-    """The thread settings this process runs under now (stored with each run)."""
+    """The thread settings this process runs under now (stored with each run).
+
+    Returns:
+        ``torch_threads``, the :data:`THREAD_ENVIRONMENT` variables, and ``thread_pools``: the
+        threads of each BLAS/OpenMP library loaded (``"openblas": 1``...).
+    """
     import torch
+    from threadpoolctl import threadpool_info
 
     settings: dict[str, Any] = {"torch_threads": torch.get_num_threads()}
     settings.update({name: os.environ.get(name) for name in THREAD_ENVIRONMENT})
+    pools: dict[str, int] = {}
+    for pool in threadpool_info():
+        pools[pool["internal_api"]] = max(pools.get(pool["internal_api"], 0), int(pool["num_threads"]))
+    settings["thread_pools"] = dict(sorted(pools.items()))
     return settings
 
 
@@ -188,8 +200,9 @@ def execute_run(
 
     Args:
         run: what to run.
-        threads: torch intra-op threads for this run (restored afterwards); None keeps the
-            current setting. Every backend uses the default, :data:`RUN_TORCH_THREADS`.
+        threads: torch intra-op threads and BLAS/OpenMP pool threads for this run (restored
+            afterwards); None keeps the current settings. Every backend uses the default,
+            :data:`RUN_TORCH_THREADS`.
         progress: called with ``(run.key, rounds)`` about 50 times per run.
         stop: checked after every round; when it returns True the run raises
             :class:`RunInterrupted` (backends use it to stop workers cleanly on Ctrl-C).
@@ -199,15 +212,18 @@ def execute_run(
     """
     import gymnasium as gym
     import torch
+    from threadpoolctl import threadpool_limits
 
     import agents
     import tokenized_bandit_gym  # noqa: F401  (registers the env ids)
     from tokenized_bandit_gym.evaluation.run_online import run_online
 
     previous_threads = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
+    with contextlib.ExitStack() as limits:
+        if threads is not None:
+            limits.enter_context(threadpool_limits(limits=threads))  # BLAS and OpenMP pools, restored on exit
+            torch.set_num_threads(threads)
+            limits.callback(torch.set_num_threads, previous_threads)
         settings = thread_settings()
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         start = time.perf_counter()
@@ -221,8 +237,6 @@ def execute_run(
         device = str(getattr(env.unwrapped, "problem", None) and env.unwrapped.problem.device)
         env.close()
         wall_time = time.perf_counter() - start
-    finally:
-        torch.set_num_threads(previous_threads)
     metadata = dict(environment_metadata())
     metadata.update(
         {
