@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.evaluation.records import make_record
+from tests.evaluation.test_resume import stored_count, write_spec
 from tokenized_bandit_gym.evaluation.cli import main
 from tokenized_bandit_gym.evaluation.results_store import (
     LeaseHolder,
@@ -26,22 +27,12 @@ from tokenized_bandit_gym.evaluation.run_record import DETERMINISTIC_ARRAYS
 
 REPO = Path(__file__).resolve().parents[2]
 
-SPEC = """
-rounds = {rounds}
-seeds = {seeds}
 
-[[task]]
-id = "TokenizedMultiArmedBandit-v0"
-label = "{task_label}"
-
-[[agent]]
-name = "random"
-label = "{agent_label}"
-"""
-
-
-def write_spec(path: Path, rounds: int, seeds: int, task_label: str = "TMAB", agent_label: str = "Random") -> Path:
-    path.write_text(SPEC.format(rounds=rounds, seeds=seeds, task_label=task_label, agent_label=agent_label))
+def labelled_spec(path: Path, task_label: str, agent_label: str) -> Path:
+    """Two seeds of Random on TMAB with these labels."""
+    write_spec(path, rounds=5, seeds=2)
+    text = path.read_text().replace("[[agent]]", f'label = "{task_label}"\n\n[[agent]]')
+    path.write_text(text + f'label = "{agent_label}"\n')
     return path
 
 
@@ -62,17 +53,6 @@ def lease_pids(store: Path) -> set[int]:
             connection.close()
     except sqlite3.Error:
         return set()
-
-
-def stored_count(store: Path) -> int:
-    try:
-        connection = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=5.0)
-        try:
-            return int(connection.execute("SELECT COUNT(*) FROM runs").fetchone()[0])
-        finally:
-            connection.close()
-    except sqlite3.Error:
-        return 0
 
 
 def start_tbg_run(spec: Path, store: Path) -> subprocess.Popen[str]:
@@ -209,9 +189,9 @@ def test_store_warns_when_detection_says_network(tmp_path: Path, monkeypatch: py
 
 def test_labels_follow_the_spec_on_a_resumed_store(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     store = tmp_path / "r.sqlite"
-    old = write_spec(tmp_path / "old.toml", rounds=5, seeds=2, task_label="Old task", agent_label="Old agent")
+    old = labelled_spec(tmp_path / "old.toml", "Old task", "Old agent")
     assert main(["run", str(old), "--store", str(store), "--no-progress", "--no-report"]) == 0
-    new = write_spec(tmp_path / "new.toml", rounds=5, seeds=2, task_label="New task", agent_label="New agent")
+    new = labelled_spec(tmp_path / "new.toml", "New task", "New agent")
     capsys.readouterr()
     assert main(["run", str(new), "--store", str(store), "--no-progress", "--out", str(tmp_path / "b")]) == 0
     printed = capsys.readouterr()
@@ -235,7 +215,9 @@ def test_thread_settings_are_stored_and_equal_for_any_worker_count(tmp_path: Pat
         argv = ["run", str(spec), "--store", str(store), "--workers", str(workers), "--no-progress", "--no-report"]
         assert main(argv) == 0
         with ResultsStore(store, create=False) as opened:
-            settings[workers] = [record.metadata["thread_settings"] for record in opened.records()]
+            settings[workers] = [dict(record.metadata["thread_settings"]) for record in opened.records()]
+    for stored in settings[1] + settings[2]:
+        assert set(stored.pop("thread_pools").values()) == {1}  # every BLAS/OpenMP pool loaded: one thread
     expected = {"torch_threads": 1, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     assert settings[1] == settings[2] == [expected, expected]
     assert {name: os.environ.get(name) for name in environment} == environment  # restored after the runs
