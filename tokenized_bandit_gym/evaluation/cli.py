@@ -12,12 +12,13 @@ Several ``tbg run`` processes may share one store: they claim runs and split the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,7 +41,21 @@ class Terminated(KeyboardInterrupt):
 
 
 def _raise_terminated(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the clean shutdown short
     raise Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """While inside, SIGTERM raises :class:`Terminated` (a ``KeyboardInterrupt``), so it stops runs as Ctrl-C does."""
+    if threading.current_thread() is not threading.main_thread():  # signal handlers live in the main thread
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def check_output_folder(out: Path) -> None:
@@ -170,13 +185,7 @@ def _command_run(args: argparse.Namespace) -> int:
         import_ray()
     runs = spec.runs()
     start = time.perf_counter()
-    if threading.current_thread() is not threading.main_thread():  # signal handlers live in the main thread
-        return _run_and_report(args, spec, runs, start)
-    previous_sigterm = signal.signal(signal.SIGTERM, _raise_terminated)
-    try:
-        return _run_and_report(args, spec, runs, start)
-    finally:
-        signal.signal(signal.SIGTERM, previous_sigterm)
+    return _run_and_report(args, spec, runs, start)
 
 
 def _run_and_report(args: argparse.Namespace, spec: LeaderboardSpec, runs: list[RunSpec], start: float) -> int:
@@ -190,16 +199,16 @@ def _run_and_report(args: argparse.Namespace, spec: LeaderboardSpec, runs: list[
             file=sys.stderr,
         )
         try:
-            summary = run_leaderboard(
-                runs,
-                store,
-                backend=args.backend,
-                workers=args.workers,
-                ray_address=args.ray_address,
-                progress=not args.no_progress,
-            )
+            with _sigterm_interrupts():
+                summary = run_leaderboard(
+                    runs,
+                    store,
+                    backend=args.backend,
+                    workers=args.workers,
+                    ray_address=args.ray_address,
+                    progress=not args.no_progress,
+                )
         except KeyboardInterrupt as interruption:
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the message short
             print(
                 f"\ninterrupted: {len(store)} finished runs are saved in {args.store}; "
                 "rerun the same command to resume",

@@ -83,7 +83,7 @@ def _descendants(pid: int) -> set[int]:
 
 
 def reap_when_parent_dies(parent: int, interval: float = 0.5) -> None:
-    """Reaper loop: track ``parent``'s descendants; once ``parent`` is gone, SIGKILL the ones still alive.
+    """Reaper loop: track ``parent``'s new descendants; once ``parent`` is gone, SIGKILL the ones still alive.
 
     Run in its own process (``python -m tokenized_bandit_gym.evaluation.ray_backend PID``) started by
     the driver before ``ray.init``; it excludes itself.
@@ -91,11 +91,13 @@ def reap_when_parent_dies(parent: int, interval: float = 0.5) -> None:
     import signal
 
     me = os.getpid()
+    before = _descendants(parent)  # the parent's other children are not Ray's: leave them be
+    print("ready", flush=True)  # the parent starts Ray only now
     tracked: set[int] = set()
     while True:
         if not os.path.exists(f"/proc/{parent}") or _zombie(parent):
             break
-        tracked |= _descendants(parent) - {me}
+        tracked |= _descendants(parent) - before - {me}
         time.sleep(interval)
     # Kill what was tracked and anything those processes started meanwhile, parents first so
     # that raylet does not restart its agents.
@@ -126,13 +128,15 @@ def _start_reaper() -> subprocess.Popen[bytes] | None:
     """Start the reaper of the local Ray about to be started here (Linux only; None elsewhere)."""
     if not os.path.isdir(f"/proc/{os.getpid()}/task"):
         return None
-    return subprocess.Popen(
+    reaper = subprocess.Popen(
         [sys.executable, "-m", "tokenized_bandit_gym.evaluation.ray_backend", str(os.getpid())],
         stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # a Ctrl-C or SIGTERM to the terminal's process group leaves it be
     )
+    reaper.stdout.readline()  # type: ignore[union-attr]  (it has taken its snapshot: Ray may start)
+    return reaper
 
 
 def run_ray(
@@ -193,7 +197,7 @@ def run_ray(
             ray.shutdown()
         if reaper is not None:
             reaper.kill()
-            reaper.wait()
+            reaper.communicate()  # reaps it and closes its pipe
 
 
 if __name__ == "__main__":
