@@ -216,6 +216,8 @@ def _run_and_report(args: argparse.Namespace, spec: LeaderboardSpec, runs: list[
             )
             return EXIT_TERMINATED if isinstance(interruption, Terminated) else EXIT_INTERRUPTED
         elsewhere = f", {summary.stored_elsewhere} stored by other processes" if summary.stored_elsewhere else ""
+        if summary.discarded:
+            elsewhere += f", {summary.discarded} played here too after their lease expired (discarded)"
         print(
             f"{summary.stored} runs stored, {summary.skipped} already in the store{elsewhere}, "
             f"{len(summary.failures)} failed ({time.perf_counter() - start:.1f} s)",
