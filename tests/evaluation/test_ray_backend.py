@@ -70,7 +70,7 @@ def ray_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     # Ray workers import the package from this checkout.
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    monkeypatch.setenv("RAY_object_store_memory", str(80 * 2**20))
+    monkeypatch.setenv("RAY_DEFAULT_OBJECT_STORE_MEMORY_PROPORTION", "0.01")  # a small object store for a local Ray
 
 
 def test_ray_and_local_give_the_same_bits_for_every_agent(tmp_path: Path, ray_environment: None) -> None:
