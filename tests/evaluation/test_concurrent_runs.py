@@ -141,7 +141,7 @@ def test_leases_of_dead_or_silent_holders_are_claimed_again(tmp_path: Path) -> N
     with ResultsStore(tmp_path / "r.sqlite") as store:
         assert store.claim(["a"], dead, 60) == ("a", 0)
         assert store.claim(["b"], silent, 60) == ("b", 0)
-        assert store.claim(["a", "b"], alive, 60) == ("a", 1)  # dead holder: taken over at once
+        assert store.claim(["b", "a"], alive, 60) == ("a", 1)  # dead holder: taken over at once; b is held
         time.sleep(0.05)
         assert store.claim(["b"], alive, lease_seconds=60) == (None, 1)
         assert store.claim(["b"], alive, lease_seconds=0.01) == ("b", 0)  # no heartbeat for too long

@@ -392,22 +392,24 @@ class ResultsStore:
 
         One ``BEGIN IMMEDIATE`` transaction, so two processes never claim the same run. A lease is
         taken over when its holder is a process of this machine that no longer exists, or when its
-        heartbeat is older than ``lease_seconds``.
+        heartbeat is older than ``lease_seconds``. Keys are looked at in order up to the claimed one
+        (indexed lookups), so a claim costs little however long the sweep.
 
         Returns:
-            The claimed key (None if none is free) and how many of ``keys`` other live holders lease.
+            The claimed key (None if none is free) and how many of the keys looked at other live
+            holders lease (all of ``keys`` when none is free).
         """
         connection = self._connection
         now = time.time()
         connection.execute("BEGIN IMMEDIATE")
         try:
-            stored = {row[0] for row in connection.execute("SELECT run_key FROM runs")}
-            leases = {row[0]: row[1:] for row in connection.execute("SELECT * FROM run_leases")}
             claimed, held_elsewhere = None, 0
             for key in keys:
-                if key in stored:
+                if connection.execute("SELECT 1 FROM runs WHERE run_key = ?", (key,)).fetchone() is not None:
                     continue
-                lease = leases.get(key)
+                lease = connection.execute(
+                    "SELECT holder, hostname, pid, heartbeat FROM run_leases WHERE run_key = ?", (key,)
+                ).fetchone()
                 if lease is not None:
                     lease_holder, hostname, pid, heartbeat = lease
                     if lease_holder == holder.id:
@@ -417,12 +419,12 @@ class ResultsStore:
                     if not (expired or dead):
                         held_elsewhere += 1
                         continue
-                if claimed is None:
-                    claimed = key
-                    connection.execute(
-                        "INSERT OR REPLACE INTO run_leases VALUES (?, ?, ?, ?, ?)",
-                        (key, holder.id, holder.hostname, holder.pid, now),
-                    )
+                claimed = key
+                connection.execute(
+                    "INSERT OR REPLACE INTO run_leases VALUES (?, ?, ?, ?, ?)",
+                    (key, holder.id, holder.hostname, holder.pid, now),
+                )
+                break
             connection.commit()
         except BaseException:
             connection.rollback()
