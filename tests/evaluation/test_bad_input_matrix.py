@@ -85,6 +85,20 @@ def test_matrix_env_arguments(env_id: str, kwargs: dict[str, Any], error: type, 
 
 
 @pytest.mark.parametrize(
+    ("env_id", "kwargs", "error", "pattern"),
+    [
+        (TLB, {"instance_seed": 2**70}, ValueError, "instance_seed must be <="),
+        (TLB, {"vocab_size": 10**9}, ValueError, r"vocab_size=1000000000.*GiB of memory"),
+        pytest.param(TLB, {"device": "cuda"}, ValueError, "device='cuda' is not available", marks=CUDA_MISSING),
+        (TMAB, {"max_length": 10**6}, ValueError, r"max_length=1000000.*GiB of memory"),
+    ],
+)
+def test_matrix_vector_env_arguments(env_id: str, kwargs: dict[str, Any], error: type, pattern: str) -> None:
+    with pytest.raises(error, match=pattern):
+        gym.make_vec(env_id, num_envs=2, **kwargs)
+
+
+@pytest.mark.parametrize(
     ("make", "pattern"),
     [
         (lambda: TokenizedLinearBanditEnv(render_mode="human"), "human"),
