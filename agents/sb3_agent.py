@@ -17,6 +17,7 @@ import torch
 from tokenized_bandit_gym.adapters.sb3.callback import CumulativeRegretCallback
 from tokenized_bandit_gym.adapters.sb3.observation import TokenObservationEncoder
 from tokenized_bandit_gym.adapters.sb3.proxy_env import ProxyClosed, SB3ProxyEnv
+from tokenized_bandit_gym.core.validation import check_int, check_real
 from tokenized_bandit_gym.task import Task
 
 # algo name -> (module, class)
@@ -66,6 +67,68 @@ DEFAULT_POLICY_KWARGS: dict[str, dict[str, Any]] = {
 }
 
 RandomState = tuple[Any, ...]
+
+# Checks of the numeric SB3 hyperparameters (name -> (kind, low, high)), so a bad value fails when
+# the agent is built (leaderboard spec validation) with a message naming it, not inside SB3's
+# learner thread (where some checks are asserts that ``python -O`` removes).
+_HYPERPARAMETER_CHECKS: dict[str, tuple[str, float | None, float | None]] = {
+    "learning_rate": ("schedule", 0.0, None),
+    "clip_range": ("schedule", 0.0, None),
+    "n_steps": ("int", 1, None),
+    "batch_size": ("int", 1, None),
+    "n_epochs": ("int", 1, None),
+    "buffer_size": ("int", 1, None),
+    "learning_starts": ("int", 0, None),
+    "target_update_interval": ("int", 1, None),
+    "gamma": ("real", 0.0, 1.0),
+    "gae_lambda": ("real", 0.0, 1.0),
+    "tau": ("real", 0.0, 1.0),
+    "exploration_fraction": ("real", 0.0, 1.0),
+    "exploration_initial_eps": ("real", 0.0, 1.0),
+    "exploration_final_eps": ("real", 0.0, 1.0),
+    "ent_coef": ("real", 0.0, None),
+    "vf_coef": ("real", 0.0, None),
+    "max_grad_norm": ("real", 0.0, None),
+}
+
+
+# Constructor arguments the agent passes itself (its own keywords or the proxy env).
+_SET_BY_THE_AGENT = {
+    "policy",
+    "env",
+    "policy_kwargs",
+    "device",
+    "verbose",
+    "tensorboard_log",
+    "seed",
+    "_init_setup_model",
+}
+
+
+def check_hyperparameters(algo: str, hyperparameters: dict[str, Any]) -> None:
+    """Raise naming the first hyperparameter that ``algo``'s constructor does not take or that has a bad value.
+
+    Raises:
+        TypeError: an unknown keyword, or a value of the wrong type (``learning_rate="x"``).
+        ValueError: a value out of range (``gamma=2``).
+    """
+    import inspect
+
+    module_name, class_name = ALGORITHMS[algo]
+    signature = inspect.signature(getattr(importlib.import_module(module_name), class_name))
+    accepted = set(signature.parameters) - _SET_BY_THE_AGENT
+    for name, value in hyperparameters.items():
+        if name not in accepted:
+            raise TypeError(f"{class_name} takes no hyperparameter {name}={value!r}; it takes {sorted(accepted)}")
+        if name not in _HYPERPARAMETER_CHECKS:
+            continue
+        kind, low, high = _HYPERPARAMETER_CHECKS[name]
+        if kind == "schedule" and callable(value):
+            continue
+        if kind == "int":
+            check_int(name, value, minimum=int(low) if low is not None else None)
+        else:
+            check_real(name, value, low=low, high=high)
 
 
 class SB3Agent:
@@ -159,6 +222,7 @@ class SB3Agent:
         self.verbose = verbose
         self.tensorboard_log = tensorboard_log
         self.hyperparameters = {**DEFAULT_HYPERPARAMETERS[algo], **hyperparameters}
+        check_hyperparameters(algo, self.hyperparameters)
         if torch_threads is not None and (
             isinstance(torch_threads, bool) or not isinstance(torch_threads, int) or torch_threads < 1
         ):
@@ -207,9 +271,10 @@ class SB3Agent:
             **self.hyperparameters,
         )
         holder: dict[str, Any] = {}
+        threads = self.torch_threads if self.torch_threads is not None else torch.get_num_threads()
         self._thread = threading.Thread(
             target=_learn,
-            args=(build, task.horizon * task.max_length, self.regret_callback, holder, self._from_learner),
+            args=(build, task.horizon * task.max_length, self.regret_callback, holder, self._from_learner, threads),
             name=f"sb3-{self.algo}",
             daemon=True,
         )
@@ -350,9 +415,16 @@ def _learn(
     callback: CumulativeRegretCallback,
     holder: dict[str, Any],
     outbox: queue.Queue[tuple[str, Any]],
+    threads: int,
 ) -> None:
-    """Worker thread: build the model and run ``learn()`` until the agent closes it."""
+    """Worker thread: build the model and run ``learn()`` until the agent closes it.
+
+    ``threads`` is set in this thread first: OpenMP and MKL keep their thread count per thread,
+    and a new thread starts from the process's start-up value (``OMP_NUM_THREADS``), so without
+    it the learner's numbers would depend on how the process was started.
+    """
     try:
+        torch.set_num_threads(threads)
         model = build()
         holder["model"] = model
         model.learn(total_timesteps=total_timesteps, callback=callback)

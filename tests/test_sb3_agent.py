@@ -144,9 +144,14 @@ def test_reset_restarts_and_update_needs_a_round():
 
 def test_learner_errors_surface_in_the_caller():
     env = gym.make("TokenizedMultiArmedBandit-v0")
-    agent = SB3Agent("ppo", n_steps=32, batch_size=32, not_a_keyword=1)
+    agent = SB3Agent("ppo", policy="NoSuchPolicy", n_steps=32, batch_size=32)
     with pytest.raises(RuntimeError, match="learner failed"):
         agent.reset(Task.from_env(env, 5), seed=0)
+
+
+def test_unknown_hyperparameters_fail_when_the_agent_is_built():
+    with pytest.raises(TypeError, match="PPO takes no hyperparameter not_a_keyword=1"):
+        SB3Agent("ppo", n_steps=32, batch_size=32, not_a_keyword=1)
 
 
 def test_callback_logs_cumulative_regret_through_sb3_logger(tmp_path):

@@ -7,7 +7,7 @@ import torch
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.query_pool import random_query_pool
 from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses
-from tokenized_bandit_gym.core.validation import check_int, check_real
+from tokenized_bandit_gym.core.validation import check_int, check_real, seeded_generator
 
 
 class MeanPoolProblem(LinearTokenizedProblem):
@@ -55,8 +55,7 @@ class MeanPoolProblem(LinearTokenizedProblem):
         check_real("theta_norm", theta_norm, low=0.0, high=1.0)
         if theta_norm == 0.0:
             raise ValueError(f"theta_norm must be > 0, got {theta_norm!r}")
-        check_int("instance_seed", instance_seed, minimum=0)
-        generator = torch.Generator().manual_seed(instance_seed)
+        generator = seeded_generator(instance_seed)
         eos = vocab_size - 1
         query_tokens, query_lengths = random_query_pool(generator, num_queries, query_length, vocab_size, eos)
         super().__init__(vocab_size, max_length, eos, query_tokens, query_lengths, fixed_length, torch.device(device))

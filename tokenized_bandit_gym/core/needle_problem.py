@@ -7,7 +7,7 @@ import torch
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.query_pool import random_query_pool
 from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses
-from tokenized_bandit_gym.core.validation import check_int, check_real
+from tokenized_bandit_gym.core.validation import check_int, check_real, seeded_generator
 
 # Carry codes: where the response stands relative to the query's needle path.
 ON_PATH, ON_SIBLING, OFF_PATH, NEEDLE_LEAF, SIBLING_LEAF, OFF_LEAF = range(6)
@@ -55,8 +55,7 @@ class NeedleProblem(LinearTokenizedProblem):
         length = check_int("max_length", max_length, minimum=2)
         dimension = check_int("embedding_dim", embedding_dim, minimum=1)
         self.needle_gap = check_real("needle_gap", needle_gap, low=0.0, high=1.0)
-        check_int("instance_seed", instance_seed, minimum=0)
-        generator = torch.Generator().manual_seed(instance_seed)
+        generator = seeded_generator(instance_seed)
         eos = vocab_size - 1
         query_tokens, query_lengths = random_query_pool(generator, num_queries, query_length, vocab_size, eos)
         super().__init__(vocab_size, length, eos, query_tokens, query_lengths, fixed_length, torch.device(device))

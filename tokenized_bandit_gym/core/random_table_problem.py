@@ -6,7 +6,7 @@ import torch
 
 from tokenized_bandit_gym.core.enumeration import MAX_ENUMERATED_RESPONSES
 from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses, TokenizedProblem
-from tokenized_bandit_gym.core.validation import check_int
+from tokenized_bandit_gym.core.validation import check_int, seeded_generator
 
 
 class RandomTableProblem(TokenizedProblem):
@@ -38,14 +38,13 @@ class RandomTableProblem(TokenizedProblem):
     ) -> None:
         n = check_int("vocab_size", vocab_size, minimum=3)
         length = check_int("max_length", max_length, minimum=1)
-        check_int("instance_seed", instance_seed, minimum=0)
         nodes = sum((n - 1) ** m for m in range(length))
         if nodes > MAX_ENUMERATED_RESPONSES:
             raise ValueError(
                 f"random_table needs {nodes} utilities for vocab_size={vocab_size}, "
                 f"max_length={max_length}; at most {MAX_ENUMERATED_RESPONSES} are allowed"
             )
-        generator = torch.Generator().manual_seed(instance_seed)
+        generator = seeded_generator(instance_seed)
         query = torch.zeros(1, 1, dtype=torch.int64)
         super().__init__(n, length, n - 1, query, torch.ones(1, dtype=torch.int64), fixed_length, torch.device(device))
         self.dtype = dtype

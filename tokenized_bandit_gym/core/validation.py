@@ -3,24 +3,35 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Iterable
 from numbers import Integral, Real
 
 import torch
 
+# torch.Generator.manual_seed takes seeds up to 2**64 - 1.
+MAX_SEED = 2**64 - 1
 
-def check_int(name: str, value: object, minimum: int | None = None) -> int:
-    """Return ``value`` as an ``int`` or raise naming it.
+
+def check_int(name: str, value: object, minimum: int | None = None, maximum: int | None = None) -> int:
+    """Return ``value`` as a Python ``int`` (NumPy and torch integers included) or raise naming it.
 
     Raises:
         TypeError: ``value`` is not an integer (bools are rejected too).
-        ValueError: ``value`` is below ``minimum``.
+        ValueError: ``value`` is below ``minimum`` or above ``maximum``.
     """
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
     if minimum is not None and value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value!r}")
     return int(value)
+
+
+def seeded_generator(seed: object, name: str = "instance_seed") -> torch.Generator:
+    """A CPU ``torch.Generator`` seeded with ``seed``, an integer in ``[0, 2**64 - 1]``, or raise naming it."""
+    return torch.Generator().manual_seed(check_int(name, seed, minimum=0, maximum=MAX_SEED))
 
 
 def check_real(
@@ -56,11 +67,69 @@ def check_choice(name: str, value: object, choices: Iterable[str]) -> str:
 
 
 def check_device(value: object) -> torch.device:
-    """Return ``value`` as a ``torch.device`` or raise naming it."""
+    """Return ``value`` as a ``torch.device`` this torch can use, or raise naming it.
+
+    Raises:
+        ValueError: not a device name, or a CUDA/MPS device this build or machine does not have.
+    """
     try:
-        return torch.device(value)  # type: ignore[arg-type]
+        device = torch.device(value)  # type: ignore[arg-type]
     except (RuntimeError, TypeError) as error:
         raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {value!r}") from error
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            build = "this torch build has no CUDA support" if torch.version.cuda is None else "no CUDA GPU is visible"
+            raise ValueError(f"device={value!r} is not available: {build}; use device='cpu'")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise ValueError(f"device={value!r} is not available: only {torch.cuda.device_count()} CUDA devices")
+    elif device.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"device={value!r} is not available on this machine; use device='cpu'")
+    elif device.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device must be 'cpu', 'cuda' or 'mps' (optionally with an index), got {value!r}")
+    return device
+
+
+def available_memory_bytes() -> int | None:
+    """Memory this process can still allocate: ``MemAvailable`` capped by ``RLIMIT_AS`` (None if unknown)."""
+    limits = []
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    limits.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError):
+        try:
+            limits.append(os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (AttributeError, OSError, ValueError):
+            pass
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            limits.append(soft)
+    except (ImportError, OSError, ValueError):
+        pass
+    return min(limits) if limits else None
+
+
+def check_memory(what: str, needed_bytes: int, available: int | None = None) -> None:
+    """Raise before allocating when ``what`` needs more memory than this machine has available.
+
+    Args:
+        what: the arguments that size it, e.g. ``"vocab_size=1000000000, embedding_dim=16"``.
+        needed_bytes: a lower bound of the bytes it allocates.
+        available: the budget (default: :func:`available_memory_bytes`).
+
+    Raises:
+        ValueError: naming ``what``, the memory it needs and the memory available.
+    """
+    budget = available_memory_bytes() if available is None else available
+    if budget is not None and needed_bytes > budget:
+        raise ValueError(
+            f"{what}: the instance would need at least {needed_bytes / 2**30:,.1f} GiB of memory, "
+            f"more than the {budget / 2**30:,.1f} GiB available; choose smaller sizes"
+        )
 
 
 def check_dtype(value: object) -> torch.dtype:

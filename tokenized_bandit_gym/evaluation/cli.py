@@ -4,21 +4,73 @@
     tbg report --store tbg-results.sqlite --out tbg-report
     tbg list
 
-``tbg run`` stores each finished run at once (Ctrl-C or ``kill -9`` lose only runs in progress;
-rerunning resumes), then prints the leaderboard and writes the report (``--out``).
+``tbg run`` stores each finished run at once (Ctrl-C, ``kill`` or ``kill -9`` lose only runs in
+progress; rerunning resumes), then prints the leaderboard and writes the report (``--out``).
+Several ``tbg run`` processes may share one store: they claim runs and split the work.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import signal
 import sys
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tokenized_bandit_gym.evaluation.leaderboard_spec import LeaderboardSpec
+    from tokenized_bandit_gym.evaluation.run_spec import RunSpec
 
 DEFAULT_STORE = "tbg-results.sqlite"
 DEFAULT_OUT = "tbg-report"
 EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 128 + signal.SIGTERM
+
+
+class OutputError(ValueError):
+    """The report folder (``--out``) cannot be written."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM reached ``tbg run``: handled like Ctrl-C (runs in progress stop, finished ones are kept)."""
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the clean shutdown short
+    raise Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """While inside, SIGTERM raises :class:`Terminated` (a ``KeyboardInterrupt``), so it stops runs as Ctrl-C does."""
+    if threading.current_thread() is not threading.main_thread():  # signal handlers live in the main thread
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def check_output_folder(out: Path) -> None:
+    """Raise :class:`OutputError` unless ``out`` is, or can be created as, a writable folder (checked before runs)."""
+    if out.exists():
+        if not out.is_dir():
+            raise OutputError(f"--out {str(out)!r} is an existing file, not a folder; pass a folder for the report")
+        if not os.access(out, os.W_OK | os.X_OK):
+            raise OutputError(f"--out {str(out)!r} is a folder that is not writable")
+        return
+    ancestor = out.absolute().parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
+        raise OutputError(f"--out {str(out)!r} cannot be created: {str(ancestor)!r} is not a writable folder")
 
 
 def _positive_int(text: str) -> int:
@@ -103,11 +155,23 @@ def _command_list() -> int:
     return 0
 
 
-def _report(store: object, keys: set[str] | None, title: str, out: Path, spec: object = None) -> None:
+def _report(store: object, runs: list[RunSpec] | None, title: str, out: Path, spec: object = None) -> None:
+    """Print and write the leaderboard of ``runs`` (default: every stored run), with the labels of ``runs``.
+
+    ``spec`` (the loaded leaderboard spec, when there is one) supplies the page's provenance and caveats.
+    """
+    import dataclasses
+
     from tokenized_bandit_gym.evaluation.leaderboard import build_leaderboard
     from tokenized_bandit_gym.evaluation.leaderboard_report import markdown_report, write_report
 
-    records = list(store.records(keys))  # type: ignore[attr-defined]
+    wanted = None if runs is None else {run.key: run for run in runs}
+    records = [
+        record
+        if wanted is None
+        else dataclasses.replace(record, spec=dataclasses.replace(record.spec, **_labels(wanted[record.spec.key])))
+        for record in store.records(wanted)  # type: ignore[attr-defined]
+    ]
     if not records:
         print("no finished runs to report")
         return
@@ -117,18 +181,29 @@ def _report(store: object, keys: set[str] | None, title: str, out: Path, spec: o
     print(f"report written to {out}/ ({paths['html'].name}, {paths['markdown'].name}, plots, CSV, JSON)")
 
 
+def _labels(run: RunSpec) -> dict[str, str]:
+    return {"task_label": run.task_label, "agent_label": run.agent_label}
+
+
 def _command_run(args: argparse.Namespace) -> int:
-    from tokenized_bandit_gym.evaluation.leaderboard_runner import run_leaderboard
     from tokenized_bandit_gym.evaluation.leaderboard_spec import load_spec
-    from tokenized_bandit_gym.evaluation.results_store import ResultsStore
 
     spec = load_spec(args.spec)
+    if not args.no_report:
+        check_output_folder(args.out)
     if args.backend == "ray":
         from tokenized_bandit_gym.evaluation.ray_backend import import_ray
 
         import_ray()
     runs = spec.runs()
     start = time.perf_counter()
+    return _run_and_report(args, spec, runs, start)
+
+
+def _run_and_report(args: argparse.Namespace, spec: LeaderboardSpec, runs: list[RunSpec], start: float) -> int:
+    from tokenized_bandit_gym.evaluation.leaderboard_runner import run_leaderboard
+    from tokenized_bandit_gym.evaluation.results_store import ResultsStore
+
     with ResultsStore(args.store) as store:
         print(
             f"{spec.source}: {len(runs)} runs ({len(spec.tasks)} tasks, {len(spec.agents)} agents, "
@@ -136,28 +211,32 @@ def _command_run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         try:
-            summary = run_leaderboard(
-                runs,
-                store,
-                backend=args.backend,
-                workers=args.workers,
-                ray_address=args.ray_address,
-                progress=not args.no_progress,
-            )
-        except KeyboardInterrupt:
+            with _sigterm_interrupts():
+                summary = run_leaderboard(
+                    runs,
+                    store,
+                    backend=args.backend,
+                    workers=args.workers,
+                    ray_address=args.ray_address,
+                    progress=not args.no_progress,
+                )
+        except KeyboardInterrupt as interruption:
             print(
                 f"\ninterrupted: {len(store)} finished runs are saved in {args.store}; "
                 "rerun the same command to resume",
                 file=sys.stderr,
             )
-            return EXIT_INTERRUPTED
+            return EXIT_TERMINATED if isinstance(interruption, Terminated) else EXIT_INTERRUPTED
+        elsewhere = f", {summary.stored_elsewhere} stored by other processes" if summary.stored_elsewhere else ""
+        if summary.discarded:
+            elsewhere += f", {summary.discarded} played here too after their lease expired (discarded)"
         print(
-            f"{summary.stored} runs stored, {summary.skipped} already in the store, {len(summary.failures)} failed "
-            f"({time.perf_counter() - start:.1f} s)",
+            f"{summary.stored} runs stored, {summary.skipped} already in the store{elsewhere}, "
+            f"{len(summary.failures)} failed ({time.perf_counter() - start:.1f} s)",
             file=sys.stderr,
         )
         if not args.no_report:
-            _report(store, {run.key for run in runs}, spec.title, args.out, spec)
+            _report(store, runs, spec.title, args.out, spec)
     if summary.failures:
         print(f"{len(summary.failures)} runs failed (see above); rerun to retry them", file=sys.stderr)
         return 1
@@ -168,15 +247,16 @@ def _command_report(args: argparse.Namespace) -> int:
     from tokenized_bandit_gym.evaluation.leaderboard_spec import load_spec
     from tokenized_bandit_gym.evaluation.results_store import ResultsStore
 
-    keys = None
+    runs = None
     spec = None
     title = args.title or "tokenized-bandit-gym leaderboard"
     if args.spec is not None:
         spec = load_spec(args.spec, check_registry=False)
-        keys = {run.key for run in spec.runs()}
+        runs = spec.runs()
         title = args.title or spec.title
+    check_output_folder(args.out)
     with ResultsStore(args.store, create=False) as store:
-        _report(store, keys, title, args.out, spec)
+        _report(store, runs, title, args.out, spec)
     return 0
 
 
@@ -198,7 +278,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command in ("ddmc", "check-model"):
             return args.func(args)
         return _command_report(args)
-    except (SpecError, StoreError, RayUnavailableError) as error:
+    except (SpecError, StoreError, RayUnavailableError, OutputError) as error:
         print(f"tbg: error: {error}", file=sys.stderr)
         return 2
 

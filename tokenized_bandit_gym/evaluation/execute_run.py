@@ -1,25 +1,109 @@
 """Play one leaderboard run in the current process (the worker function of every backend).
 
 Top-level functions only, so process pools (spawn) and Ray can pickle them by reference.
+
+Thread settings: every backend plays every run under the same settings, so the same run gives
+the same bits whichever backend and how many workers play it (a float sum split over 2 threads
+is not the sum over 1). Each run uses :data:`RUN_TORCH_THREADS` torch threads and BLAS/OpenMP
+pools limited to :data:`RUN_TORCH_THREADS` threads (``threadpoolctl``, so it holds in a process
+whose NumPy loaded its BLAS earlier); worker processes also start with
+:data:`THREAD_ENVIRONMENT` (what Ray gives its workers anyway). Parallelism comes from running
+runs side by side. The settings observed inside the run are stored with it
+(``metadata["thread_settings"]``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import platform
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from importlib import metadata as importlib_metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from tokenized_bandit_gym.evaluation.run_record import ARRAY_NAMES, RunRecord
 from tokenized_bandit_gym.evaluation.run_spec import RunSpec
 
 # Progress callbacks receive (run key, rounds finished since the last call).
 ProgressCallback = Callable[[str, int], None]
+
+# Torch intra-op threads of every run, on every backend.
+RUN_TORCH_THREADS = 1
+# The environment of every worker process (read by the thread pools when they load).
+THREAD_ENVIRONMENT = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+@contextlib.contextmanager
+def thread_environment() -> Iterator[dict[str, str]]:
+    """Set :data:`THREAD_ENVIRONMENT` in ``os.environ`` (worker processes started inside inherit it); restore it."""
+    previous = {name: os.environ.get(name) for name in THREAD_ENVIRONMENT}
+    os.environ.update(THREAD_ENVIRONMENT)
+    try:
+        yield dict(THREAD_ENVIRONMENT)
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def thread_settings() -> dict[str, Any]:
+    """The thread settings this process runs under now (stored with each run).
+
+    Returns:
+        ``torch_threads``, the :data:`THREAD_ENVIRONMENT` variables, and ``thread_pools``: the
+        threads of each BLAS/OpenMP library loaded (``"openblas": 1``...).
+    """
+    import torch
+    from threadpoolctl import threadpool_info
+
+    settings: dict[str, Any] = {"torch_threads": torch.get_num_threads()}
+    settings.update({name: os.environ.get(name) for name in THREAD_ENVIRONMENT})
+    pools: dict[str, int] = {}
+    for pool in threadpool_info():
+        pools[pool["internal_api"]] = max(pools.get(pool["internal_api"], 0), int(pool["num_threads"]))
+    settings["thread_pools"] = dict(sorted(pools.items()))
+    return settings
+
+
+class RunSource(Protocol):
+    """Where a backend takes runs from, one at a time, as its workers free up."""
+
+    def next_run(self) -> RunSpec | None:
+        """A run to play now, or None when none is free now (another process may still hold some)."""
+
+    def exhausted(self) -> bool:
+        """True once no run will come any more (checked after :meth:`next_run` returned None)."""
+
+
+class QueuedRuns:
+    """A :class:`RunSource` over a fixed list of runs (each handed out once)."""
+
+    def __init__(self, runs: Sequence[RunSpec]) -> None:
+        self._runs = list(runs)
+        self._next = 0
+
+    def next_run(self) -> RunSpec | None:
+        """The next run of the list, or None at its end."""
+        if self._next >= len(self._runs):
+            return None
+        self._next += 1
+        return self._runs[self._next - 1]
+
+    def exhausted(self) -> bool:
+        """True once every run was handed out."""
+        return self._next >= len(self._runs)
+
+
+def as_run_source(runs: Sequence[RunSpec] | RunSource) -> RunSource:
+    """``runs`` itself if it is a :class:`RunSource`, else a :class:`QueuedRuns` over it."""
+    return runs if hasattr(runs, "next_run") else QueuedRuns(runs)  # type: ignore[arg-type,return-value]
 
 
 class RunInterrupted(Exception):
@@ -122,7 +206,7 @@ def environment_metadata() -> dict[str, Any]:
 
 def execute_run(
     run: RunSpec,
-    threads: int | None = None,
+    threads: int | None = RUN_TORCH_THREADS,
     progress: ProgressCallback | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> RunRecord:
@@ -134,8 +218,9 @@ def execute_run(
 
     Args:
         run: what to run.
-        threads: torch intra-op threads for this run (restored afterwards); None keeps the
-            current setting. Backends give each of W parallel workers ``cores // W`` threads.
+        threads: torch intra-op threads and BLAS/OpenMP pool threads for this run (restored
+            afterwards); None keeps the current settings. Every backend uses the default,
+            :data:`RUN_TORCH_THREADS`.
         progress: called with ``(run.key, rounds)`` about 50 times per run.
         stop: checked after every round; when it returns True the run raises
             :class:`RunInterrupted` (backends use it to stop workers cleanly on Ctrl-C).
@@ -145,15 +230,19 @@ def execute_run(
     """
     import gymnasium as gym
     import torch
+    from threadpoolctl import threadpool_limits
 
     import tokenized_bandit_gym  # noqa: F401  (registers the env ids)
     from tokenized_bandit_gym.evaluation.run_online import run_online
     from tokenized_bandit_gym.registration import make_agent
 
     previous_threads = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
+    with contextlib.ExitStack() as limits:
+        if threads is not None:
+            limits.enter_context(threadpool_limits(limits=threads))  # BLAS and OpenMP pools, restored on exit
+            torch.set_num_threads(threads)
+            limits.callback(torch.set_num_threads, previous_threads)
+        settings = thread_settings()
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         start = time.perf_counter()
         env = gym.make(run.env_id, **run.env_kwargs)
@@ -169,8 +258,6 @@ def execute_run(
         device = str(getattr(env.unwrapped, "problem", None) and env.unwrapped.problem.device)
         env.close()
         wall_time = time.perf_counter() - start
-    finally:
-        torch.set_num_threads(previous_threads)
     metadata = dict(environment_metadata())
     metadata.update(
         {
@@ -178,7 +265,8 @@ def execute_run(
             "wall_time": wall_time,
             "started_at": started_at,
             "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "torch_threads": threads if threads is not None else previous_threads,
+            "torch_threads": settings["torch_threads"],
+            "thread_settings": settings,
         }
     )
     arrays = {name: getattr(result, name) for name in ARRAY_NAMES}

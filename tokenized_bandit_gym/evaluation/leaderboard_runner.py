@@ -1,21 +1,29 @@
-"""Run every task x agent x seed of a spec that the store does not hold yet, storing each as it ends."""
+"""Run every task x agent x seed of a spec that the store does not hold yet, storing each as it ends.
+
+Runs are claimed from the store before they are played (a lease row with a heartbeat, see
+:mod:`~tokenized_bandit_gym.evaluation.results_store`), so N ``tbg run`` processes on one store split
+the sweep: none plays a run another holds, and the runs of a process that dies are claimed again.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
 from tqdm.auto import tqdm
 
-from tokenized_bandit_gym.evaluation.results_store import ResultsStore
+from tokenized_bandit_gym.evaluation.results_store import LeaseHolder, ResultsStore
 from tokenized_bandit_gym.evaluation.run_failure import RunFailure
 from tokenized_bandit_gym.evaluation.run_record import RunRecord
 from tokenized_bandit_gym.evaluation.run_spec import RunSpec
 
 BACKENDS = ("local", "ray")
+# A lease not renewed for this long is claimed again (its holder is presumed dead or cut off).
+LEASE_SECONDS = 60.0
 
 
 @dataclass
@@ -27,12 +35,76 @@ class RunSummary:
         skipped: runs already in the store (not rerun).
         stored: runs played and stored now.
         failures: runs that raised (not stored; a rerun tries them again).
+        stored_elsewhere: runs stored meanwhile by other processes sharing the store.
+        discarded: runs played here but already stored when they finished (0 unless a lease
+            expired while its holder still worked).
     """
 
     total: int
     skipped: int
     stored: int = 0
     failures: list[RunFailure] = field(default_factory=list)
+    stored_elsewhere: int = 0
+    discarded: int = 0
+
+
+class ClaimedRuns:
+    """The runs of a sweep, handed out to a backend one claim at a time (a ``RunSource``).
+
+    Each :meth:`next_run` claims the first run neither stored nor leased by a live holder; while
+    every remaining run is held elsewhere it returns None, and :meth:`exhausted` stays False until
+    they are stored or their holders die. Each run is tried at most once by this process.
+
+    Args:
+        runs: the sweep's runs, without duplicates.
+        store: the shared store.
+        holder: this process.
+        lease_seconds: a lease older than this (no heartbeat) is claimed again.
+    """
+
+    def __init__(self, runs: Sequence[RunSpec], store: ResultsStore, holder: LeaseHolder, lease_seconds: float):
+        self._runs = {run.key: run for run in runs}
+        self._store = store
+        self._holder = holder
+        self._lease_seconds = lease_seconds
+        self._tried: set[str] = set()
+        self._held_elsewhere = 0
+
+    def next_run(self) -> RunSpec | None:
+        """Claim and return the next free run, or None while none is free."""
+        untried = [key for key in self._runs if key not in self._tried]
+        if not untried:
+            self._held_elsewhere = 0
+            return None
+        key, self._held_elsewhere = self._store.claim(untried, self._holder, self._lease_seconds)
+        if key is None:
+            return None
+        self._tried.add(key)
+        return self._runs[key]
+
+    def exhausted(self) -> bool:
+        """True when the last claim found no run held by another live process."""
+        return self._held_elsewhere == 0
+
+
+@contextlib.contextmanager
+def _heartbeat(store: ResultsStore, holder: LeaseHolder, lease_seconds: float) -> Iterator[None]:
+    """Renew ``holder``'s leases every ``lease_seconds / 6`` from a thread (own connection); drop them at the end."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        with ResultsStore(store.path) as connection:
+            while not stop.wait(lease_seconds / 6):
+                connection.renew_leases(holder)
+
+    thread = threading.Thread(target=beat, name="tbg-lease-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        store.release(holder)
 
 
 def pending_runs(runs: Sequence[RunSpec], store: ResultsStore) -> list[RunSpec]:
@@ -55,11 +127,14 @@ def run_leaderboard(
     ray_address: str | None = None,
     progress: bool = True,
     log: TextIO | None = None,
+    lease_seconds: float = LEASE_SECONDS,
 ) -> RunSummary:
     """Play the runs not yet in ``store`` and store each one as soon as it finishes.
 
     Interrupting (Ctrl-C, ``kill``) loses only the runs in progress: every finished run is
-    committed in its own transaction, and calling this again with the same runs resumes.
+    committed in its own transaction, and calling this again with the same runs resumes. Other
+    processes may run the same sweep on the same store at once: each run is claimed before it is
+    played, so they split the work. Stored runs take the labels of ``runs``.
 
     Args:
         runs: typically ``spec.runs()``.
@@ -69,6 +144,7 @@ def run_leaderboard(
         ray_address: the Ray cluster to use (default: ``RAY_ADDRESS`` or a local Ray).
         progress: show progress bars over runs and rounds (on stderr).
         log: where failures are reported (default: stderr).
+        lease_seconds: how long a claimed run stays leased without a heartbeat.
 
     Returns:
         Counts of skipped and stored runs, and the failures.
@@ -76,11 +152,14 @@ def run_leaderboard(
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     log = log if log is not None else sys.stderr
+    store.relabel(runs)
     pending = pending_runs(runs, store)
     unique = len({run.key for run in runs})
     summary = RunSummary(total=unique, skipped=unique - len(pending))
     if not pending:
         return summary
+    holder = LeaseHolder()
+    claims = ClaimedRuns(pending, store, holder, lease_seconds)
     runs_bar = tqdm(total=len(pending), desc="runs", unit="run", disable=not progress, position=0)
     rounds_bar = tqdm(
         total=sum(run.rounds for run in pending), desc="rounds", unit="round", disable=not progress, position=1
@@ -93,30 +172,35 @@ def run_leaderboard(
 
     outcomes: Iterator[RunRecord | RunFailure]
     if backend == "local":
-        from tokenized_bandit_gym.evaluation.local_backend import run_local
+        from tokenized_bandit_gym.evaluation.local_backend import available_cores, run_local
 
-        outcomes = run_local(pending, workers=workers, progress=advance)
+        outcomes = run_local(claims, workers=min(workers or available_cores(), len(pending)), progress=advance)
     else:
         from tokenized_bandit_gym.evaluation.ray_backend import run_ray
 
-        outcomes = run_ray(pending, address=ray_address, progress=advance)
+        outcomes = run_ray(claims, address=ray_address, progress=advance)
     try:
-        with contextlib.closing(outcomes):  # type: ignore[type-var]
+        with _heartbeat(store, holder, lease_seconds), contextlib.closing(outcomes):  # type: ignore[type-var]
             for outcome in outcomes:
                 key = outcome.spec.key
                 rounds_bar.update(outcome.spec.rounds - credited.get(key, 0))
                 credited[key] = outcome.spec.rounds
                 if isinstance(outcome, RunFailure):
+                    store.release(holder, key)
                     summary.failures.append(outcome)
                     tqdm.write(
                         f"run failed: {outcome.spec.task_label} / {outcome.spec.agent_label} / seed "
                         f"{outcome.spec.seed}: {outcome.error}\n{outcome.traceback}",
                         file=log,
                     )
+                elif store.add(outcome):
+                    summary.stored += 1
                 else:
-                    summary.stored += int(store.add(outcome))
+                    summary.discarded += 1
                 runs_bar.update(1)
     finally:
         rounds_bar.close()
         runs_bar.close()
+    stored_now = len(store.keys() & {run.key for run in pending})
+    summary.stored_elsewhere = stored_now - summary.stored
     return summary

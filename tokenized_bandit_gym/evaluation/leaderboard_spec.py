@@ -138,6 +138,11 @@ def load_spec(path: str | Path, check_registry: bool = True) -> LeaderboardSpec:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise SpecError(f"cannot read spec file {str(path)!r}: {error}") from error
+    except UnicodeDecodeError as error:
+        raise SpecError(
+            f"spec file {str(path)!r} is not UTF-8 text (byte {error.object[error.start : error.start + 1]!r} at "
+            f"offset {error.start}); a spec is a TOML file"
+        ) from error
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
@@ -243,6 +248,12 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>", check_registry: 
         task_rounds = _check_int(f"{where}.rounds", entry.get("rounds", rounds), 1)
         if label in {task.label for task in tasks}:
             raise SpecError(f"{where}.label {label!r} is used by another task; give each task its own label")
+        for other, task in enumerate(tasks):
+            if (task.id, canonical_json(task.kwargs), task.rounds) == (env_id, canonical_json(kwargs), task_rounds):
+                raise SpecError(
+                    f"{where} ({label!r}) is the same task as task[{other}] ({task.label!r}): same id {env_id!r}, "
+                    f"kwargs {kwargs!r} and rounds {task_rounds}; their runs would be one. Remove one of them"
+                )
         horizons = entry.get("horizons", [])
         if not isinstance(horizons, list):
             raise SpecError(f"{where}.horizons must be a list of integers below rounds, got {horizons!r}")
@@ -278,6 +289,12 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>", check_registry: 
         label = _check_str(f"{where}.label", entry.get("label", _default_label(name, kwargs)))
         if label in {agent.label for agent in agent_entries}:
             raise SpecError(f"{where}.label {label!r} is used by another agent; give each agent its own label")
+        for other, agent in enumerate(agent_entries):
+            if (agent.name, canonical_json(agent.kwargs)) == (name, canonical_json(kwargs)):
+                raise SpecError(
+                    f"{where} ({label!r}) is the same agent as agent[{other}] ({agent.label!r}): same name {name!r} "
+                    f"and kwargs {kwargs!r}; their runs would be one. Remove one of them"
+                )
         only = entry.get("tasks")
         if only is not None:
             if not isinstance(only, list) or not only:
@@ -323,7 +340,8 @@ def _check_against_registries(spec: LeaderboardSpec) -> None:
     """Check names against the registries and build every env and agent once."""
     import gymnasium as gym
 
-    import tokenized_bandit_gym  # noqa: F401  (registers the env ids)
+    import tokenized_bandit_gym
+    from tokenized_bandit_gym.core.tokenized_problem import TokenizedBanditProblem
     from tokenized_bandit_gym.registration import list_agents, make_agent
 
     for index, task in enumerate(spec.tasks):
@@ -335,9 +353,24 @@ def _check_against_registries(spec: LeaderboardSpec) -> None:
             continue
         try:
             env = gym.make(task.id, **task.kwargs)
-        except (TypeError, ValueError) as error:
+        except (TypeError, ValueError, gym.error.Error) as error:
             raise SpecError(f"task[{index}].kwargs {task.kwargs!r} are invalid for {task.id!r}: {error}") from error
-        env.close()
+        try:
+            if not isinstance(getattr(env.unwrapped, "problem", None), TokenizedBanditProblem):
+                known = sorted(tokenized_bandit_gym.registered_ids())
+                raise SpecError(
+                    f"task[{index}].id {task.id!r} is not a tokenized bandit env (it has no tokenized problem "
+                    f"instance); the suite's ids: {known}"
+                )
+            render_modes = env.unwrapped.metadata.get("render_modes", [])
+            render_mode = task.kwargs.get("render_mode")
+            if render_mode is not None and render_mode not in render_modes:
+                raise SpecError(
+                    f"task[{index}].kwargs.render_mode {render_mode!r} is not supported by {task.id!r}: "
+                    f"it renders {render_modes} (runs never render; leave render_mode out)"
+                )
+        finally:
+            env.close()
         _VALID_ENVS.add(identity)
     known_agents = list_agents()
     for index, entry in enumerate(spec.agents):

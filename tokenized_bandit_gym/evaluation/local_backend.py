@@ -2,10 +2,14 @@
 
 Workers are spawned (``multiprocessing`` "spawn" context, safe with torch and on every OS) and
 run :func:`~tokenized_bandit_gym.evaluation.execute_run.execute_run`; results come back to the
-parent, which stores each as soon as it finishes. Workers ignore SIGINT: on Ctrl-C the parent
-sets a shared stop event, each worker abandons its run at the end of the current round, the pool
-shuts down cleanly, and what finished is kept; a rerun resumes. If the parent is killed
-(``kill -9``), a watchdog thread in each worker notices within half a second and exits.
+parent, which stores each as soon as it finishes. Runs are taken from a
+:class:`~tokenized_bandit_gym.evaluation.execute_run.RunSource` one at a time as workers free up
+(so a run claimed from a shared store is claimed only when a worker can start it). Workers ignore
+SIGINT and SIGTERM: on Ctrl-C or ``kill`` the parent sets a shared stop event, each worker
+abandons its run at the end of the current round, the pool shuts down cleanly, and what finished
+is kept; a rerun resumes. If the parent is killed (``kill -9``), a watchdog thread in each worker
+notices within half a second and exits. Every run is played under the same thread settings (see
+:mod:`~tokenized_bandit_gym.evaluation.execute_run`), in a worker or in this process alike.
 """
 
 from __future__ import annotations
@@ -21,14 +25,21 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from multiprocessing import get_context
 from typing import Any
 
-from tokenized_bandit_gym.evaluation.execute_run import ProgressCallback, execute_run
+from tokenized_bandit_gym.evaluation.execute_run import (
+    ProgressCallback,
+    RunSource,
+    as_run_source,
+    execute_run,
+    thread_environment,
+)
 from tokenized_bandit_gym.evaluation.run_failure import RunFailure
 from tokenized_bandit_gym.evaluation.run_record import RunRecord
 from tokenized_bandit_gym.evaluation.run_spec import RunSpec
 
 _worker_queue: Any = None
 _worker_stop: Any = None
-_worker_threads: int | None = None
+# How often the parent looks for a free run while every remaining one is held by another process.
+_POLL_SECONDS = 0.25
 
 
 def available_cores() -> int:
@@ -38,11 +49,6 @@ def available_cores() -> int:
     return max(1, os.cpu_count() or 1)
 
 
-def threads_per_worker(workers: int) -> int:
-    """Torch threads per worker so that ``workers`` workers share the cores."""
-    return max(1, available_cores() // max(1, workers))
-
-
 def _exit_when_orphaned(parent: int) -> None:
     """Watchdog thread of a worker: exit as soon as the parent is gone (``kill -9`` of ``tbg run``)."""
     while os.getppid() == parent:
@@ -50,13 +56,13 @@ def _exit_when_orphaned(parent: int) -> None:
     os._exit(1)
 
 
-def _init_worker(progress_queue: Any, stop_event: Any, threads: int, parent: int) -> None:
-    """Pool initializer: ignore Ctrl-C (the parent handles it), keep the queue and the stop event."""
-    global _worker_queue, _worker_stop, _worker_threads
+def _init_worker(progress_queue: Any, stop_event: Any, parent: int) -> None:
+    """Pool initializer: ignore Ctrl-C and SIGTERM (the parent handles them), keep the queue and the stop event."""
+    global _worker_queue, _worker_stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     _worker_queue = progress_queue
     _worker_stop = stop_event
-    _worker_threads = threads
     threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
 
 
@@ -75,7 +81,6 @@ def _run_in_worker(run: RunSpec) -> RunRecord | RunFailure:
     try:
         return execute_run(
             run,
-            threads=_worker_threads,
             progress=_report_progress if _worker_queue is not None else None,
             stop=_should_stop,
         )
@@ -84,29 +89,48 @@ def _run_in_worker(run: RunSpec) -> RunRecord | RunFailure:
 
 
 def run_local(
-    runs: Sequence[RunSpec],
+    runs: Sequence[RunSpec] | RunSource,
     workers: int | None = None,
     progress: ProgressCallback | None = None,
 ) -> Iterator[RunRecord | RunFailure]:
     """Yield each run's record (or failure) as soon as it finishes.
 
     Args:
-        runs: the runs to play.
+        runs: the runs to play, or a source handing them out (claims on a shared store).
         workers: parallel worker processes (default: every available core). With one worker,
             or one run, everything runs in this process.
         progress: called in this process with ``(run key, rounds)`` as rounds finish.
     """
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
-    workers = min(workers or available_cores(), max(1, len(runs)))
-    threads = threads_per_worker(workers)
-    if workers == 1:
-        for run in runs:
-            try:
-                yield execute_run(run, threads=threads, progress=progress)
-            except Exception as error:  # noqa: BLE001  (any agent or env error fails this run only)
-                yield RunFailure(spec=run, error=f"{type(error).__name__}: {error}", traceback=traceback.format_exc())
-        return
+    workers = workers or available_cores()
+    if not hasattr(runs, "next_run"):
+        workers = min(workers, max(1, len(runs)))  # type: ignore[arg-type]
+    source = as_run_source(runs)
+    with thread_environment():
+        if workers == 1:
+            yield from _run_in_this_process(source, progress)
+        else:
+            yield from _run_in_pool(source, workers, progress)
+
+
+def _run_in_this_process(source: RunSource, progress: ProgressCallback | None) -> Iterator[RunRecord | RunFailure]:
+    while True:
+        run = source.next_run()
+        if run is None:
+            if source.exhausted():
+                return
+            time.sleep(_POLL_SECONDS)
+            continue
+        try:
+            yield execute_run(run, progress=progress)
+        except Exception as error:  # noqa: BLE001  (any agent or env error fails this run only)
+            yield RunFailure(spec=run, error=f"{type(error).__name__}: {error}", traceback=traceback.format_exc())
+
+
+def _run_in_pool(
+    source: RunSource, workers: int, progress: ProgressCallback | None
+) -> Iterator[RunRecord | RunFailure]:
     context = get_context("spawn")
     progress_queue = context.Queue() if progress is not None else None
     stop_event = context.Event()
@@ -114,12 +138,19 @@ def run_local(
         max_workers=workers,
         mp_context=context,
         initializer=_init_worker,
-        initargs=(progress_queue, stop_event, threads, os.getpid()),
+        initargs=(progress_queue, stop_event, os.getpid()),
     )
     try:
-        pending: set[Future[RunRecord | RunFailure]] = {executor.submit(_run_in_worker, run) for run in runs}
-        while pending:
-            done, pending = wait(pending, timeout=0.25, return_when=FIRST_COMPLETED)
+        pending: set[Future[RunRecord | RunFailure]] = set()
+        while True:
+            while len(pending) < workers and (run := source.next_run()) is not None:
+                pending.add(executor.submit(_run_in_worker, run))
+            if not pending:
+                if source.exhausted():
+                    return
+                time.sleep(_POLL_SECONDS)
+                continue
+            done, pending = wait(pending, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
             _drain(progress_queue, progress)
             for future in done:
                 yield future.result()

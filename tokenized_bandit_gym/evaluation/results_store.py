@@ -13,15 +13,32 @@ Schema (version 1)::
          transformers_version, device, wall_time, started_at, finished_at, metadata JSON)
     run_arrays(run_key, name, dtype, data BLOB)          -- (T,) little-endian float64 per array
 
+    run_leases(run_key PRIMARY KEY, holder, hostname, pid, heartbeat)  -- runs being played now
+
 ``run_key`` is :attr:`RunSpec.key`, the hash of what determines the results, so a rerun of the
 same spec skips finished runs and a run is never stored twice.
+
+Several ``tbg run`` processes on one machine can share a store: each claims a run before playing
+it by inserting its lease row (one ``BEGIN IMMEDIATE`` transaction), renews its leases' heartbeat
+while it works, and deletes the lease in the transaction that stores the run. A lease whose holder
+has died (same host, process gone) or whose heartbeat is older than the lease time is claimed
+again, so no run is played twice and none is lost when a process is killed. The lease table is
+added to older stores when they are opened for writing (readers of schema 1 ignore it).
+
+SQLite's locking is unsafe on network filesystems (NFS, SMB/CIFS, sshfs...): keep the store on a
+local disk. :class:`ResultsStore` warns (:class:`NetworkFilesystemWarning`) when it detects one.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sqlite3
-from collections.abc import Iterable, Iterator
+import time
+import uuid
+import warnings
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -81,8 +98,104 @@ _CREATE = (
 )
 
 
+_CREATE_LEASES = """CREATE TABLE IF NOT EXISTS run_leases (
+    run_key TEXT PRIMARY KEY,
+    holder TEXT NOT NULL,
+    hostname TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    heartbeat REAL NOT NULL
+)"""
+
+# Filesystem types (``/proc/mounts``) on which SQLite's file locking is unreliable.
+NETWORK_FILESYSTEMS = frozenset(
+    {
+        "nfs",
+        "nfs4",
+        "cifs",
+        "smbfs",
+        "smb3",
+        "ncpfs",
+        "afs",
+        "9p",
+        "ceph",
+        "glusterfs",
+        "lustre",
+        "gpfs",
+        "beegfs",
+        "fuse.sshfs",
+        "fuse.glusterfs",
+        "fuse.cephfs",
+        "fuse.s3fs",
+        "fuse.rclone",
+        "fuse.gcsfuse",
+        "fuse.juicefs",
+    }
+)
+
+
 class StoreError(RuntimeError):
     """The store file is missing, corrupted, foreign or from a newer version (left untouched)."""
+
+
+class NetworkFilesystemWarning(UserWarning):
+    """The store sits on a network filesystem, where SQLite's locking is unsafe."""
+
+
+def network_filesystem(path: str | Path, mounts: str | None = None) -> str | None:
+    """The network filesystem type ``path`` lies on, or None (local, or not detectable).
+
+    Args:
+        path: a file or folder (need not exist yet).
+        mounts: the mount table in ``/proc/mounts`` format (default: read ``/proc/mounts``;
+            None is returned where there is none, e.g. on macOS and Windows).
+
+    Returns:
+        The ``fstype`` of the innermost mount holding ``path`` if it is one of
+        :data:`NETWORK_FILESYSTEMS`, else None.
+    """
+    if mounts is None:
+        try:
+            mounts = Path("/proc/mounts").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return None
+    target = os.path.abspath(os.path.realpath(path))
+    best, best_type = "", None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:
+            continue
+        # /proc/mounts escapes spaces, tabs, newlines and backslashes as octal (\040).
+        mount_point = fields[1].encode().decode("unicode_escape")
+        inside = target == mount_point or target.startswith(mount_point.rstrip("/") + "/")
+        if inside and len(mount_point) >= len(best):
+            best, best_type = mount_point, fields[2]
+    if best_type is None:
+        return None
+    return best_type if best_type in NETWORK_FILESYSTEMS or best_type.startswith("nfs") else None
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state not in ("Z", "X")
+
+
+class LeaseHolder:
+    """Who claims runs: one per ``tbg run`` process (hostname, pid and a random id)."""
+
+    def __init__(self) -> None:
+        self.hostname = socket.gethostname()
+        self.pid = os.getpid()
+        self.id = f"{self.hostname}:{self.pid}:{uuid.uuid4().hex[:12]}"
 
 
 class ResultsStore:
@@ -106,10 +219,31 @@ class ResultsStore:
         if exists:
             self._check_header()
         else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._connection = sqlite3.connect(self.path, timeout=30.0)
+            self._make_folder()
+        if create:
+            filesystem = network_filesystem(self.path)
+            if filesystem is not None:
+                warnings.warn(
+                    f"the results store {str(self.path)!r} is on a network filesystem ({filesystem}), where "
+                    "SQLite's locking is unsafe: concurrent `tbg run`s may corrupt it. Keep the store on a local "
+                    "disk; to spread runs over machines use --backend ray",
+                    NetworkFilesystemWarning,
+                    stacklevel=2,
+                )
+        try:
+            self._connection = sqlite3.connect(self.path, timeout=30.0)
+        except sqlite3.Error as error:
+            raise StoreError(self._unopenable(error)) from error
         try:
             self._open()
+            if create:
+                with self._connection:
+                    self._connection.execute(_CREATE_LEASES)
+            tables = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'run_leases'"
+            self._has_leases = self._connection.execute(tables).fetchone() is not None
+        except sqlite3.OperationalError as error:
+            self._connection.close()
+            raise StoreError(self._unopenable(error)) from error
         except sqlite3.DatabaseError as error:
             self._connection.close()
             raise StoreError(
@@ -118,6 +252,27 @@ class ResultsStore:
         except StoreError:
             self._connection.close()
             raise
+
+    def _make_folder(self) -> None:
+        folder = self.path.parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise StoreError(
+                f"cannot create the results store {str(self.path)!r}: its folder {str(folder)!r} cannot be created "
+                f"({error.strerror or error}). Pass a --store path in a writable folder"
+            ) from error
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise StoreError(
+                f"cannot create the results store {str(self.path)!r}: the folder {str(folder)!r} is not writable. "
+                "Pass a --store path in a writable folder"
+            )
+
+    def _unopenable(self, error: Exception) -> str:
+        return (
+            f"cannot open the results store {str(self.path)!r} ({error}); the file and its folder "
+            f"{str(self.path.parent)!r} must be readable and writable (SQLite keeps -wal and -shm files beside it)"
+        )
 
     def _check_header(self) -> None:
         if self.path.is_dir():
@@ -218,6 +373,8 @@ class ResultsStore:
                     canonical_json(metadata),
                 ),
             )
+            if self._has_leases:
+                connection.execute("DELETE FROM run_leases WHERE run_key = ?", (spec.key,))
             if cursor.rowcount == 0:
                 return False
             connection.executemany(
@@ -228,6 +385,75 @@ class ResultsStore:
                 ],
             )
         return True
+
+    # ------------------------------------------------------------------ leases (concurrent `tbg run`s)
+    def claim(self, keys: Sequence[str], holder: LeaseHolder, lease_seconds: float) -> tuple[str | None, int]:
+        """Claim the first of ``keys`` that is neither stored nor leased by a live holder.
+
+        One ``BEGIN IMMEDIATE`` transaction, so two processes never claim the same run. A lease is
+        taken over when its holder is a process of this machine that no longer exists, or when its
+        heartbeat is older than ``lease_seconds``. Keys are looked at in order up to the claimed one
+        (indexed lookups), so a claim costs little however long the sweep.
+
+        Returns:
+            The claimed key (None if none is free) and how many of the keys looked at other live
+            holders lease (all of ``keys`` when none is free).
+        """
+        connection = self._connection
+        now = time.time()
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            claimed, held_elsewhere = None, 0
+            for key in keys:
+                if connection.execute("SELECT 1 FROM runs WHERE run_key = ?", (key,)).fetchone() is not None:
+                    continue
+                lease = connection.execute(
+                    "SELECT holder, hostname, pid, heartbeat FROM run_leases WHERE run_key = ?", (key,)
+                ).fetchone()
+                if lease is not None:
+                    lease_holder, hostname, pid, heartbeat = lease
+                    if lease_holder == holder.id:
+                        continue  # already ours
+                    expired = now - heartbeat > lease_seconds
+                    dead = hostname == holder.hostname and not _process_alive(pid)
+                    if not (expired or dead):
+                        held_elsewhere += 1
+                        continue
+                claimed = key
+                connection.execute(
+                    "INSERT OR REPLACE INTO run_leases VALUES (?, ?, ?, ?, ?)",
+                    (key, holder.id, holder.hostname, holder.pid, now),
+                )
+                break
+            connection.commit()
+        except BaseException:
+            connection.rollback()
+            raise
+        return claimed, held_elsewhere
+
+    def renew_leases(self, holder: LeaseHolder) -> None:
+        """Refresh the heartbeat of every lease ``holder`` holds."""
+        with self._connection:
+            self._connection.execute("UPDATE run_leases SET heartbeat = ? WHERE holder = ?", (time.time(), holder.id))
+
+    def release(self, holder: LeaseHolder, key: str | None = None) -> None:
+        """Drop ``holder``'s lease on ``key`` (a failed run), or all of its leases (None)."""
+        with self._connection:
+            if key is None:
+                self._connection.execute("DELETE FROM run_leases WHERE holder = ?", (holder.id,))
+            else:
+                self._connection.execute("DELETE FROM run_leases WHERE holder = ? AND run_key = ?", (holder.id, key))
+
+    def relabel(self, runs: Iterable[RunSpec]) -> int:
+        """Give stored runs the task and agent labels of ``runs`` (labels follow the spec); returns rows changed."""
+        rows = [(run.task_label or run.env_id, run.agent_label or run.agent, run.key) for run in runs]
+        with self._connection:
+            cursor = self._connection.executemany(
+                "UPDATE runs SET task_label = ?, agent_label = ? WHERE run_key = ? "
+                "AND (task_label IS NOT ? OR agent_label IS NOT ?)",
+                [(task, agent, key, task, agent) for task, agent, key in rows],
+            )
+        return max(0, cursor.rowcount)
 
     def records(self, keys: Iterable[str] | None = None) -> Iterator[RunRecord]:
         """Every stored run (or those with ``keys``), in insertion order."""

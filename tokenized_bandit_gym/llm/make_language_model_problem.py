@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from tokenized_bandit_gym.core.validation import check_int
+from tokenized_bandit_gym.core.validation import MAX_SEED, check_device, check_int
 from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 from tokenized_bandit_gym.llm.load_language_model import load_language_model
 from tokenized_bandit_gym.llm.query_sources import resolve_queries
@@ -48,11 +48,16 @@ def make_language_model_problem(
         query_field: the JSONL field holding the queries, a dotted path for nested objects.
         **problem_kwargs: the remaining :class:`LanguageModelProblem` arguments.
     """
-    seed = check_int("instance_seed", instance_seed, minimum=0)
+    seed = check_int("instance_seed", instance_seed, minimum=0, maximum=MAX_SEED)
+    if not isinstance(model, (str, os.PathLike, torch.nn.Module)):
+        kind = type(model).__name__
+        raise TypeError(f"model must be a hub name, a local path or a loaded causal LM, got {model!r} ({kind})")
     if isinstance(model, (str, os.PathLike)):
         if tokenizer is not None:
             raise ValueError("pass tokenizer= only with a loaded model, not with a model name or path")
-        language_model, tokenizer = load_language_model(model, dtype, device, trust_remote_code, attn_implementation)
+        language_model, tokenizer = load_language_model(
+            model, dtype, check_device(device), trust_remote_code, attn_implementation
+        )
     else:
         if tokenizer is None:
             raise ValueError("a loaded model needs its tokenizer= as well")
