@@ -89,7 +89,7 @@ class EOFUL:
         self.prefix_ratio_mean: list[float] = []
         self.prefix_inverse_ratio_max: list[float] = []
         self.prefix_inverse_ratio_mean: list[float] = []
-        self._prefixes: list[torch.Tensor] = []
+        self._prefixes: list[torch.Tensor | np.ndarray] = []  # chosen candidates' embeddings, (d,) each
 
     def reset(self, task: Task, seed: int | None = None) -> None:
         """Start from ``Sigma_1 = lambda I``, ``theta_hat_1 = 0`` (EOFUL is deterministic; seed unused)."""
@@ -139,8 +139,19 @@ class EOFUL:
         self._require_confidence().update(response_embeddings, rewards)
 
     def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
-        """The allowed candidate with the highest UCB score."""
+        """The allowed candidate with the highest UCB score (NumPy at small d on the CPU, else torch)."""
         confidence = self._require_confidence()
+        if confidence.on_host:
+            embeddings = np.asarray(observation["candidate_embeddings"])  # (k, d)
+            mask = np.asarray(observation["action_mask"]).astype(bool)  # (k,)
+            scores = confidence.ucb_host(embeddings, self.beta_scale)  # (k,)
+            if mask.shape != scores.shape:
+                raise ValueError(f"action_mask has shape {mask.shape}, scores have {scores.shape}")
+            if not mask.any():
+                raise ValueError("every row of action_mask must allow at least one candidate")
+            index = int(np.argmax(np.where(mask, scores, -np.inf)))  # lowest index on ties, as torch
+            self._prefixes.append(embeddings[index])
+            return index
         embeddings = confidence.as_tensor(observation["candidate_embeddings"])  # (k, d)
         index = int(self.select(embeddings[None], np.asarray(observation["action_mask"])[None])[0])
         self._prefixes.append(embeddings[index])
@@ -150,20 +161,32 @@ class EOFUL:
         """Record the Assumption 4 ratios under ``Sigma_t`` and ``Sigma_t^-1``, then learn from ``(y_t, r_t)``."""
         confidence = self._require_confidence()
         if "response_embedding" in info:
-            response = confidence.as_tensor(info["response_embedding"])  # (d,)
+            response = info["response_embedding"]  # (d,)
         elif self._prefixes:
             response = self._prefixes[-1]  # (d,) the last chosen candidate is the whole response
         else:
             raise ValueError("update() needs info['response_embedding'] or a round played with act()")
         if self._prefixes:
-            prefixes = torch.stack(self._prefixes)  # (|y|, d)
-            for norm, maxima, means in (
-                (confidence.mahalanobis, self.prefix_ratio_max, self.prefix_ratio_mean),
-                (confidence.width, self.prefix_inverse_ratio_max, self.prefix_inverse_ratio_mean),
+            if confidence.on_host:
+                prefixes = np.stack([np.asarray(prefix) for prefix in self._prefixes])  # (|y|, d)
+                norms = list(
+                    zip(confidence.norms_host(prefixes), confidence.norms_host(np.asarray(response)), strict=True)
+                )
+            else:
+                prefixes = torch.stack(self._prefixes)  # (|y|, d)
+                response_tensor = confidence.as_tensor(response)  # (d,)
+                norms = [
+                    (norm(prefixes).cpu().numpy(), norm(response_tensor).cpu().numpy())
+                    for norm in (confidence.mahalanobis, confidence.width)
+                ]
+            for (prefix_norms, total), maxima, means in zip(
+                norms,
+                (self.prefix_ratio_max, self.prefix_inverse_ratio_max),
+                (self.prefix_ratio_mean, self.prefix_inverse_ratio_mean),
+                strict=True,
             ):
-                norms, total = norm(prefixes), float(norm(response))  # (|y|,), scalar
-                ratios = norms / total if total > 0.0 else torch.full_like(norms, math.nan)  # (|y|,)
+                ratios = prefix_norms / float(total) if float(total) > 0.0 else np.full(prefix_norms.shape, math.nan)
                 maxima.append(float(ratios.max()))
                 means.append(float(ratios.mean()))
-        confidence.update(response, float(reward))
+        confidence.update(response if confidence.on_host else confidence.as_tensor(response), float(reward))
         self._prefixes = []

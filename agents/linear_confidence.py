@@ -18,15 +18,27 @@ The maximum of ``<v, e>`` over ``v`` in ``C_t`` is the UCB score
 ``Sigma_t^-1`` is kept by Sherman-Morrison rank-one updates (Woodbury for a batch of rounds) in
 float64 and refactorised exactly (Cholesky of ``Sigma_t``, which is kept too) every
 ``refactor_every`` updated rounds, so rounding errors cannot drift.
+
+Small work on the host: on the CPU with ``d <= HOST_DIM_LIMIT`` the per-step scoring
+(:meth:`LinearConfidence.ucb_host`) and the one-round update run in NumPy on the tensors' shared
+memory (a torch call on a ``(16, 16)`` tensor costs several microseconds of dispatch; the NumPy
+call a fraction of it); at larger d or on a GPU everything stays in torch. The two paths compute
+the same formulas; their matrix products may round differently in the last bit (NumPy's and
+torch's BLAS kernels sum in different orders), so the tests hold them to 1e-12 and to identical
+decisions.
 """
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from tokenized_bandit_gym.core.validation import check_int, check_real
+
+# Largest d whose per-step linear algebra runs in NumPy on the CPU (torch above it or on a GPU).
+HOST_DIM_LIMIT = 64
 
 
 def confidence_radius(round_index: int, dim: int, max_length: int, sigma: float, delta: float) -> float:
@@ -99,6 +111,8 @@ class LinearConfidence:
             raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
         self.device = torch.device(device)
         self.dtype = dtype
+        self.on_host = self.device.type == "cpu" and self.dim <= HOST_DIM_LIMIT
+        self._numpy_dtype = torch.empty(0, dtype=dtype).numpy().dtype
         self.reset()
 
     def reset(self) -> None:
@@ -111,6 +125,7 @@ class LinearConfidence:
         self.theta_hat = torch.zeros(d, device=self.device, dtype=self.dtype)  # (d,)
         self.rounds = 0
         self._since_refactor = 0
+        self._radius_cache: tuple[int, float, float] = (-1, 0.0, 0.0)  # (rounds, scale, radius)
 
     # ------------------------------------------------------------------ the confidence set
     @property
@@ -127,11 +142,21 @@ class LinearConfidence:
         """``scale * sqrt(beta_t)`` for the current round; 0 in round 1, where ``C_1 = {0}`` (paper)."""
         if self.rounds == 0:
             return 0.0
-        return scale * math.sqrt(self.beta())
+        rounds, cached_scale, radius = self._radius_cache
+        if rounds != self.rounds or cached_scale != scale:
+            radius = scale * math.sqrt(self.beta())
+            self._radius_cache = (self.rounds, scale, radius)
+        return radius
 
     def as_tensor(self, features: object) -> torch.Tensor:
-        """``features`` as a tensor of this module's device and dtype (NumPy arrays accepted)."""
-        return torch.as_tensor(features).to(device=self.device, dtype=self.dtype)
+        """``features`` as a tensor of this module's device and dtype (NumPy arrays accepted).
+
+        Converted straight to :attr:`dtype`: a Python float never passes through torch's default
+        float32 (which would round a reward to 7 digits before it is learned from).
+        """
+        if isinstance(features, torch.Tensor):
+            return features.to(device=self.device, dtype=self.dtype)
+        return torch.as_tensor(features, dtype=self.dtype, device=self.device)
 
     def mean(self, features: torch.Tensor) -> torch.Tensor:
         """``<theta_hat_t, e>`` for features ``(..., d)``; returns ``(...)``."""
@@ -156,6 +181,23 @@ class LinearConfidence:
         mean = e @ self.theta_hat  # (...)
         quadratic = ((e @ self.design_inverse) * e).sum(-1)  # (...) e^T Sigma^-1 e
         return mean + radius * quadratic.clamp_min(0.0).sqrt()
+
+    def ucb_host(self, features: np.ndarray, scale: float = 1.0) -> np.ndarray:
+        """:meth:`ucb` in NumPy (for :attr:`on_host` sets): features ``(..., d)`` give scores ``(...)``."""
+        e = np.asarray(features, dtype=self._numpy_dtype)  # (..., d)
+        mean = e @ self.theta_hat.numpy()  # (...)
+        radius = self.radius(scale)
+        if radius == 0.0:
+            return mean
+        return mean + radius * np.sqrt(np.maximum(((e @ self.design_inverse.numpy()) * e).sum(-1), 0.0))
+
+    def norms_host(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`mahalanobis` and :meth:`width` in NumPy: ``(||e||_Sigma, ||e||_{Sigma^-1})``, each ``(...)``."""
+        e = np.asarray(features, dtype=self._numpy_dtype)  # (..., d)
+        return tuple(  # type: ignore[return-value]
+            np.sqrt(np.maximum(((e @ matrix.numpy()) * e).sum(-1), 0.0))
+            for matrix in (self.design, self.design_inverse)
+        )
 
     def mahalanobis(self, features: torch.Tensor) -> torch.Tensor:
         """``||e||_{Sigma_t} = sqrt(e^T Sigma_t e)`` (Assumption 4's norm) for ``(..., d)``; returns ``(...)``."""
@@ -183,6 +225,11 @@ class LinearConfidence:
         Raises:
             ValueError: wrong shapes or non-finite values.
         """
+        if self.on_host and self._since_refactor + 1 < self.refactor_every:
+            host = np.asarray(features, dtype=self._numpy_dtype)
+            if host.shape == (self.dim,) or host.shape == (1, self.dim):
+                self._update_one_on_host(host.reshape(-1), rewards)
+                return
         y = self.as_tensor(features)
         if y.dim() == 1:
             y = y[None, :]  # (1, d)
@@ -210,6 +257,24 @@ class LinearConfidence:
             solved = torch.cholesky_solve(u, factor)  # (B, d) (I + Y Sigma^-1 Y^T)^-1 Y Sigma^-1
             self.design_inverse = self.design_inverse.addmm(u.T, solved, alpha=-1.0)  # (d, d)
         self.theta_hat = self.design_inverse @ self.response_sum  # (d,)
+
+    def _update_one_on_host(self, y: np.ndarray, rewards: object) -> None:
+        """:meth:`update` for one round, no refactorisation due, in NumPy (Sherman-Morrison)."""
+        r = np.asarray(rewards, dtype=self._numpy_dtype).reshape(-1)  # (1,)
+        if r.shape[0] != 1:
+            raise ValueError(f"got 1 feature row but {r.shape[0]} rewards")
+        if not np.isfinite(y.sum() + r.sum()):
+            raise ValueError("features and rewards must be finite")
+        inverse = self.design_inverse.numpy()  # (d, d)
+        u = inverse @ y  # (d,) Sigma^-1 y
+        design = self.design.numpy() + np.outer(y, y)  # (d, d)
+        response_sum = self.response_sum.numpy() + r[0] * y  # (d,)
+        inverse = inverse - np.outer(u, u) * (1.0 / float(1.0 + y @ u))  # (d, d)
+        self.design, self.response_sum = torch.from_numpy(design), torch.from_numpy(response_sum)
+        self.design_inverse = torch.from_numpy(inverse)
+        self.theta_hat = torch.from_numpy(inverse @ response_sum)  # (d,)
+        self.rounds += 1
+        self._since_refactor += 1
 
     def refactorize(self) -> None:
         """Recompute ``Sigma^-1`` exactly from ``Sigma`` (Cholesky), discarding rounding drift."""

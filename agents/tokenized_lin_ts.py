@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import torch
 
 from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence
@@ -92,6 +93,10 @@ class TokenizedLinTS:
             raise ValueError("TokenizedLinTS.act() called before reset(task)")
         if self.theta_sample is None:
             self.theta_sample = self.sample()[0]  # (d,)
+        if confidence.on_host:  # small d on the CPU: one NumPy product (the sample is a CPU tensor)
+            host_scores = np.asarray(observation["candidate_embeddings"], dtype=np.float64) @ self.theta_sample.numpy()
+            host_mask = np.asarray(observation["action_mask"]).astype(bool)  # (k,)
+            return int(np.argmax(np.where(host_mask, host_scores, -np.inf)))  # lowest index on ties, as torch
         embeddings = confidence.as_tensor(observation["candidate_embeddings"])  # (k, d)
         mask = torch.as_tensor(observation["action_mask"], device=confidence.device).bool()  # (k,)
         scores = embeddings @ self.theta_sample  # (k,)

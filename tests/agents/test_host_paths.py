@@ -1,0 +1,69 @@
+"""The linear agents' NumPy path (small d on the CPU) and torch path play the same game.
+
+The two paths run the same formulas; NumPy's and torch's matrix products may sum in different
+orders, so values agree to 1e-12 and every decision (hence every regret) is identical.
+"""
+
+from __future__ import annotations
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+
+import tokenized_bandit_gym  # noqa: F401
+from tokenized_bandit_gym import agents
+from tokenized_bandit_gym.agents import linear_confidence
+from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence
+from tokenized_bandit_gym.evaluation import run_online
+
+
+def _play(agent_name: str, host: bool, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(linear_confidence, "HOST_DIM_LIMIT", 64 if host else 0)
+    agent = agents.make(agent_name)
+    result = run_online(gym.make("TokenizedLinearBandit-v0"), agent, 120, seed=5)
+    assert agent.confidence.on_host is host
+    return agent, result
+
+
+@pytest.mark.parametrize("agent_name", ["eoful", "tokenized_lin_ts"])
+def test_host_and_torch_paths_make_the_same_decisions(agent_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    host_agent, host = _play(agent_name, True, monkeypatch)
+    torch_agent, reference = _play(agent_name, False, monkeypatch)
+    np.testing.assert_array_equal(host.regret, reference.regret)
+    for name in ("design", "design_inverse", "response_sum", "theta_hat"):
+        host_value = getattr(host_agent.confidence, name).numpy()
+        np.testing.assert_allclose(host_value, getattr(torch_agent.confidence, name).numpy(), rtol=0.0, atol=1e-12)
+    if agent_name == "eoful":
+        for name in ("prefix_ratio_max", "prefix_ratio_mean", "prefix_inverse_ratio_max", "prefix_inverse_ratio_mean"):
+            np.testing.assert_allclose(getattr(host_agent, name), getattr(torch_agent, name), rtol=1e-12)
+
+
+def test_ucb_host_equals_ucb() -> None:
+    generator = torch.Generator().manual_seed(0)
+    confidence = LinearConfidence(8, 4)
+    assert confidence.on_host
+    for _ in range(5):
+        confidence.update(torch.rand(8, generator=generator, dtype=torch.float64), 0.3)
+    features = torch.rand(6, 8, generator=generator, dtype=torch.float64)
+    np.testing.assert_allclose(confidence.ucb_host(features.numpy(), 0.7), confidence.ucb(features, 0.7), rtol=1e-12)
+    mahalanobis, width = confidence.norms_host(features.numpy())
+    np.testing.assert_allclose(mahalanobis, confidence.mahalanobis(features), rtol=1e-12)
+    np.testing.assert_allclose(width, confidence.width(features), rtol=1e-12)
+
+
+def test_a_python_float_reward_is_learned_in_float64() -> None:
+    confidence = LinearConfidence(2, 2, refactor_every=1)  # the torch path (a refactorisation every round)
+    reward = 0.1234567891234
+    confidence.update(np.array([1.0, 0.0]), reward)
+    assert confidence.response_sum[0].item() == reward
+
+
+def test_host_update_checks_its_input() -> None:
+    confidence = LinearConfidence(3, 2)
+    with pytest.raises(ValueError, match="finite"):
+        confidence.update(np.array([1.0, np.nan, 0.0]), 1.0)
+    with pytest.raises(ValueError, match="rewards"):
+        confidence.update(np.ones(3), [1.0, 2.0])
+    with pytest.raises(ValueError, match="shape"):
+        confidence.update(np.ones(4), 1.0)
