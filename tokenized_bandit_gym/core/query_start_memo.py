@@ -1,9 +1,19 @@
-"""What a round starts from, per query: computed once, reused by every round on that query."""
+"""What a round starts from, per query, and every prefix played since: computed once, reused after.
+
+The state of a round after the prefix ``y`` of the response to query ``x`` (and the candidates
+there) depends on ``x`` and ``y`` only, never on the agent, the noise or the round. So a
+batch-of-one env keeps a trie per query: the root is the round start, a child per token appended.
+Learning agents replay their responses often (GreedyETC submits each ``y:t:EOS`` N times, EOFUL
+and TokenizedLinTS converge), and a step along a known edge is one dictionary read instead of the
+core's torch calls. The values are the core's own outputs, stored once, so a replay is bit for bit
+what a fresh computation gives.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from tokenized_bandit_gym.core.decoding_state import DecodingState
@@ -11,28 +21,36 @@ from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedPr
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.core.validation import check_int
 
-# Most tensor elements the memo holds (queries are dropped first in, first out beyond it).
+# Most tensor elements the memo holds (queries are dropped first in, first out beyond it, with
+# their prefixes; new prefixes are not memoised while the memo is full).
 MEMO_ELEMENT_BUDGET = 1 << 22
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class QueryStart:
-    """The empty response to one query and its candidates (batch of one, nothing depends on actions).
+    """One prefix ``x:y`` of a round (batch of one, nothing depends on actions): a node of the trie.
 
-    Every tensor is shared by all rounds on the query: read it, never write into it (the core
-    never does; it builds new tensors at every step).
+    Every tensor is shared by all rounds through this prefix: read it, never write into it (the
+    core never does; it builds new tensors at every step).
 
     Attributes:
-        state: ``B = 1`` :meth:`TokenizedProblem.initial_state` of the query.
+        state: ``B = 1`` state of ``x:y`` (:meth:`TokenizedProblem.initial_state` at the root).
         candidate_carries: ``(1, n, *c)`` :meth:`TokenizedProblem.candidate_carries` of
-            ``state``, or None when the memo was built without candidates.
-        candidate_embeddings: ``(n, d)`` float32 ``e(x, tau)`` of every one-token response, or
-            None (no candidates, or a family without features).
+            ``state``, or None when the memo was built without candidates or ``y`` is complete.
+        candidate_embeddings: ``(n, d)`` float32 ``e(x, y:tau)`` of every candidate, or None (no
+            candidates, a family without features, or ``y`` complete).
+        length: ``|y|``.
+        children: token -> the node of ``x:y:token``, filled as tokens are played.
+        round_end: the complete response's utility and float32 embedding ``(d,)`` (None for a
+            family without features), as the env reports them; set by the env on first use.
     """
 
     state: DecodingState
     candidate_carries: torch.Tensor | None
     candidate_embeddings: torch.Tensor | None
+    length: int = 0
+    children: dict[int, QueryStart] = field(default_factory=dict, repr=False)
+    round_end: tuple[float, np.ndarray | None] | None = field(default=None, repr=False)
 
 
 class QueryStartMemo:
@@ -51,8 +69,20 @@ class QueryStartMemo:
         per_query = problem.max_length + 4 + carry_numel
         if with_candidates:
             per_query += problem.vocab_size * (carry_numel + (problem.embedding_dim or 0))
-        self.capacity = max(1, MEMO_ELEMENT_BUDGET // per_query)
+        self.capacity = max(1, MEMO_ELEMENT_BUDGET // per_query)  # nodes: round starts and prefixes
         self._starts: dict[int, QueryStart] = {}
+        self._prefix_counts: dict[int, int] = {}  # query -> prefixes memoised below its start
+        self._nodes = 0
+        # On the CPU a child state is assembled from host values (no torch kernel): the same
+        # tensors TokenizedProblem.extend computes, since the node knows |y| and its tokens.
+        self._on_cpu = problem.device.type == "cpu"
+        self._length_tensors = [torch.tensor([length]) for length in range(problem.max_length + 1)]  # (1,) each
+        self._finished_tensors = (torch.tensor([False]), torch.tensor([True]))  # (1,) each
+
+    @property
+    def nodes(self) -> int:
+        """Number of prefixes memoised now, the round starts included."""
+        return self._nodes
 
     def __len__(self) -> int:
         """Number of queries memoised now."""
@@ -64,9 +94,53 @@ class QueryStartMemo:
         if start is None:
             start = self.compute(query)
             if len(self._starts) >= self.capacity:
-                del self._starts[next(iter(self._starts))]
+                oldest = next(iter(self._starts))
+                del self._starts[oldest]
+                self._nodes -= 1 + self._prefix_counts.pop(oldest)
             self._starts[query] = start
+            self._prefix_counts[query] = 0
+            self._nodes += 1
         return start
+
+    def child(self, query: int, node: QueryStart, token: int, token_tensor: torch.Tensor) -> QueryStart:
+        """The node of ``x:y:token`` below ``node`` (``x:y``, unfinished, shorter than L), memoised if room is left.
+
+        Args:
+            query: the round's query (``node`` lies below its start).
+            node: the current prefix.
+            token: the token appended (an allowed action).
+            token_tensor: ``(1,)`` int64 ``token`` on the problem's device.
+        """
+        known = node.children.get(token)
+        if known is not None:
+            return known
+        problem = self.problem
+        carries = node.candidate_carries
+        if carries is None:  # TMAB observes no candidates; a table row of all n is still the cheapest
+            carries = problem.candidate_carries(node.state)  # (1, n, *c)
+        finished = token == problem.eos_token_id
+        if self._on_cpu:
+            tokens = node.state.tokens.numpy().copy()  # (1, L) padded with EOS
+            tokens[0, node.length] = token
+            state = DecodingState(
+                queries=node.state.queries,
+                tokens=torch.from_numpy(tokens),
+                lengths=self._length_tensors[node.length + 1],
+                finished=self._finished_tensors[finished],
+                carry=carries[:, token],
+                last_tokens=token_tensor,
+            )
+        else:
+            state = problem.extend(node.state, token_tensor, carries[:, token])
+        if finished or not self.with_candidates:
+            fresh = QueryStart(state, None, None, node.length + 1)
+        else:
+            fresh = self._with_candidates(state, node.length + 1)
+        if self._nodes < self.capacity and query in self._starts:
+            node.children[token] = fresh
+            self._prefix_counts[query] += 1
+            self._nodes += 1
+        return fresh
 
     def compute(self, query: int) -> QueryStart:
         """The round start of ``query``, computed afresh by the core (no memo)."""
@@ -77,8 +151,17 @@ class QueryStartMemo:
         state = problem.initial_state(torch.full((1,), query, dtype=torch.int64, device=problem.device))
         if not self.with_candidates:
             return QueryStart(state, None, None)
+        return self._with_candidates(state, 0)
+
+    def _with_candidates(self, state: DecodingState, length: int) -> QueryStart:
+        """The node of ``state`` (``|y| = length``) with its candidates' carries (and embeddings, for TLB families)."""
+        problem = self.problem
         carries = problem.candidate_carries(state)  # (1, n, *c)
         embeddings = None
         if isinstance(problem, LinearTokenizedProblem):
-            embeddings = problem.candidate_embeddings(state, carries)[0].to(torch.float32, copy=True)  # (n, d)
-        return QueryStart(state, carries, embeddings)
+            embeddings = problem.candidate_embeddings(state, carries)[0]  # (n, d)
+            if self._on_cpu:  # float64 -> float32 rounds to nearest in NumPy as in torch; NumPy's cast is cheaper
+                embeddings = torch.from_numpy(embeddings.numpy().astype(np.float32))
+            else:
+                embeddings = embeddings.to(torch.float32, copy=True)
+        return QueryStart(state, carries, embeddings, length)

@@ -14,7 +14,7 @@ from tokenized_bandit_gym.core.decoding_state import DecodingState
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.noise_model import NoiseModel
 from tokenized_bandit_gym.core.pool_benchmarks import PoolBenchmarks
-from tokenized_bandit_gym.core.query_start_memo import QueryStartMemo
+from tokenized_bandit_gym.core.query_start_memo import QueryStart, QueryStartMemo
 from tokenized_bandit_gym.core.round_streams import RoundStreams
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.envs.env_contract import (
@@ -75,8 +75,9 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         self._query_tokens = to_numpy(problem.query_tokens).astype(np.int64)  # (Q, Lq), host copy
         self._query_lengths = to_numpy(problem.query_lengths).astype(np.int64)  # (Q,)
         self._has_embeddings = isinstance(problem, LinearTokenizedProblem)
-        # Per step, only what depends on the actions goes through torch: the mask is looked up,
-        # the round start and the round's benchmarks are computed once per query.
+        # Per step, only what depends on the actions goes through torch, once per prefix: the mask
+        # is looked up, every prefix played (the round start included) and its candidates are
+        # memoised per query, the round's benchmarks computed once per query.
         self._masks = ActionMaskTable(problem)
         self._starts = QueryStartMemo(problem, with_candidates=self._has_embeddings)
         self._benchmarks: PoolBenchmarks | None = None
@@ -86,7 +87,7 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         self._finished = False
         self._streams: RoundStreams | None = None
         self._state: DecodingState | None = None
-        self._candidate_carries: torch.Tensor | None = None
+        self._node: QueryStart | None = None  # the memo's node of the current prefix
         self._mask_row = self._masks.row(0, finished=False)
         self._response = np.full(length, problem.eos_token_id, dtype=np.int64)  # (L,) host copy of the tokens
         self._length = 0
@@ -109,9 +110,8 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         super().reset(seed=seed)
         self._streams = RoundStreams.on_reset(self._streams, seed, self.np_random)
         self._query, self._noise = self._streams.draw(self.problem.num_queries, self.noise_model)
-        start = self._starts.get(self._query)
+        start = self._node = self._starts.get(self._query)
         self._state = start.state
-        self._candidate_carries = start.candidate_carries
         self._response.fill(self.eos_token_id)
         self._length = 0
         self._finished = False
@@ -135,26 +135,18 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         token, forced_eos = check_action(action, mask, self._length, self.problem.max_length, self.strict_actions)
         # The mask allows only EOS at position L, so the response is complete exactly when the
         # token is EOS; the state is unfinished and shorter than L, as extend() requires.
-        carries = self._candidate_carries
-        if carries is None:  # TMAB observes no candidates; a table row of all n is still the cheapest
-            carries = self.problem.candidate_carries(self._state)  # (1, n, *c)
-        self._state = self.problem.extend(self._state, self._token_tensors[token], carries[:, token])
+        node = self._node = self._starts.child(self._query, self._node, token, self._token_tensors[token])
+        self._state = node.state
         self._response[self._length] = token
         self._length += 1
         terminated = self._finished = token == self.eos_token_id
         info: dict[str, Any] = {"query_index": self._query, "forced_eos": forced_eos}
         reward = 0.0
         if terminated:
-            self._candidate_carries = None
             info.update(self._round_summary())
             reward = info["utility"] + self._noise
             return self._observe(None), reward, True, False, info
-        embeddings = None
-        if self._has_embeddings:
-            self._candidate_carries = self.problem.candidate_carries(self._state)  # (1, n, *c)
-            embeddings = self.problem.candidate_embeddings(self._state, self._candidate_carries)  # (1, n, d)
-            # float64 -> float32 rounds to nearest in NumPy as in torch; a NumPy cast is cheaper.
-            embeddings = to_numpy(embeddings)[0].astype(np.float32)
+        embeddings = None if node.candidate_embeddings is None else to_numpy(node.candidate_embeddings).copy()
         return self._observe(embeddings), reward, False, False, info
 
     def action_masks(self) -> np.ndarray:
@@ -210,11 +202,17 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         if self._benchmarks is None:
             self._benchmarks = PoolBenchmarks.from_problem(self.problem)
         benchmarks, query = self._benchmarks, self._query
-        embedding = None
-        if self._has_embeddings:
-            embedding = to_numpy(self.problem.embedding_of(state).to(torch.float32))[0].copy()  # (d,)
+        node = self._node
+        if node is None:
+            raise ValueError("the environment has no round yet: call reset() first")
+        if node.round_end is None:  # the complete response's utility and embedding, once per response
+            embedding = None
+            if self._has_embeddings:
+                embedding = to_numpy(self.problem.embedding_of(state).to(torch.float32))[0].copy()  # (d,)
+            node.round_end = (float(self.problem.utility_of_complete(state)), embedding)  # (1,) -> its one value
+        utility, embedding = node.round_end
         return round_summary(
-            utility=float(self.problem.utility_of_complete(state)),  # (1,) -> its one value
+            utility=utility,
             optimal_utility=float(benchmarks.optimal_utility[query]),
             oracle_greedy_utility=float(benchmarks.oracle_greedy_utility[query]),
             optimal_kind="exact",
@@ -222,5 +220,5 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
             response=self._response.copy(),  # (L,) padded with EOS
             response_length=self._length,
             optimal_response=benchmarks.optimal_responses[query].copy(),
-            response_embedding=embedding,
+            response_embedding=None if embedding is None else embedding.copy(),
         )
