@@ -34,8 +34,10 @@ def candidate_index(observation: dict[str, Any], token: int) -> int:
             another state, e.g. an LLM env whose top-k changed with the query).
     """
     tokens = np.asarray(observation["candidate_tokens"])  # (k,)
-    mask = np.asarray(observation["action_mask"]).astype(bool)  # (k,)
-    matches = np.flatnonzero((tokens == token) & mask)
+    mask = np.asarray(observation["action_mask"])  # (k,)
+    if 0 <= token < tokens.shape[0] and tokens[token] == token and mask[token]:
+        return token  # candidate i is token i (every synthetic env): no search
+    matches = np.flatnonzero((tokens == token) & mask.astype(bool))
     if matches.size == 0:
         raise ValueError(
             f"token {token} is not an allowed candidate at position {int(observation['length']) + 1}: "
@@ -47,5 +49,7 @@ def candidate_index(observation: dict[str, Any], token: int) -> int:
 def is_allowed(observation: dict[str, Any], token: int) -> bool:
     """Whether ``token`` is an allowed candidate of this observation (e.g. EOS under ``fixed_length``)."""
     tokens = np.asarray(observation["candidate_tokens"])  # (k,)
-    mask = np.asarray(observation["action_mask"]).astype(bool)  # (k,)
-    return bool(np.any((tokens == token) & mask))
+    mask = np.asarray(observation["action_mask"])  # (k,)
+    if 0 <= token < tokens.shape[0] and tokens[token] == token:
+        return bool(mask[token])  # candidate i is token i (every synthetic env); tokens are distinct
+    return bool(np.any((tokens == token) & mask.astype(bool)))

@@ -168,10 +168,8 @@ class EOFUL:
             raise ValueError("update() needs info['response_embedding'] or a round played with act()")
         if self._prefixes:
             if confidence.on_host:
-                prefixes = np.stack([np.asarray(prefix) for prefix in self._prefixes])  # (|y|, d)
-                norms = list(
-                    zip(confidence.norms_host(prefixes), confidence.norms_host(np.asarray(response)), strict=True)
-                )
+                rows = np.stack([*self._prefixes, np.asarray(response)])  # (|y| + 1, d): the prefixes, then y
+                norms = [(values[:-1], values[-1]) for values in confidence.norms_host(rows)]
             else:
                 prefixes = torch.stack(self._prefixes)  # (|y|, d)
                 response_tensor = confidence.as_tensor(response)  # (d,)

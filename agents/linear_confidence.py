@@ -126,6 +126,8 @@ class LinearConfidence:
         self.rounds = 0
         self._since_refactor = 0
         self._radius_cache: tuple[int, float, float] = (-1, 0.0, 0.0)  # (rounds, scale, radius)
+        self._views_of: tuple[torch.Tensor, ...] | None = None  # the tensors _views were made of
+        self._views: tuple[np.ndarray, np.ndarray, np.ndarray] = ()  # type: ignore[assignment]
 
     # ------------------------------------------------------------------ the confidence set
     @property
@@ -182,21 +184,31 @@ class LinearConfidence:
         quadratic = ((e @ self.design_inverse) * e).sum(-1)  # (...) e^T Sigma^-1 e
         return mean + radius * quadratic.clamp_min(0.0).sqrt()
 
+    def _host_views(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """NumPy views ``(theta_hat, Sigma^-1, Sigma)`` of the CPU tensors, made again when one is replaced."""
+        tensors = (self.theta_hat, self.design_inverse, self.design)
+        if self._views_of is None or any(now is not then for now, then in zip(tensors, self._views_of, strict=True)):
+            self._views = (self.theta_hat.numpy(), self.design_inverse.numpy(), self.design.numpy())
+            self._views_of = tensors
+        return self._views
+
     def ucb_host(self, features: np.ndarray, scale: float = 1.0) -> np.ndarray:
         """:meth:`ucb` in NumPy (for :attr:`on_host` sets): features ``(..., d)`` give scores ``(...)``."""
+        theta_hat, inverse, _ = self._host_views()
         e = np.asarray(features, dtype=self._numpy_dtype)  # (..., d)
-        mean = e @ self.theta_hat.numpy()  # (...)
+        mean = e @ theta_hat  # (...)
         radius = self.radius(scale)
         if radius == 0.0:
             return mean
-        return mean + radius * np.sqrt(np.maximum(((e @ self.design_inverse.numpy()) * e).sum(-1), 0.0))
+        return mean + radius * np.sqrt(np.maximum(((e @ inverse) * e).sum(-1), 0.0))
 
     def norms_host(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`mahalanobis` and :meth:`width` in NumPy: ``(||e||_Sigma, ||e||_{Sigma^-1})``, each ``(...)``."""
+        _, inverse, design = self._host_views()
         e = np.asarray(features, dtype=self._numpy_dtype)  # (..., d)
-        return tuple(  # type: ignore[return-value]
-            np.sqrt(np.maximum(((e @ matrix.numpy()) * e).sum(-1), 0.0))
-            for matrix in (self.design, self.design_inverse)
+        return (
+            np.sqrt(np.maximum(((e @ design) * e).sum(-1), 0.0)),
+            np.sqrt(np.maximum(((e @ inverse) * e).sum(-1), 0.0)),
         )
 
     def mahalanobis(self, features: torch.Tensor) -> torch.Tensor:
@@ -265,9 +277,9 @@ class LinearConfidence:
             raise ValueError(f"got 1 feature row but {r.shape[0]} rewards")
         if not np.isfinite(y.sum() + r.sum()):
             raise ValueError("features and rewards must be finite")
-        inverse = self.design_inverse.numpy()  # (d, d)
+        _, inverse, design = self._host_views()  # (d, d) each
         u = inverse @ y  # (d,) Sigma^-1 y
-        design = self.design.numpy() + np.outer(y, y)  # (d, d)
+        design = design + np.outer(y, y)  # (d, d)
         response_sum = self.response_sum.numpy() + r[0] * y  # (d,)
         inverse = inverse - np.outer(u, u) * (1.0 / float(1.0 + y @ u))  # (d, d)
         self.design, self.response_sum = torch.from_numpy(design), torch.from_numpy(response_sum)

@@ -81,6 +81,11 @@ class TokenizedLinTS:
         if confidence is None:
             raise ValueError("TokenizedLinTS.sample() called before reset(task)")
         scale = math.sqrt(confidence.beta()) if self.v is None else self.v
+        if confidence.on_host:  # small d on the CPU: the factor and the product in NumPy, the draw from torch's stream
+            inverse = confidence.design_inverse.numpy()  # (d, d)
+            factor_host = np.linalg.cholesky((inverse + inverse.T) / 2)  # (d, d)
+            z = torch.randn(count, confidence.dim, generator=self._generator, dtype=confidence.dtype).numpy()
+            return torch.from_numpy(confidence.theta_hat.numpy() + scale * (z @ factor_host.T))  # (count, d)
         covariance = (confidence.design_inverse + confidence.design_inverse.T) / 2  # (d, d)
         factor = torch.linalg.cholesky(covariance)  # (d, d)
         noise = torch.randn(count, confidence.dim, generator=self._generator, dtype=confidence.dtype)  # (count, d)

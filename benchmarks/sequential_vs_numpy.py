@@ -35,7 +35,14 @@ class ReferenceInstance:
         unit = raw / np.maximum(np.sqrt((raw * raw).sum(-1, keepdims=True)), 1e-12)
         self.phi = self.c * (unit * base.token_gains.numpy()[:, None])  # (Q, L, n, d) c * phi
         self.num_queries = self.phi.shape[0]
-        self.optimum = np.array([self._optimum(x) for x in range(self.num_queries)])  # (Q,)
+        self._optima: np.ndarray | None = None  # (Q,), on first use (the env computes its optima lazily too)
+
+    @property
+    def optimum(self) -> np.ndarray:
+        """The best utility per query ``(Q,)``."""
+        if self._optima is None:
+            self._optima = np.array([self._optimum(x) for x in range(self.num_queries)])
+        return self._optima
 
     def _optimum(self, query: int) -> float:
         """Best utility over complete responses: for each length m, the best non-EOS token per position."""
@@ -211,18 +218,19 @@ def main(argv: list[str] | None = None) -> dict[tuple[str, str], tuple[float, fl
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    envs = {env_id: gym.make(env_id) for env_id in {case[0] for case in CASES}}
-    instances = {env_id: reference_instance(env) for env_id, env in envs.items()}
     best = {(case, side): math.inf for case in CASES for side in ("package", "numpy")}
     for repeat in range(args.repeats):
         for case in CASES:
             env_id, name = case
+            # A fresh env and instance per run (built untimed): nothing the env memoises carries over.
+            env = gym.make(env_id)
+            instance = reference_instance(env)
             for side in ("package", "numpy") if repeat % 2 == 0 else ("numpy", "package"):
                 start = time.perf_counter()
                 if side == "package":
-                    run_online(envs[env_id], agents.make(name), args.rounds, seed=repeat)
+                    run_online(env, agents.make(name), args.rounds, seed=repeat)
                 else:
-                    REFERENCES[name](instances[env_id], args.rounds, repeat)
+                    REFERENCES[name](instance, args.rounds, repeat)
                 best[case, side] = min(best[case, side], (time.perf_counter() - start) / args.rounds)
     print(f"{'env':<30} {'agent':<18} {'package ms/round':>17} {'numpy ms/round':>15} {'ratio':>7}")
     for case in CASES:

@@ -175,3 +175,52 @@ def test_numpy_rounds_float64_to_float32_as_torch_does() -> None:
     with np.errstate(over="ignore"):
         actual = values.astype(np.float32)
     np.testing.assert_array_equal(actual.view(np.int32), expected.view(np.int32))
+
+
+@pytest.mark.parametrize("env_id", list(SYNTHETIC_ENVS))
+def test_replayed_prefixes_give_the_unmemoised_trajectory(env_id: str) -> None:
+    """Two action plans replayed over 60 rounds: most steps read the prefix memo, nothing changes."""
+    env = gym.make(env_id)
+    reference = ReferenceShell(env.unwrapped)
+    replayed = 0
+    for episode in range(60):
+        episode_seed = 11 if episode == 0 else None
+        observation, _ = env.reset(seed=episode_seed)
+        reference.reset(episode_seed)
+        plan = np.random.default_rng(episode % 2)  # the same two action plans again and again
+        node = env.unwrapped._node
+        terminated = False
+        while not terminated:
+            action = int(plan.choice(np.flatnonzero(observation["action_mask"])))
+            replayed += action in node.children
+            observation, reward, terminated, _, info = env.step(action)
+            node = env.unwrapped._node
+            expected_observation, expected_reward, _, expected_info = reference.step(action)
+            assert_same(observation, expected_observation, f"episode {episode}")
+            assert reward == expected_reward
+            assert_same(info, expected_info, f"episode {episode} info")
+    assert replayed > 0
+    assert env.unwrapped._starts.nodes > len(env.unwrapped._starts)
+
+
+def test_prefix_memo_stops_growing_at_its_capacity(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tokenized_bandit_gym.core import query_start_memo
+
+    env = gym.make("TokenizedMultiArmedBandit-v0")
+    monkeypatch.setattr(query_start_memo, "MEMO_ELEMENT_BUDGET", 1)
+    full = gym.make("TokenizedMultiArmedBandit-v0")  # a memo of one node: every step computed afresh
+    assert full.unwrapped._starts.capacity == 1
+    for env_under_test in (env, full):
+        env_under_test.reset(seed=2)
+    rng = np.random.default_rng(2)
+    for _ in range(30):
+        observation, _ = env.reset()
+        other, _ = full.reset()
+        terminated = False
+        while not terminated:
+            action = int(rng.choice(np.flatnonzero(observation["action_mask"])))
+            observation, reward, terminated, _, info = env.step(action)
+            other, other_reward, _, _, other_info = full.step(action)
+            assert_same(other, observation, "capped memo")
+            assert (other_reward, other_info.get("regret")) == (reward, info.get("regret"))
+        assert full.unwrapped._starts.nodes <= 1
