@@ -14,6 +14,7 @@ import time
 import torch
 
 from tokenized_bandit_gym.evaluation.ddmc import PrefixEmbedder, load_answer_pairs, resolve_dataset
+from tokenized_bandit_gym.threads import use_small_work_threads
 
 
 def naive(embedder: PrefixEmbedder, sequences: list[list[int]]) -> list[torch.Tensor]:
@@ -56,4 +57,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    use_small_work_threads()  # one torch thread unless OMP_NUM_THREADS says otherwise
     main()

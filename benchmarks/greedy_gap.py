@@ -19,6 +19,7 @@ import torch
 
 import tokenized_bandit_gym  # noqa: F401  (registers the envs)
 from tokenized_bandit_gym.registration import registered_ids
+from tokenized_bandit_gym.threads import use_small_work_threads
 
 
 @dataclass
@@ -47,6 +48,7 @@ def main(args: Args) -> None:
 
 
 if __name__ == "__main__":
+    use_small_work_threads()  # one torch thread unless OMP_NUM_THREADS says otherwise
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tolerance", type=float, default=Args.tolerance)
     main(Args(tolerance=parser.parse_args().tolerance))

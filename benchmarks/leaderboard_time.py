@@ -19,6 +19,7 @@ from tokenized_bandit_gym import agents
 from tokenized_bandit_gym.evaluation.leaderboard_spec import load_spec
 from tokenized_bandit_gym.evaluation.results_store import ResultsStore
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
+from tokenized_bandit_gym.threads import use_small_work_threads
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -89,4 +90,5 @@ def main(args: Args) -> None:
 
 
 if __name__ == "__main__":
+    use_small_work_threads()  # one torch thread unless OMP_NUM_THREADS says otherwise
     main(parse_args())

@@ -31,6 +31,7 @@ import torch
 
 from benchmarks.generate_timing import generate_seconds_per_token, synchronise
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
+from tokenized_bandit_gym.threads import use_small_work_threads
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -204,4 +205,5 @@ def main(argv: list[str] | None = None) -> str:
 
 
 if __name__ == "__main__":
+    use_small_work_threads()  # one torch thread unless OMP_NUM_THREADS says otherwise
     main()

@@ -31,6 +31,7 @@ from tokenized_bandit_gym.agents.greedy_etc import GreedyETC, default_exploratio
 from tokenized_bandit_gym.evaluation.run_online import run_online
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 from tokenized_bandit_gym.task import Task
+from tokenized_bandit_gym.threads import use_small_work_threads
 
 
 @dataclasses.dataclass
@@ -177,4 +178,5 @@ def parse_args(argv: list[str] | None = None) -> Args:
 
 
 if __name__ == "__main__":
+    use_small_work_threads()  # one torch thread unless OMP_NUM_THREADS says otherwise
     main(parse_args())

@@ -19,6 +19,7 @@ import tokenized_bandit_gym  # noqa: F401  (registers the envs)
 from tokenized_bandit_gym.agents import make
 from tokenized_bandit_gym.evaluation.run_online import run_online
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
+from tokenized_bandit_gym.threads import use_small_work_threads
 
 
 @dataclasses.dataclass
@@ -75,4 +76,5 @@ def parse_args(argv: list[str] | None = None) -> Args:
 
 
 if __name__ == "__main__":
+    use_small_work_threads()  # one torch thread unless OMP_NUM_THREADS says otherwise
     main(parse_args())

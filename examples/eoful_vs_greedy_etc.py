@@ -19,6 +19,7 @@ import tokenized_bandit_gym  # noqa: E402, F401  (registers the env ids)
 from tokenized_bandit_gym import agents  # noqa: E402
 from tokenized_bandit_gym.evaluation import run_online  # noqa: E402
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments  # noqa: E402
+from tokenized_bandit_gym.threads import use_small_work_threads
 
 TASKS = {
     "TokenizedLinearBandit-v0": ["eoful", "tokenized_lin_ts", "greedy_etc", "oracle_greedy", "random"],
@@ -70,4 +71,5 @@ def main(args: Args) -> dict[str, dict[str, float]]:
 
 
 if __name__ == "__main__":
+    use_small_work_threads()  # one torch thread unless OMP_NUM_THREADS says otherwise
     main(parse_args())

@@ -19,6 +19,7 @@ import tokenized_bandit_gym  # noqa: F401  (registers the ids)
 from tokenized_bandit_gym.agents import list_agents, make
 from tokenized_bandit_gym.evaluation.run_online import run_online
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
+from tokenized_bandit_gym.threads import use_small_work_threads
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -61,4 +62,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    use_small_work_threads()  # one torch thread unless OMP_NUM_THREADS says otherwise
     main()

@@ -13,6 +13,7 @@ import tokenized_bandit_gym  # noqa: F401  (registers the env ids)
 from tokenized_bandit_gym import agents
 from tokenized_bandit_gym.evaluation import run_online
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
+from tokenized_bandit_gym.threads import use_small_work_threads
 
 
 @dataclass
@@ -49,4 +50,5 @@ def main(args: Args) -> dict[str, float]:
 
 
 if __name__ == "__main__":
+    use_small_work_threads()  # one torch thread unless OMP_NUM_THREADS says otherwise
     main(parse_args())

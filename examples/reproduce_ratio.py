@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
+from tokenized_bandit_gym.threads import use_small_work_threads
 
 ENV_ID = "TokenizedAlignment-v0"
 
@@ -202,6 +203,7 @@ def plot(series: dict[str, tuple[np.ndarray, np.ndarray]], args: Args, path: str
 
 
 if __name__ == "__main__":
+    use_small_work_threads()  # one torch thread unless OMP_NUM_THREADS says otherwise
     try:
         main(parse_args())
     except SystemExit as stop:

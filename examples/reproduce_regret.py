@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
+from tokenized_bandit_gym.threads import use_small_work_threads
 
 ENV_ID = "TokenizedAlignment-v0"
 AGENT_LABELS = {"eoful": "EOFUL", "fixed_theta_greedy": "WrongTheta", "misaligned_greedy": "Misaligned greedy"}
@@ -256,6 +257,7 @@ def plot(results: dict[str, Any], t: np.ndarray, bound: np.ndarray, path: str) -
 
 
 if __name__ == "__main__":
+    use_small_work_threads()  # one torch thread unless OMP_NUM_THREADS says otherwise
     try:
         main(parse_args())
     except SystemExit as stop:

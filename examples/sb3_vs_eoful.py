@@ -32,6 +32,7 @@ from tokenized_bandit_gym.evaluation.online_result import OnlineResult  # noqa: 
 from tokenized_bandit_gym.evaluation.run_arena import run_arena  # noqa: E402
 from tokenized_bandit_gym.evaluation.run_online import run_online  # noqa: E402
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments  # noqa: E402
+from tokenized_bandit_gym.threads import use_small_work_threads
 
 
 @dataclass
@@ -107,4 +108,5 @@ def main(args: Args) -> dict[str, dict[str, OnlineResult]]:
 
 
 if __name__ == "__main__":
+    use_small_work_threads()  # one torch thread unless OMP_NUM_THREADS says otherwise
     main(parse_args())

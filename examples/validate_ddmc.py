@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from tokenized_bandit_gym.evaluation.ddmc import plot_ddmc_report, run_ddmc_diagnostics
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
+from tokenized_bandit_gym.threads import use_small_work_threads
 
 
 @dataclass
@@ -88,4 +89,5 @@ def main(args: Args) -> None:
 
 
 if __name__ == "__main__":
+    use_small_work_threads()  # one torch thread unless OMP_NUM_THREADS says otherwise
     main(parse_args())

@@ -273,6 +273,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "list":
             return _command_list()
+        if args.command in ("run", "ddmc", "check-model"):  # torch work: one thread unless OMP_NUM_THREADS is set
+            from tokenized_bandit_gym.threads import use_small_work_threads
+
+            use_small_work_threads()
         if args.command == "run":
             return _command_run(args)
         if args.command in ("ddmc", "check-model"):

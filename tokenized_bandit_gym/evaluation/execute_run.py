@@ -28,14 +28,13 @@ from typing import Any, Protocol
 
 from tokenized_bandit_gym.evaluation.run_record import ARRAY_NAMES, RunRecord
 from tokenized_bandit_gym.evaluation.run_spec import RunSpec
+from tokenized_bandit_gym.threads import THREAD_ENVIRONMENT
 
 # Progress callbacks receive (run key, rounds finished since the last call).
 ProgressCallback = Callable[[str, int], None]
 
 # Torch intra-op threads of every run, on every backend.
 RUN_TORCH_THREADS = 1
-# The environment of every worker process (read by the thread pools when they load).
-THREAD_ENVIRONMENT = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
 @contextlib.contextmanager

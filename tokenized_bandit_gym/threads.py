@@ -1,0 +1,47 @@
+"""Thread policy for small work: one torch thread unless the user chose otherwise.
+
+A tokenized bandit's work is small (a ``(16, 16)`` product per step, a 260K-parameter LM, an SB3
+policy of a few thousand weights): torch's default of one intra-op thread per core buys nothing
+there, and on a busy machine the threads wait on each other (the LLM examples and SB3 training ran
+10-30x slower with the default than with one thread on a loaded 2-core machine). So every script
+(``examples/``, ``benchmarks/``, ``tbg``) calls :func:`use_small_work_threads` at start, and the
+leaderboard's runs set :data:`THREAD_ENVIRONMENT` in their workers. A user who sets
+``OMP_NUM_THREADS`` (or ``MKL_NUM_THREADS``) keeps what they set; a script's ``--threads`` option
+passes its value here. Importing this module imports no torch.
+"""
+
+from __future__ import annotations
+
+import os
+
+# Torch intra-op threads for small work when the user set no thread variable.
+SMALL_WORK_THREADS = 1
+# The variables a user sets to choose the thread pools' sizes themselves.
+USER_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# The environment of every leaderboard worker process (read by the thread pools when they load).
+THREAD_ENVIRONMENT = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+
+
+def use_small_work_threads(threads: int | None = None) -> int:
+    """Set torch's intra-op threads for small work and return the count now in force.
+
+    Args:
+        threads: an explicit count (>= 1, e.g. a script's ``--threads``); None means
+            :data:`SMALL_WORK_THREADS` unless one of :data:`USER_THREAD_VARIABLES` is set, in which
+            case torch keeps the count it read from it.
+
+    Raises:
+        ValueError: ``threads`` < 1.
+        TypeError: ``threads`` not an integer.
+    """
+    import torch
+
+    if threads is not None:
+        if isinstance(threads, bool) or not isinstance(threads, int):
+            raise TypeError(f"threads must be an integer, got {threads!r}")
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        torch.set_num_threads(threads)
+    elif not any(os.environ.get(name) for name in USER_THREAD_VARIABLES):
+        torch.set_num_threads(SMALL_WORK_THREADS)
+    return torch.get_num_threads()
