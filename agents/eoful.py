@@ -147,9 +147,9 @@ class EOFUL:
             scores = confidence.ucb_host(embeddings, self.beta_scale)  # (k,)
             if mask.shape != scores.shape:
                 raise ValueError(f"action_mask has shape {mask.shape}, scores have {scores.shape}")
-            if not mask.any():
-                raise ValueError("every row of action_mask must allow at least one candidate")
             index = int(np.argmax(np.where(mask, scores, -np.inf)))  # lowest index on ties, as torch
+            if not mask[index]:  # only when no candidate is allowed (the scores are finite)
+                raise ValueError("every row of action_mask must allow at least one candidate")
             self._prefixes.append(embeddings[index])
             return index
         embeddings = confidence.as_tensor(observation["candidate_embeddings"])  # (k, d)

@@ -186,10 +186,15 @@ class LinearConfidence:
 
     def _host_views(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """NumPy views ``(theta_hat, Sigma^-1, Sigma)`` of the CPU tensors, made again when one is replaced."""
-        tensors = (self.theta_hat, self.design_inverse, self.design)
-        if self._views_of is None or any(now is not then for now, then in zip(tensors, self._views_of, strict=True)):
+        made_of = self._views_of
+        if (
+            made_of is None
+            or made_of[0] is not self.theta_hat
+            or made_of[1] is not self.design_inverse
+            or made_of[2] is not self.design
+        ):
             self._views = (self.theta_hat.numpy(), self.design_inverse.numpy(), self.design.numpy())
-            self._views_of = tensors
+            self._views_of = (self.theta_hat, self.design_inverse, self.design)
         return self._views
 
     def ucb_host(self, features: np.ndarray, scale: float = 1.0) -> np.ndarray:
