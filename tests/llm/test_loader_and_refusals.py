@@ -47,6 +47,25 @@ def test_offline_unknown_hub_name_fails_within_seconds() -> None:
     assert elapsed < 30, elapsed  # imports included; the refusal itself reads one cache lookup
 
 
+def test_unreachable_hub_unknown_hub_name_fails_within_seconds() -> None:
+    """No HF_HUB_OFFLINE, but no hub either (a closed local port): refused after one connection, no retries."""
+    code = (
+        "from tokenized_bandit_gym.llm import load_language_model\n"
+        "try:\n    load_language_model('made-up-org/no-such-model-14b')\n"
+        "except ValueError as error:\n    print('REFUSED', error)\n"
+    )
+    environment = {
+        key: value for key, value in os.environ.items() if key not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    }
+    environment["HF_ENDPOINT"] = "http://127.0.0.1:9"  # discard port: nothing listens, the connection is refused
+    start = time.perf_counter()
+    result = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True, text=True)
+    elapsed = time.perf_counter() - start
+    assert "REFUSED" in result.stdout and "no-such-model-14b" in result.stdout, result.stdout + result.stderr
+    assert "cannot be reached" in result.stdout and "127.0.0.1:9" in result.stdout
+    assert elapsed < 30, elapsed  # transformers' own retries take about 25 s before the import time
+
+
 def test_gemma2_loads_by_path_with_eager_attention_and_steps_right(saved_gemma2: Path) -> None:
     model, _ = load_language_model(saved_gemma2)
     assert model.config._attn_implementation == "eager"  # auto: SDPA does not apply softcapping

@@ -58,8 +58,8 @@ def load_language_model(
     Rules: weights from safetensors only (pickled ``pytorch_model.bin`` files are refused, since
     unpickling runs code); no code shipped with the model unless ``trust_remote_code=True``; a
     local directory, ``"stories260K"`` (the shipped model) or a hub name. A hub name not in the
-    Hugging Face cache while offline (``HF_HUB_OFFLINE=1``) is refused at once, before transformers
-    tries the network.
+    Hugging Face cache while offline (``HF_HUB_OFFLINE=1``, or the hub unreachable within 3 s) is
+    refused at once, before transformers spends half a minute retrying the network.
 
     Args:
         model: a local directory, ``"stories260K"`` or a Hugging Face hub name.
@@ -133,13 +133,38 @@ def _check_source(name: str) -> bool:
             pickled = f"; found pickled weights {found}, which are refused (unpickling runs code)" if found else ""
             raise ValueError(f"model directory {name!r} has no *.safetensors weights{pickled}")
         return bool(constants.HF_HUB_OFFLINE)
-    offline = bool(constants.HF_HUB_OFFLINE)
-    if offline and not isinstance(try_to_load_from_cache(name, "config.json"), str):
+    cached = isinstance(try_to_load_from_cache(name, "config.json"), str)
+    not_found = f"model {name!r} is neither a local directory nor in the Hugging Face cache ({constants.HF_HUB_CACHE})"
+    if constants.HF_HUB_OFFLINE:
+        if not cached:
+            raise ValueError(
+                f"{not_found}, and the hub is offline (HF_HUB_OFFLINE=1): "
+                "download it while online, or pass a local directory"
+            )
+        return True
+    unreachable = _hub_unreachable(constants.ENDPOINT)
+    if unreachable is None:
+        return False
+    if not cached:  # transformers would retry for half a minute before failing
         raise ValueError(
-            f"model {name!r} is neither a local directory nor in the Hugging Face cache ({constants.HF_HUB_CACHE}), "
-            "and the hub is offline (HF_HUB_OFFLINE=1): download it while online, or pass a local directory"
+            f"{not_found}, and the hub {constants.ENDPOINT} cannot be reached ({unreachable}): "
+            "download it where the hub is reachable, or pass a local directory"
         )
-    return offline
+    return True  # cached and no network: read the cache only, without transformers' retries
+
+
+def _hub_unreachable(endpoint: str, timeout_s: float = 3.0) -> str | None:
+    """Why the hub at ``endpoint`` cannot be reached (one TCP connection, at most ``timeout_s``), or None if it can."""
+    import socket
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(endpoint)
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        socket.create_connection((parts.hostname or "", port), timeout=timeout_s).close()
+    except OSError as error:
+        return str(error) or type(error).__name__
+    return None
 
 
 def _looks_like_hub_id(name: str) -> bool:
