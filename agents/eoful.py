@@ -185,6 +185,6 @@ class EOFUL:
             ):
                 ratios = prefix_norms / float(total) if float(total) > 0.0 else np.full(prefix_norms.shape, math.nan)
                 maxima.append(float(ratios.max()))
-                means.append(float(ratios.mean()))
+                means.append(float(ratios.sum() / ratios.size))  # = ratios.mean(), without its overhead
         confidence.update(response if confidence.on_host else confidence.as_tensor(response), float(reward))
         self._prefixes = []

@@ -111,6 +111,7 @@ class LinearConfidence:
             raise TypeError(f"dtype must be a floating torch.dtype, got {dtype!r}")
         self.device = torch.device(device)
         self.dtype = dtype
+        self._log_term = 8.0 * math.log(4.0 / self.delta)  # of beta_t
         self.on_host = self.device.type == "cpu" and self.dim <= HOST_DIM_LIMIT
         self._numpy_dtype = torch.empty(0, dtype=dtype).numpy().dtype
         self.reset()
@@ -137,8 +138,10 @@ class LinearConfidence:
 
     def beta(self, round_index: int | None = None) -> float:
         """``beta_t`` for ``round_index`` (default: the current round t)."""
-        t = self.round_index if round_index is None else round_index
-        return confidence_radius(t, self.dim, self.max_length, self.sigma, self.delta)
+        if round_index is None:  # the parameters were checked at construction: the formula alone, once a round
+            t, d = self.round_index, self.dim
+            return self.sigma**2 * (2.0 + 4.0 * d * math.log(1.0 + t * self.max_length / d) + self._log_term)
+        return confidence_radius(round_index, self.dim, self.max_length, self.sigma, self.delta)
 
     def radius(self, scale: float = 1.0) -> float:
         """``scale * sqrt(beta_t)`` for the current round; 0 in round 1, where ``C_1 = {0}`` (paper)."""

@@ -67,3 +67,11 @@ def test_host_update_checks_its_input() -> None:
         confidence.update(np.ones(3), [1.0, 2.0])
     with pytest.raises(ValueError, match="shape"):
         confidence.update(np.ones(4), 1.0)
+
+
+def test_the_current_beta_is_the_checked_formula() -> None:
+    confidence = LinearConfidence(16, 8, sigma=0.3, delta=0.01)
+    for rounds in range(0, 200, 7):
+        confidence.rounds = rounds
+        assert confidence.beta() == linear_confidence.confidence_radius(rounds + 1, 16, 8, 0.3, 0.01)
+        assert confidence.beta() == confidence.beta(rounds + 1)

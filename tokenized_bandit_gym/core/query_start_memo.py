@@ -40,6 +40,7 @@ class QueryStart:
         candidate_embeddings: ``(n, d)`` float32 ``e(x, y:tau)`` of every candidate, or None (no
             candidates, a family without features, or ``y`` complete).
         length: ``|y|``.
+        host_embeddings: ``candidate_embeddings`` as a NumPy array (the same memory on the CPU), or None.
         children: token -> the node of ``x:y:token``, filled as tokens are played.
         round_end: the complete response's utility and float32 embedding ``(d,)`` (None for a
             family without features), as the env reports them; set by the env on first use.
@@ -49,6 +50,7 @@ class QueryStart:
     candidate_carries: torch.Tensor | None
     candidate_embeddings: torch.Tensor | None
     length: int = 0
+    host_embeddings: np.ndarray | None = field(default=None, repr=False)
     children: dict[int, QueryStart] = field(default_factory=dict, repr=False)
     round_end: tuple[float, np.ndarray | None] | None = field(default=None, repr=False)
 
@@ -157,11 +159,11 @@ class QueryStartMemo:
         """The node of ``state`` (``|y| = length``) with its candidates' carries (and embeddings, for TLB families)."""
         problem = self.problem
         carries = problem.candidate_carries(state)  # (1, n, *c)
-        embeddings = None
-        if isinstance(problem, LinearTokenizedProblem):
-            embeddings = problem.candidate_embeddings(state, carries)[0]  # (n, d)
-            if self._on_cpu:  # float64 -> float32 rounds to nearest in NumPy as in torch; NumPy's cast is cheaper
-                embeddings = torch.from_numpy(embeddings.numpy().astype(np.float32))
-            else:
-                embeddings = embeddings.to(torch.float32, copy=True)
-        return QueryStart(state, carries, embeddings, length)
+        if not isinstance(problem, LinearTokenizedProblem):
+            return QueryStart(state, carries, None, length)
+        embeddings = problem.candidate_embeddings(state, carries)[0]  # (n, d)
+        if self._on_cpu:  # float64 -> float32 rounds to nearest in NumPy as in torch; NumPy's cast is cheaper
+            host = embeddings.numpy().astype(np.float32)
+            return QueryStart(state, carries, torch.from_numpy(host), length, host)
+        embeddings = embeddings.to(torch.float32, copy=True)
+        return QueryStart(state, carries, embeddings, length, embeddings.cpu().numpy())

@@ -115,7 +115,7 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         self._response.fill(self.eos_token_id)
         self._length = 0
         self._finished = False
-        embeddings = None if start.candidate_embeddings is None else to_numpy(start.candidate_embeddings).copy()
+        embeddings = None if start.host_embeddings is None else start.host_embeddings.copy()
         return self._observe(embeddings), {"query_index": self._query}
 
     def step(self, action: object) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
@@ -146,7 +146,7 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
             info.update(self._round_summary())
             reward = info["utility"] + self._noise
             return self._observe(None), reward, True, False, info
-        embeddings = None if node.candidate_embeddings is None else to_numpy(node.candidate_embeddings).copy()
+        embeddings = None if node.host_embeddings is None else node.host_embeddings.copy()
         return self._observe(embeddings), reward, False, False, info
 
     def action_masks(self) -> np.ndarray:
