@@ -152,7 +152,7 @@ def test_memoised_round_starts_stay_equal_to_a_fresh_start(env_id: str) -> None:
         while not terminated:
             action = int(rng.choice(np.flatnonzero(observation["action_mask"])))
             observation, _, terminated, _, _ = env.step(action)
-    memo = env._starts
+    memo = env.rounds.memo
     assert len(memo) > 0
     for query in list(memo._starts):
         memoised, fresh = memo.get(query), memo.compute(query)
@@ -188,19 +188,19 @@ def test_replayed_prefixes_give_the_unmemoised_trajectory(env_id: str) -> None:
         observation, _ = env.reset(seed=episode_seed)
         reference.reset(episode_seed)
         plan = np.random.default_rng(episode % 2)  # the same two action plans again and again
-        node = env.unwrapped._node
+        node = env.unwrapped.rounds.node
         terminated = False
         while not terminated:
             action = int(plan.choice(np.flatnonzero(observation["action_mask"])))
             replayed += action in node.children
             observation, reward, terminated, _, info = env.step(action)
-            node = env.unwrapped._node
+            node = env.unwrapped.rounds.node
             expected_observation, expected_reward, _, expected_info = reference.step(action)
             assert_same(observation, expected_observation, f"episode {episode}")
             assert reward == expected_reward
             assert_same(info, expected_info, f"episode {episode} info")
     assert replayed > 0
-    assert env.unwrapped._starts.nodes > len(env.unwrapped._starts)
+    assert env.unwrapped.rounds.memo.nodes > len(env.unwrapped.rounds.memo)
 
 
 def test_prefix_memo_stops_growing_at_its_capacity(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -209,7 +209,7 @@ def test_prefix_memo_stops_growing_at_its_capacity(monkeypatch: pytest.MonkeyPat
     env = gym.make("TokenizedMultiArmedBandit-v0")
     monkeypatch.setattr(query_start_memo, "MEMO_ELEMENT_BUDGET", 1)
     full = gym.make("TokenizedMultiArmedBandit-v0")  # a memo of one node: every step computed afresh
-    assert full.unwrapped._starts.capacity == 1
+    assert full.unwrapped.rounds.memo.capacity == 1
     for env_under_test in (env, full):
         env_under_test.reset(seed=2)
     rng = np.random.default_rng(2)
@@ -223,4 +223,4 @@ def test_prefix_memo_stops_growing_at_its_capacity(monkeypatch: pytest.MonkeyPat
             other, other_reward, _, _, other_info = full.step(action)
             assert_same(other, observation, "capped memo")
             assert (other_reward, other_info.get("regret")) == (reward, info.get("regret"))
-        assert full.unwrapped._starts.nodes <= 1
+        assert full.unwrapped.rounds.memo.nodes <= 1

@@ -1,6 +1,17 @@
-"""N rounds of a synthetic instance with their bookkeeping in NumPy: the vector env's NumPy backend on the CPU."""
+"""The round batch on the host: B rounds of a synthetic instance with their bookkeeping in NumPy.
+
+:class:`RoundBatch` is what a synthetic shell steps: restart, advance, observe and the round
+summary of B rounds. Two host implementations share its tables (the action mask by length, the
+query pool, the pool's benchmarks): :class:`HostRoundBatch`, B = N rows in NumPy (the vector
+env's NumPy backend on the CPU), and :class:`SingleRoundBatch`, B = 1 (the single env), whose
+rows are its one round's values without the row axis and whose step reads the per-query prefix
+memo (:class:`~tokenized_bandit_gym.core.query_start_memo.QueryStartMemo`).
+"""
 
 from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
 
 import numpy as np
 import torch
@@ -9,11 +20,173 @@ from tokenized_bandit_gym.core.action_mask_table import ActionMaskTable
 from tokenized_bandit_gym.core.decoding_state import DecodingState
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.pool_benchmarks import PoolBenchmarks
+from tokenized_bandit_gym.core.query_start_memo import QueryStart, QueryStartMemo
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
-from tokenized_bandit_gym.envs.env_contract import observation, round_summary
+from tokenized_bandit_gym.envs.env_contract import observation, round_summary, to_numpy
 
 
-class HostRoundBatch:
+class RoundBatch(ABC):
+    """The bookkeeping of B rounds of one synthetic instance on the host (the dynamics are the core's).
+
+    A shell draws the rounds, checks the actions (:mod:`~tokenized_bandit_gym.envs.env_contract`)
+    and calls, per step: :meth:`advance`, :meth:`round_summary` on the rows whose round ended,
+    :meth:`restart` on the rows that start a new one, :meth:`observe`. The tables every
+    implementation reads are built here once: the action mask by length (:class:`ActionMaskTable`),
+    the query pool as int64 arrays, the pool's benchmarks (:class:`PoolBenchmarks`, on first use).
+
+    Args:
+        problem: the instance (on the CPU).
+        num_rows: B.
+
+    Attributes:
+        queries, lengths, finished, noise: each row's query index, tokens chosen so far, whether
+            its response is complete and its reward noise (``(B,)`` arrays; scalars when B = 1).
+        mask: the allowed actions now, ``(B, n)`` bool (``(n,)`` when B = 1; read, never write).
+    """
+
+    def __init__(self, problem: TokenizedProblem, num_rows: int) -> None:
+        if problem.device.type != "cpu":
+            raise ValueError(f"{type(self).__name__} needs an instance on the CPU, got device {problem.device}")
+        self.problem = problem
+        self.num_rows = num_rows
+        self._masks = ActionMaskTable(problem)
+        self._query_tokens = to_numpy(problem.query_tokens).astype(np.int64)  # (Q, Lq)
+        self._query_lengths = to_numpy(problem.query_lengths).astype(np.int64)  # (Q,)
+        self._has_embeddings = isinstance(problem, LinearTokenizedProblem)
+        self._pool_benchmarks: PoolBenchmarks | None = None
+
+    def benchmarks(self) -> PoolBenchmarks:
+        """Every query's exact optimum, oracle greedy utility and optimal response (built on first use)."""
+        if self._pool_benchmarks is None:
+            self._pool_benchmarks = PoolBenchmarks.from_problem(self.problem)
+        return self._pool_benchmarks
+
+    @abstractmethod
+    def restart(self, rows: Any, queries: Any, noise: Any) -> None:
+        """Start new rounds on ``rows`` (``(B,)`` bool), on ``queries`` with ``noise`` (read on ``rows``)."""
+
+    @abstractmethod
+    def advance(self, tokens: Any) -> None:
+        """Append ``tokens`` (``(B,)`` int64, EOS already forced where the contract forces it)."""
+
+    @abstractmethod
+    def observe(self) -> dict[str, Any]:
+        """The observation of every row (new arrays), keyed as the contract's; updates :attr:`mask`."""
+
+    @abstractmethod
+    def round_summary(self, ended: Any) -> dict[str, Any]:
+        """The contract's round-end info entries of the rows ``ended`` (``(B,)`` bool)."""
+
+
+class SingleRoundBatch(RoundBatch):
+    """B = 1 on the host: one round, its rows without the row axis, stepped through the prefix memo.
+
+    Per step only what depends on the action goes through torch, once per prefix: the mask is
+    looked up, every prefix played (the round start included) and its candidates are memoised
+    per query (:class:`QueryStartMemo`), the complete response's utility once per response.
+
+    Args:
+        problem: the instance (on the CPU).
+
+    Attributes:
+        queries: the round's query index (int).
+        lengths: tokens chosen so far (int).
+        finished: whether the response is complete (bool).
+        noise: the round's reward noise (float).
+        mask: ``(n,)`` bool the allowed actions now.
+        memo: the per-query prefix memo.
+        node: the memo's node of the current prefix (None before the first :meth:`restart`).
+    """
+
+    def __init__(self, problem: TokenizedProblem) -> None:
+        super().__init__(problem, 1)
+        n = problem.vocab_size
+        self.memo = QueryStartMemo(problem, with_candidates=self._has_embeddings)
+        self._token_tensors = [problem.vocabulary[token : token + 1] for token in range(n)]  # n x (1,)
+        self._candidate_tokens = np.arange(n, dtype=np.int64)  # (n,)
+        self._no_embeddings: np.ndarray | None = None
+        if isinstance(problem, LinearTokenizedProblem):
+            self._no_embeddings = np.zeros((n, problem.embedding_dim), dtype=np.float32)  # (n, d)
+        self.node: QueryStart | None = None
+        self.response = np.full(problem.max_length, problem.eos_token_id, dtype=np.int64)  # (L,) the tokens
+        self.queries = 0
+        self.lengths = 0
+        self.finished = False
+        self.noise = 0.0
+        self._mask_row = self._masks.row(0, finished=False)
+        self.mask = self._masks.allowed[self._mask_row]  # (n,)
+
+    @property
+    def state(self) -> DecodingState | None:
+        """The core's B = 1 state of the current prefix (the memo's; read, never write), None before a round."""
+        return None if self.node is None else self.node.state
+
+    def restart(self, rows: Any, queries: Any, noise: Any) -> None:
+        """Start a new round (``rows`` is ignored: the one row) on query ``queries`` (int) with ``noise`` (float)."""
+        self.queries, self.noise = queries, noise
+        self.node = self.memo.get(queries)
+        self.response.fill(self.problem.eos_token_id)
+        self.lengths = 0
+        self.finished = False
+
+    def advance(self, tokens: Any) -> None:
+        """Append the token ``tokens`` (int): a memo read when the prefix was played before."""
+        eos = self.problem.eos_token_id
+        self.node = self.memo.child(self.queries, self.node, tokens, self._token_tensors[tokens])
+        self.response[self.lengths] = tokens
+        self.lengths += 1
+        self.finished = tokens == eos
+
+    def observe(self) -> dict[str, Any]:
+        """The round's observation (host copies throughout); updates :attr:`mask`."""
+        masks, query, node = self._masks, self.queries, self.node
+        self._mask_row = row = masks.row(self.lengths, self.finished)
+        self.mask = masks.allowed[row]
+        embeddings = None
+        if self._no_embeddings is not None:
+            memoised = None if self.finished or node is None else node.host_embeddings
+            embeddings = self._no_embeddings.copy() if memoised is None else memoised.copy()  # zeros once complete
+        return observation(
+            query=self._query_tokens[query].copy(),
+            query_length=self._query_lengths[query].copy(),
+            response=self.response.copy(),
+            length=np.int64(self.lengths),
+            candidate_tokens=self._candidate_tokens.copy(),
+            action_mask=masks.allowed_int8[row].copy(),
+            candidate_embeddings=embeddings,
+        )
+
+    def round_summary(self, ended: Any = True) -> dict[str, Any]:
+        """The info entries of the round just completed (``ended`` is ignored: the one row).
+
+        Raises:
+            ValueError: before the first :meth:`restart`.
+        """
+        node = self.node
+        if node is None:
+            raise ValueError("the environment has no round yet: call reset() first")
+        benchmarks, query = self.benchmarks(), self.queries
+        if node.round_end is None:  # the complete response's utility and embedding, once per response
+            embedding = None
+            if self._has_embeddings:
+                assert isinstance(self.problem, LinearTokenizedProblem)
+                embedding = to_numpy(self.problem.embedding_of(node.state).to(torch.float32))[0].copy()  # (d,)
+            node.round_end = (float(self.problem.utility_of_complete(node.state)), embedding)  # (1,) -> its value
+        utility, embedding = node.round_end
+        return round_summary(
+            utility=utility,
+            optimal_utility=float(benchmarks.optimal_utility[query]),
+            oracle_greedy_utility=float(benchmarks.oracle_greedy_utility[query]),
+            optimal_kind="exact",
+            noise=self.noise,
+            response=self.response.copy(),  # (L,) padded with EOS
+            response_length=self.lengths,
+            optimal_response=benchmarks.optimal_responses[query].copy(),
+            response_embedding=None if embedding is None else embedding.copy(),
+        )
+
+
+class HostRoundBatch(RoundBatch):
     """The state of N rounds on the host, stepped with the core's own batched calls.
 
     The dynamics are the core's, as in the vector env's torch path: the chosen tokens' carries
@@ -44,18 +217,10 @@ class HostRoundBatch:
     """
 
     def __init__(self, problem: TokenizedProblem, num_rows: int) -> None:
-        if problem.device.type != "cpu":
-            raise ValueError(f"HostRoundBatch needs an instance on the CPU, got device {problem.device}")
-        self.problem = problem
-        self.num_rows = num_rows
+        super().__init__(problem, num_rows)
         length = problem.max_length
-        self._masks = ActionMaskTable(problem)
-        self._query_tokens = problem.query_tokens.numpy().astype(np.int64)  # (Q, Lq)
-        self._query_lengths = problem.query_lengths.numpy().astype(np.int64)  # (Q,)
         self._query_last_tokens = problem.query_last_tokens.numpy().astype(np.int64)  # (Q,)
         self._candidate_tokens = np.tile(np.arange(problem.vocab_size, dtype=np.int64), (num_rows, 1))  # (N, n)
-        self._benchmarks: PoolBenchmarks | None = None
-        self._has_embeddings = isinstance(problem, LinearTokenizedProblem)
         self._rows = np.arange(num_rows)  # (N,)
         self.queries = np.zeros(num_rows, dtype=np.int64)
         self.tokens = np.full((num_rows, length), problem.eos_token_id, dtype=np.int64)
@@ -157,9 +322,7 @@ class HostRoundBatch:
         on the ended rows only.
         """
         problem = self.problem
-        if self._benchmarks is None:
-            self._benchmarks = PoolBenchmarks.from_problem(problem)
-        benchmarks = self._benchmarks
+        benchmarks = self.benchmarks()
         state = self.state()
         index = np.flatnonzero(ended)  # (E,)
         queries = self.queries[index]  # (E,)

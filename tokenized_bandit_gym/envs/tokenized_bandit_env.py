@@ -6,25 +6,18 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
-import torch
 from gymnasium import spaces
 
-from tokenized_bandit_gym.core.action_mask_table import ActionMaskTable
-from tokenized_bandit_gym.core.decoding_state import DecodingState
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.noise_model import NoiseModel
-from tokenized_bandit_gym.core.pool_benchmarks import PoolBenchmarks
-from tokenized_bandit_gym.core.query_start_memo import QueryStart, QueryStartMemo
 from tokenized_bandit_gym.core.round_streams import RoundStreams
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.envs.env_contract import (
     check_action,
-    observation,
     observation_space,
-    round_summary,
-    to_numpy,
     token_image,
 )
+from tokenized_bandit_gym.envs.host_round_batch import SingleRoundBatch
 
 Observation = dict[str, np.ndarray | np.int64]
 
@@ -71,28 +64,8 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
             vocab_size=n, query_width=query_width, max_length=length, num_candidates=n, candidate_embeddings=features
         )
         self.action_space = spaces.Discrete(n)
-        self._candidate_tokens = np.arange(n, dtype=np.int64)
-        self._query_tokens = to_numpy(problem.query_tokens).astype(np.int64)  # (Q, Lq), host copy
-        self._query_lengths = to_numpy(problem.query_lengths).astype(np.int64)  # (Q,)
-        self._has_embeddings = isinstance(problem, LinearTokenizedProblem)
-        # Per step, only what depends on the actions goes through torch, once per prefix: the mask
-        # is looked up, every prefix played (the round start included) and its candidates are
-        # memoised per query, the round's benchmarks computed once per query.
-        self._masks = ActionMaskTable(problem)
-        self._starts = QueryStartMemo(problem, with_candidates=self._has_embeddings)
-        self._benchmarks: PoolBenchmarks | None = None
-        self._token_tensors = [problem.vocabulary[token : token + 1] for token in range(n)]  # n x (1,)
-        if self._has_embeddings:
-            self._no_embeddings = np.zeros(self.observation_space["candidate_embeddings"].shape, dtype=np.float32)
-        self._finished = False
+        self.rounds = SingleRoundBatch(problem)  # the round batch of B = 1, on the memoised host path
         self._streams: RoundStreams | None = None
-        self._state: DecodingState | None = None
-        self._node: QueryStart | None = None  # the memo's node of the current prefix
-        self._mask_row = self._masks.row(0, finished=False)
-        self._response = np.full(length, problem.eos_token_id, dtype=np.int64)  # (L,) host copy of the tokens
-        self._length = 0
-        self._noise = 0.0
-        self._query = 0
 
     @property
     def eos_token_id(self) -> int:
@@ -109,14 +82,10 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         """
         super().reset(seed=seed)
         self._streams = RoundStreams.on_reset(self._streams, seed, self.np_random)
-        self._query, self._noise = self._streams.draw(self.problem.num_queries, self.noise_model)
-        start = self._node = self._starts.get(self._query)
-        self._state = start.state
-        self._response.fill(self.eos_token_id)
-        self._length = 0
-        self._finished = False
-        embeddings = None if start.host_embeddings is None else start.host_embeddings.copy()
-        return self._observe(embeddings), {"query_index": self._query}
+        query, noise = self._streams.draw(self.problem.num_queries, self.noise_model)
+        rounds = self.rounds
+        rounds.restart(True, query, noise)
+        return rounds.observe(), {"query_index": query}
 
     def step(self, action: object) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Append one token; the reward is 0 until the response is complete.
@@ -127,31 +96,25 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
                 ``fixed_length``).
             TypeError: a non-integer action.
         """
-        if self._state is None:
+        rounds = self.rounds
+        if rounds.node is None:
             raise ValueError("step() called before reset(): call reset() to start a round")
-        if self._finished:
+        if rounds.finished:
             raise ValueError("step() called after the episode ended: call reset() to start a new round")
-        mask = self._masks.allowed[self._mask_row]  # (n,)
-        token, forced_eos = check_action(action, mask, self._length, self.problem.max_length, self.strict_actions)
+        max_length = self.problem.max_length
+        token, forced_eos = check_action(action, rounds.mask, rounds.lengths, max_length, self.strict_actions)
         # The mask allows only EOS at position L, so the response is complete exactly when the
-        # token is EOS; the state is unfinished and shorter than L, as extend() requires.
-        node = self._node = self._starts.child(self._query, self._node, token, self._token_tensors[token])
-        self._state = node.state
-        self._response[self._length] = token
-        self._length += 1
-        terminated = self._finished = token == self.eos_token_id
-        info: dict[str, Any] = {"query_index": self._query, "forced_eos": forced_eos}
-        reward = 0.0
-        if terminated:
-            info.update(self._round_summary())
-            reward = info["utility"] + self._noise
-            return self._observe(None), reward, True, False, info
-        embeddings = None if node.host_embeddings is None else node.host_embeddings.copy()
-        return self._observe(embeddings), reward, False, False, info
+        # token is EOS; the state is unfinished and shorter than L, as the core's extend() requires.
+        rounds.advance(token)
+        info: dict[str, Any] = {"query_index": rounds.queries, "forced_eos": forced_eos}
+        if rounds.finished:
+            info.update(rounds.round_summary(True))
+            return rounds.observe(), info["utility"] + rounds.noise, True, False, info
+        return rounds.observe(), 0.0, False, False, info
 
     def action_masks(self) -> np.ndarray:
         """Allowed actions now, ``(k,)`` bool (sb3-contrib's MaskablePPO reads this)."""
-        return self._masks.allowed[self._mask_row].copy()
+        return self.rounds.mask.copy()
 
     def render(self) -> str | np.ndarray | None:
         """The query and the response so far: text (``"ansi"``) or an image (``"rgb_array"``).
@@ -159,66 +122,13 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         The image is ``(2 * 8, max(Lq, L) * 8, 3)`` uint8: one 8x8 cell per token, coloured by
         token id (EOS black, padding white), the query on the top row and the response below.
         """
-        if self.render_mode is None or self._state is None:
+        rounds = self.rounds
+        if self.render_mode is None or rounds.node is None:
             return None
-        query = self._query_tokens[self._query, : self._query_lengths[self._query]].tolist()
-        response = self._response[: self._length].tolist()
+        query = self.problem.query_tokens[rounds.queries, : int(self.problem.query_lengths[rounds.queries])].tolist()
+        response = rounds.response[: rounds.lengths].tolist()
         if self.render_mode == "ansi":
             words = ["EOS" if t == self.eos_token_id else str(t) for t in response]
             return f"query {query} -> response [{' '.join(words)}]"
         width = max(int(self.problem.query_tokens.shape[1]), self.problem.max_length)
         return token_image([query, response], self.eos_token_id, width)
-
-    # ------------------------------------------------------------------ helpers
-    def _require_state(self) -> DecodingState:
-        """The current state; raises before the first reset."""
-        if self._state is None:
-            raise ValueError("the environment has no round yet: call reset() first")
-        return self._state
-
-    def _observe(self, candidate_embeddings: np.ndarray | None) -> Observation:
-        """The observation of the current round (host copies throughout).
-
-        Args:
-            candidate_embeddings: ``(n, d)`` float32 for TLB families while the response is
-                incomplete (None otherwise: zeros are observed once it is complete).
-        """
-        self._mask_row = self._masks.row(self._length, self._finished)
-        if self._has_embeddings and candidate_embeddings is None:
-            candidate_embeddings = self._no_embeddings.copy()
-        return observation(
-            query=self._query_tokens[self._query].copy(),
-            query_length=self._query_lengths[self._query].copy(),
-            response=self._response.copy(),
-            length=np.int64(self._length),
-            candidate_tokens=self._candidate_tokens.copy(),
-            action_mask=self._masks.allowed_int8[self._mask_row].copy(),
-            candidate_embeddings=candidate_embeddings,
-        )
-
-    def _round_summary(self) -> dict[str, Any]:
-        """Info entries of the round just completed (DESIGN.md section 2)."""
-        state = self._require_state()
-        if self._benchmarks is None:
-            self._benchmarks = PoolBenchmarks.from_problem(self.problem)
-        benchmarks, query = self._benchmarks, self._query
-        node = self._node
-        if node is None:
-            raise ValueError("the environment has no round yet: call reset() first")
-        if node.round_end is None:  # the complete response's utility and embedding, once per response
-            embedding = None
-            if self._has_embeddings:
-                embedding = to_numpy(self.problem.embedding_of(state).to(torch.float32))[0].copy()  # (d,)
-            node.round_end = (float(self.problem.utility_of_complete(state)), embedding)  # (1,) -> its one value
-        utility, embedding = node.round_end
-        return round_summary(
-            utility=utility,
-            optimal_utility=float(benchmarks.optimal_utility[query]),
-            oracle_greedy_utility=float(benchmarks.oracle_greedy_utility[query]),
-            optimal_kind="exact",
-            noise=self._noise,
-            response=self._response.copy(),  # (L,) padded with EOS
-            response_length=self._length,
-            optimal_response=benchmarks.optimal_responses[query].copy(),
-            response_embedding=None if embedding is None else embedding.copy(),
-        )
