@@ -196,8 +196,9 @@ class HostRoundBatch(RoundBatch):
     (torch on the CPU, reading the host arrays without copies). What is of size N or
     ``(N, L)`` (tokens, lengths, flags, the mask, the round-end entries) is NumPy, where an
     operation costs about a microsecond and a torch dispatch about ten: at small N that is
-    most of a step. The mask and the round's benchmarks are read from the single env's host
-    tables (:class:`ActionMaskTable`, :class:`PoolBenchmarks`).
+    most of a step. The mask and the round's benchmarks are read from the tables
+    :class:`RoundBatch` builds (:class:`ActionMaskTable`, :class:`PoolBenchmarks`), the same the
+    single env's :class:`SingleRoundBatch` reads.
 
     Every array the batch hands out is a new one (never a view of its state).
 
