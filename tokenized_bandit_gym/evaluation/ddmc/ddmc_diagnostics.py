@@ -102,18 +102,17 @@ def ddmc_command(args: argparse.Namespace) -> int:
     """Run ``tbg ddmc`` with parsed arguments: print the report, write the plot/JSON if asked.
 
     Returns:
-        0, or 2 when the model cannot be loaded (the loader's message is printed).
+        0, or 2 when the model cannot be loaded or the embedder's options are refused (the message is printed).
     """
-    from tokenized_bandit_gym.llm.load_language_model import load_language_model
-
-    try:
-        load_language_model(args.model, device=args.device)  # the one loader: refusals as one line, not a traceback
+    try:  # the one loader, through the embedder the run uses: refusals as one line, not a traceback
+        embedder = PrefixEmbedder(
+            args.model, device=args.device, batch_size=args.batch_size, max_tokens=args.max_tokens
+        )
     except ValueError as error:
         print(f"tbg ddmc: error: {error}", file=sys.stderr)
         return 2
     report, _ = run_ddmc_diagnostics(
         dataset=args.dataset,
-        model=args.model,
         max_items=args.max_items or None,
         dataset_format=args.dataset_format,
         template=args.template,
@@ -121,9 +120,7 @@ def ddmc_command(args: argparse.Namespace) -> int:
         min_group_size=args.min_group_size,
         num_bootstrap=args.num_bootstrap,
         seed=args.seed,
-        device=args.device,
-        batch_size=args.batch_size,
-        max_tokens=args.max_tokens,
+        embedder=embedder,
     )
     print(report.format_text())
     for target, writer in ((args.plot, plot_ddmc_report), (args.json, DDMCReport.save_json)):
