@@ -224,3 +224,22 @@ def test_prefix_memo_stops_growing_at_its_capacity(monkeypatch: pytest.MonkeyPat
             assert_same(other, observation, "capped memo")
             assert (other_reward, other_info.get("regret")) == (reward, info.get("regret"))
         assert full.unwrapped.rounds.memo.nodes <= 1
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_single_env_on_cuda_plays_as_on_cpu() -> None:
+    """The B = 1 round batch takes an instance on any device (only the N-row host batch needs the CPU)."""
+    cpu, cuda = gym.make("TokenizedLinearBandit-v0"), gym.make("TokenizedLinearBandit-v0", device="cuda")
+    cpu_observation, _ = cpu.reset(seed=0)
+    cuda_observation, _ = cuda.reset(seed=0)
+    for _ in range(40):
+        np.testing.assert_allclose(cuda_observation["candidate_embeddings"], cpu_observation["candidate_embeddings"])
+        action = int(np.flatnonzero(cpu_observation["action_mask"])[-1])
+        cpu_observation, cpu_reward, cpu_done, _, cpu_info = cpu.step(action)
+        cuda_observation, cuda_reward, cuda_done, _, cuda_info = cuda.step(action)
+        assert cuda_done == cpu_done and cuda_reward == pytest.approx(cpu_reward)
+        if cpu_done:
+            assert cuda_info["regret"] == pytest.approx(cpu_info["regret"])
+            cpu_observation, _ = cpu.reset()
+            cuda_observation, _ = cuda.reset()

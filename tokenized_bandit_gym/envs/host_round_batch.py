@@ -35,7 +35,8 @@ class RoundBatch(ABC):
     the query pool as int64 arrays, the pool's benchmarks (:class:`PoolBenchmarks`, on first use).
 
     Args:
-        problem: the instance (on the CPU).
+        problem: the instance (any device for B = 1, whose memo reads its values back to the host;
+            the CPU for :class:`HostRoundBatch`).
         num_rows: B.
 
     Attributes:
@@ -45,8 +46,6 @@ class RoundBatch(ABC):
     """
 
     def __init__(self, problem: TokenizedProblem, num_rows: int) -> None:
-        if problem.device.type != "cpu":
-            raise ValueError(f"{type(self).__name__} needs an instance on the CPU, got device {problem.device}")
         self.problem = problem
         self.num_rows = num_rows
         self._masks = ActionMaskTable(problem)
@@ -218,6 +217,8 @@ class HostRoundBatch(RoundBatch):
     """
 
     def __init__(self, problem: TokenizedProblem, num_rows: int) -> None:
+        if problem.device.type != "cpu":  # its arithmetic is NumPy's
+            raise ValueError(f"{type(self).__name__} needs an instance on the CPU, got device {problem.device}")
         super().__init__(problem, num_rows)
         length = problem.max_length
         self._query_last_tokens = problem.query_last_tokens.numpy().astype(np.int64)  # (Q,)
