@@ -3,7 +3,7 @@
 Ray is an optional dependency (``pip install "tokenized-bandit-gym[distributed]"``). Each run is
 one task (``num_cpus=1``) calling the same worker function as the local backend under the same
 thread settings (the tasks' runtime environment sets
-:data:`~tokenized_bandit_gym.evaluation.execute_run.THREAD_ENVIRONMENT`), so a run gives the same
+:data:`~tokenized_bandit_gym.threads.THREAD_ENVIRONMENT`), so a run gives the same
 bits on Ray as locally; the driver stores each result as soon as it finishes. Workers on other
 machines need the package (and its version) installed. A task whose node dies is retried on
 another node (Ray's ``max_retries``); a run that still cannot finish is reported as failed.
@@ -25,15 +25,16 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from tokenized_bandit_gym.evaluation.execute_run import (
-    THREAD_ENVIRONMENT,
     ProgressCallback,
     RunSource,
     as_run_source,
     execute_run,
 )
+from tokenized_bandit_gym.evaluation.results_store import process_alive
 from tokenized_bandit_gym.evaluation.run_failure import RunFailure
 from tokenized_bandit_gym.evaluation.run_record import RunRecord
 from tokenized_bandit_gym.evaluation.run_spec import RunSpec
+from tokenized_bandit_gym.threads import THREAD_ENVIRONMENT
 
 
 class RayUnavailableError(RuntimeError):
@@ -95,7 +96,7 @@ def reap_when_parent_dies(parent: int, interval: float = 0.5) -> None:
     print("ready", flush=True)  # the parent starts Ray only now
     tracked: set[int] = set()
     while True:
-        if not os.path.exists(f"/proc/{parent}") or _zombie(parent):
+        if not process_alive(parent):
             break
         tracked |= _descendants(parent) - before - {me}
         time.sleep(interval)
@@ -114,14 +115,6 @@ def reap_when_parent_dies(parent: int, interval: float = 0.5) -> None:
                 pass
         tracked = alive
         time.sleep(interval)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except (OSError, IndexError):
-        return False
 
 
 def _start_reaper() -> subprocess.Popen[bytes] | None:

@@ -174,7 +174,7 @@ def network_filesystem(path: str | Path, mounts: str | None = None) -> str | Non
     return best_type if best_type in NETWORK_FILESYSTEMS or best_type.startswith("nfs") else None
 
 
-def _process_alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
     """Whether process ``pid`` exists on this machine and is not a zombie."""
     try:
         os.kill(pid, 0)
@@ -415,7 +415,7 @@ class ResultsStore:
                     if lease_holder == holder.id:
                         continue  # already ours
                     expired = now - heartbeat > lease_seconds
-                    dead = hostname == holder.hostname and not _process_alive(pid)
+                    dead = hostname == holder.hostname and not process_alive(pid)
                     if not (expired or dead):
                         held_elsewhere += 1
                         continue
