@@ -118,8 +118,6 @@ def _tables(leaderboard: Leaderboard) -> list[Table]:
         if swept:
             horizons = sorted({int(h) for points in leaderboard.horizon_points[task].values() for h in points.horizons})
             note += f" Horizon exponent fitted over T = {', '.join(str(h) for h in horizons)}."
-        if task in leaderboard.caveats:
-            note += f" Caveat: {leaderboard.caveats[task]}"
         tables.append((task, note, header, body, ["reference" if row.reference else "" for row in rows]))
     if len(leaderboard.agents) > 1:
         tables.append(
@@ -154,6 +152,8 @@ def markdown_report(leaderboard: Leaderboard) -> str:
     if provenance:
         parts.extend(["", "Provenance of the runs: " + "; ".join(provenance) + "."])
     for title, note, header, body, _ in _tables(leaderboard):
+        caveat = leaderboard.caveats.get(title)
+        note += f" Caveat: {caveat}" if caveat else ""
         parts.extend(["", f"## {title}", "", note, "", _markdown(header, body)])
     return "\n".join(parts) + "\n"
 
@@ -213,8 +213,6 @@ def html_report(leaderboard: Leaderboard, svg_by_task: dict[str, str], overview_
     for title, note, header, body, kinds in _tables(leaderboard):
         sections.append(f"<h2>{html.escape(title)}</h2>")
         caveat = leaderboard.caveats.get(title)
-        if caveat:
-            note = note.replace(f" Caveat: {caveat}", "")
         sections.append(f'<p class="note">{html.escape(note)}</p>')
         if caveat:
             sections.append(f'<p class="note caveat">Caveat: {html.escape(caveat)}</p>')
