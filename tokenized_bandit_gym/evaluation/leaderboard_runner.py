@@ -77,7 +77,8 @@ class ClaimedRuns:
             self._held_elsewhere = 0
             return None
         key, self._held_elsewhere = self._store.claim(untried, self._holder, self._lease_seconds)
-        if key is None:
+        if key is None:  # the runs others stored meanwhile are never offered again: later polls skip them
+            self._tried |= self._store.keys() & self._runs.keys()
             return None
         self._tried.add(key)
         return self._runs[key]

@@ -405,7 +405,7 @@ class ResultsStore:
         try:
             claimed, held_elsewhere = None, 0
             for key in keys:
-                if connection.execute("SELECT 1 FROM runs WHERE run_key = ?", (key,)).fetchone() is not None:
+                if key in self:
                     continue
                 lease = connection.execute(
                     "SELECT holder, hostname, pid, heartbeat FROM run_leases WHERE run_key = ?", (key,)
