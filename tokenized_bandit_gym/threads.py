@@ -36,12 +36,10 @@ def use_small_work_threads(threads: int | None = None) -> int:
     """
     import torch
 
+    from tokenized_bandit_gym.core.validation import check_int
+
     if threads is not None:
-        if isinstance(threads, bool) or not isinstance(threads, int):
-            raise TypeError(f"threads must be an integer, got {threads!r}")
-        if threads < 1:
-            raise ValueError(f"threads must be >= 1, got {threads}")
-        torch.set_num_threads(threads)
+        torch.set_num_threads(check_int("threads", threads, minimum=1))
     elif not any(os.environ.get(name) for name in USER_THREAD_VARIABLES):
         torch.set_num_threads(SMALL_WORK_THREADS)
     return torch.get_num_threads()
