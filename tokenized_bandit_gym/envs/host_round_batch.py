@@ -112,13 +112,7 @@ class SingleRoundBatch(RoundBatch):
         self.lengths = 0
         self.finished = False
         self.noise = 0.0
-        self._mask_row = self._masks.row(0, finished=False)
-        self.mask = self._masks.allowed[self._mask_row]  # (n,)
-
-    @property
-    def state(self) -> DecodingState | None:
-        """The core's B = 1 state of the current prefix (the memo's; read, never write), None before a round."""
-        return None if self.node is None else self.node.state
+        self.mask = self._masks.allowed[self._masks.row(0, finished=False)]  # (n,)
 
     def restart(self, rows: Any, queries: Any, noise: Any) -> None:
         """Start a new round (``rows`` is ignored: the one row) on query ``queries`` (int) with ``noise`` (float)."""
@@ -139,7 +133,7 @@ class SingleRoundBatch(RoundBatch):
     def observe(self) -> dict[str, Any]:
         """The round's observation (host copies throughout); updates :attr:`mask`."""
         masks, query, node = self._masks, self.queries, self.node
-        self._mask_row = row = masks.row(self.lengths, self.finished)
+        row = masks.row(self.lengths, self.finished)
         self.mask = masks.allowed[row]
         embeddings = None
         if self._no_embeddings is not None:
