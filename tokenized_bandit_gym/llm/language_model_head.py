@@ -41,6 +41,8 @@ class LanguageModelHead:
         self.scale = scale
         softcap = getattr(config, "final_logit_softcapping", None)  # Gemma-2/3: cap * tanh(logits / cap)
         self.softcap = float(softcap) if softcap else None
+        # Relative tolerance of a comparison with the model's own forward: the rounding of the weights' dtype.
+        self.tolerance = 1e-3 if self.linear.weight.dtype in (torch.float32, torch.float64) else 5e-2
 
     def log_probs(self, hidden: torch.Tensor) -> torch.Tensor:
         """Next-token log-probs ``(B, n)`` float32 from last-layer hidden states ``(B, H)``."""
@@ -72,8 +74,7 @@ class LanguageModelHead:
             )
         finite = torch.isfinite(expected)
         error = float((got - expected).abs()[finite].max()) if bool(finite.any()) else 0.0
-        tolerance = 1e-3 if self.linear.weight.dtype in (torch.float32, torch.float64) else 5e-2
-        if error > tolerance * (1.0 + float(expected[finite].abs().max())) or not torch.equal(
+        if error > self.tolerance * (1.0 + float(expected[finite].abs().max())) or not torch.equal(
             finite, torch.isfinite(got)
         ):
             raise ValueError(

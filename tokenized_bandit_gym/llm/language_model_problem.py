@@ -519,7 +519,7 @@ class LanguageModelProblem:
 
     def _first_failure(self, checks: list[ProbeCheck]) -> str | None:
         """The first ``(what, got, wanted)`` whose hidden states differ beyond rounding, as a phrase; else None."""
-        tolerance = 1e-3 if self._lm_head.weight.dtype in (torch.float32, torch.float64) else 5e-2
+        tolerance = self._head.tolerance
         for what, got, wanted in checks:
             if got.shape != wanted.shape:
                 return f"{what} gives last hidden states of shape {tuple(got.shape)}, not {tuple(wanted.shape)}"
