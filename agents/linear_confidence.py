@@ -61,7 +61,12 @@ def confidence_radius(round_index: int, dim: int, max_length: int, sigma: float,
     delta = check_real("delta", delta, low=0.0, high=1.0)
     if delta in (0.0, 1.0):
         raise ValueError(f"delta must lie strictly between 0 and 1, got {delta!r}")
-    return sigma**2 * (2.0 + 4.0 * d * math.log(1.0 + t * length / d) + 8.0 * math.log(4.0 / delta))
+    return _beta(t, d, length, sigma, 8.0 * math.log(4.0 / delta))
+
+
+def _beta(t: int, d: int, length: int, sigma: float, log_term: float) -> float:
+    """The formula of :func:`confidence_radius` on checked arguments, with ``log_term = 8 log(4 / delta)``."""
+    return sigma**2 * (2.0 + 4.0 * d * math.log(1.0 + t * length / d) + log_term)
 
 
 class LinearConfidence:
@@ -139,8 +144,7 @@ class LinearConfidence:
     def beta(self, round_index: int | None = None) -> float:
         """``beta_t`` for ``round_index`` (default: the current round t)."""
         if round_index is None:  # the parameters were checked at construction: the formula alone, once a round
-            t, d = self.round_index, self.dim
-            return self.sigma**2 * (2.0 + 4.0 * d * math.log(1.0 + t * self.max_length / d) + self._log_term)
+            return _beta(self.round_index, self.dim, self.max_length, self.sigma, self._log_term)
         return confidence_radius(round_index, self.dim, self.max_length, self.sigma, self.delta)
 
     def radius(self, scale: float = 1.0) -> float:
