@@ -429,7 +429,7 @@ def test_llm_cache_stays_as_wide_as_the_longest_live_prefix() -> None:
     for _ in range(40):  # about ten rounds per sub-env: without trimming the cache would grow by 40 columns
         actions = _policy_actions(rng, observations["action_mask"], _eos_actions(observations, eos))
         observations, *_ = envs.step(actions)
-        width = envs.unwrapped._state.attention_mask.shape[1]
+        width = envs.unwrapped.rounds.state.attention_mask.shape[1]
         assert width <= query_width + LLM_KWARGS["max_length"] + 1
 
 

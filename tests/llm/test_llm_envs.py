@@ -94,7 +94,7 @@ def test_alignment_observation_is_the_tlb_reduction() -> None:
     terminated = False
     while not terminated:
         features = observation["candidate_embeddings"].astype(np.float64)  # (k, d + 1)
-        state = env.unwrapped._state
+        state = env.unwrapped.rounds.state
         np.testing.assert_allclose(
             features @ problem.theta.numpy(), problem.candidate_utilities(state)[0].numpy(), atol=1e-4
         )

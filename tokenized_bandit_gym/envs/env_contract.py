@@ -12,6 +12,8 @@ PettingZoo arena all call these functions, so a change to the contract is one ed
 * :func:`round_summary`: the info entries of a round that ended, every one of a fixed shape per
   env (``response`` padded to L with ``response_length`` beside it), masked to zero on the rows
   whose round did not end;
+* :func:`observation_row` and :func:`summary_row`: one row of a batch's observation or round
+  summary in the one-round form (what a single env and an arena player report);
 * :func:`token_image`: the ``"rgb_array"`` rendering.
 """
 
@@ -275,6 +277,39 @@ def round_summary(
         masked[index] = value if ended_rows_only else value[index]
         summary[key] = masked
     return summary
+
+
+def observation_row(observed: dict[str, Any], row: int) -> dict[str, Any]:
+    """Row ``row`` of a batched observation (arrays or tensors) in the one-round form.
+
+    Every entry becomes a new host array; the ``(B,)`` entries (``query_length``, ``length``)
+    become ``np.int64`` scalars, as the ``Discrete`` spaces hold them.
+    """
+    return {key: _host_row(value, row) for key, value in observed.items()}
+
+
+def summary_row(summary: dict[str, Any], row: int) -> dict[str, Any]:
+    """Row ``row`` of a batched round summary (arrays or tensors) in the one-round form.
+
+    ``(B,)`` entries become Python floats and ints (``text`` a ``str``), ``(B, ...)`` entries new
+    host arrays; strings (``optimal_kind``) pass as they are.
+    """
+    values: dict[str, Any] = {}
+    for key, value in summary.items():
+        if isinstance(value, str):
+            values[key] = value
+            continue
+        entry = _host_row(value, row)
+        values[key] = entry.item() if isinstance(entry, np.generic) else entry
+    return values
+
+
+def _host_row(value: np.ndarray | torch.Tensor, row: int) -> Any:
+    """``value[row]`` on the host: a new array, or a NumPy scalar for a ``(B,)`` entry."""
+    array = value[row].cpu().numpy() if isinstance(value, torch.Tensor) else value[row]
+    if isinstance(array, np.ndarray):
+        return array[()] if array.ndim == 0 else array.copy()
+    return array
 
 
 def token_image(rows: list[list[int]], eos_token_id: int, width: int) -> np.ndarray:

@@ -15,13 +15,13 @@ from tokenized_bandit_gym.core.round_streams import RoundStreams
 from tokenized_bandit_gym.core.validation import check_choice, check_int
 from tokenized_bandit_gym.envs.env_contract import (
     check_action,
-    observation,
+    observation_row,
     observation_space,
-    round_summary,
+    summary_row,
     token_image,
 )
+from tokenized_bandit_gym.envs.language_model_round_batch import LanguageModelRoundBatch
 from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
-from tokenized_bandit_gym.llm.language_model_state import LanguageModelState
 
 Observation = dict[str, np.ndarray | np.int64]
 OPTIMAL_KINDS = ("oracle_greedy", "oracle_beam")
@@ -97,9 +97,9 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
             candidate_logprobs=self.observe_logprobs,
         )
         self.action_space = spaces.Discrete(k)
+        self.rounds = self.round_batch(1, cache_initial_states=False)  # B = 1: the one round
         self._streams: RoundStreams | None = None
-        self._state: LanguageModelState | None = None
-        self._mask = np.zeros(k, dtype=bool)
+        self._mask = np.zeros(k, dtype=bool)  # (k,) the allowed candidates now, on the host
         self._noise = 0.0
         self._query = 0
 
@@ -107,6 +107,29 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
     def eos_token_id(self) -> int:
         """The EOS token id (a token id, not an action: see ``candidate_tokens``)."""
         return self.problem.eos_token_id
+
+    def round_batch(
+        self, num_rows: int, host: bool = True, cache_initial_states: bool = False
+    ) -> LanguageModelRoundBatch:
+        """A round batch of ``num_rows`` rounds of this env's instance and settings.
+
+        What this env (B = 1), the native vector env and the PettingZoo arena step; its rows are
+        tensors on the model's device whatever ``host`` says.
+
+        Args:
+            num_rows: B.
+            host: unused (the LLM's state lives on its device).
+            cache_initial_states: keep the initial state of every query of the pool.
+        """
+        return LanguageModelRoundBatch(
+            self.problem,
+            num_rows,
+            optimal_kind=self.optimal_kind,
+            beam_width=self.beam_width,
+            feature_space=self.observation_space.spaces.get("candidate_embeddings"),
+            observe_logprobs=self.observe_logprobs,
+            cache_initial_states=cache_initial_states,
+        )
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(
@@ -119,8 +142,12 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
         super().reset(seed=seed)
         self._streams = RoundStreams.on_reset(self._streams, seed, self.np_random)
         self._query, self._noise = self._streams.draw(self.problem.num_queries, self.noise_model)
-        queries = torch.tensor([self._query], dtype=torch.int64, device=self.problem.device)
-        self._state = self.problem.initial_state(queries)
+        device = self.problem.device
+        self.rounds.restart(
+            torch.ones(1, dtype=torch.bool, device=device),
+            torch.tensor([self._query], dtype=torch.int64, device=device),
+            torch.tensor([self._noise], dtype=torch.float64, device=device),
+        )
         return self._observe(), {"query_index": self._query}
 
     def step(self, action: object) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
@@ -131,19 +158,21 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
                 NaN action, or a masked action (except the documented forced EOS at position L).
             TypeError: a non-integer action.
         """
-        if self._state is None:
+        rounds = self.rounds
+        if rounds.state is None:
             raise ValueError("step() called before reset(): call reset() to start a round")
-        if bool(self._state.finished[0]):
+        if bool(rounds.finished[0]):
             raise ValueError("step() called after the episode ended: call reset() to start a new round")
-        length = int(self._state.lengths[0])
+        length = int(rounds.lengths[0])
         index, forced_eos = check_action(action, self._mask, length, self.problem.max_length, self.strict_actions)
-        actions = torch.tensor([index], dtype=torch.int64, device=self.problem.device)
-        self._state = self.problem.advance(self._state, actions)
-        terminated = bool(self._state.finished[0])
+        device = self.problem.device
+        everyone = torch.ones(1, dtype=torch.bool, device=device)
+        rounds.advance(torch.tensor([index], dtype=torch.int64, device=device), everyone)
+        terminated = bool(rounds.finished[0])
         info: dict[str, Any] = {"query_index": self._query, "forced_eos": forced_eos}
         reward = 0.0
         if terminated:
-            info.update(self._round_summary())
+            info.update(summary_row(rounds.round_summary(everyone), 0))
             reward = info["utility"] + self._noise
         return self._observe(), reward, terminated, False, info
 
@@ -153,71 +182,19 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
 
     def render(self) -> str | np.ndarray | None:
         """The query and the response so far: text (``"ansi"``) or an image (``"rgb_array"``, see ``token_image``)."""
-        if self.render_mode is None or self._state is None:
+        state = self.rounds.state
+        if self.render_mode is None or state is None:
             return None
-        length = int(self._state.lengths[0])
+        length = int(state.lengths[0])
         if self.render_mode == "ansi":
-            response = self.problem.decode(self._state.tokens[0, :length])
+            response = self.problem.decode(state.tokens[0, :length])
             return f"{self.problem.query_texts[self._query]!r} -> {response!r}"
         query = self.problem.query_tokens[self._query, : int(self.problem.query_lengths[self._query])].tolist()
         width = max(int(self.problem.query_tokens.shape[1]), self.problem.max_length)
-        return token_image([query, self._state.tokens[0, :length].tolist()], self.eos_token_id, width)
+        return token_image([query, state.tokens[0, :length].tolist()], self.eos_token_id, width)
 
-    # ------------------------------------------------------------------ helpers
     def _observe(self) -> Observation:
-        """Build the observation of the current state."""
-        state = self._state
-        if state is None:
-            raise ValueError("the environment has no round yet: call reset() first")
-        problem = self.problem
-        self._mask = problem.action_mask(state)[0].cpu().numpy()
-        finished = bool(state.finished[0])
-        features = logprobs = None
-        if self.observe_features:
-            space = self.observation_space["candidate_embeddings"]
-            if finished:
-                features = np.zeros(space.shape, dtype=np.float32)
-            else:
-                features = problem.candidate_embeddings(state)[0].to(torch.float32).cpu().numpy()  # (k, d + 1)
-                features = np.clip(features, space.low, space.high)  # rounding of unit-norm e only
-        if self.observe_logprobs:
-            logprobs = np.zeros(problem.num_candidates, dtype=np.float32)
-            if not finished:
-                logprobs = state.candidate_logprobs[0].to(torch.float32).cpu().numpy()
-        return observation(
-            query=problem.query_tokens[self._query].cpu().numpy().astype(np.int64),
-            query_length=np.int64(problem.query_lengths[self._query]),
-            response=state.tokens[0].cpu().numpy(),
-            length=np.int64(state.lengths[0]),
-            candidate_tokens=state.candidate_tokens[0].cpu().numpy(),
-            action_mask=self._mask.astype(np.int8),
-            candidate_embeddings=features,
-            candidate_logprobs=logprobs,
-        )
-
-    def _round_summary(self) -> dict[str, Any]:
-        """Info entries of the round just completed (DESIGN.md section 2)."""
-        state = self._state
-        if state is None:
-            raise ValueError("the environment has no round yet: call reset() first")
-        problem = self.problem
-        queries = state.queries
-        utility = float(problem.utility_of(state)[0])
-        greedy = problem.oracle_greedy(queries)
-        optimum = problem.oracle_beam(queries, self.beam_width) if self.optimal_kind == "oracle_beam" else greedy
-        length = int(state.lengths[0])
-        response = state.tokens[0].cpu().numpy()  # (L,) padded with EOS
-        embedding = problem.embedding_of(state)[0].to(torch.float32).cpu().numpy() if problem.embeddings else None
-        return round_summary(
-            utility=utility,
-            optimal_utility=float(optimum.utility[0]),
-            oracle_greedy_utility=float(greedy.utility[0]),
-            optimal_kind=self.optimal_kind,
-            noise=self._noise,
-            response=response,
-            response_length=length,
-            optimal_response=optimum.responses[0].cpu().numpy(),
-            response_embedding=embedding,
-            text=problem.decode(response[:length]),
-            response_logprob=float(state.sequence_logprob[0]),
-        )
+        """The round's observation (row 0 of the batch's); caches the mask on the host."""
+        observed = observation_row(self.rounds.observe(), 0)
+        self._mask = self.rounds.mask[0].cpu().numpy()
+        return observed

@@ -17,7 +17,7 @@ from tokenized_bandit_gym.envs.env_contract import (
     observation_space,
     token_image,
 )
-from tokenized_bandit_gym.envs.host_round_batch import SingleRoundBatch
+from tokenized_bandit_gym.envs.round_batch import DeviceRoundBatch, HostRoundBatch, RoundBatch, SingleRoundBatch
 
 Observation = dict[str, np.ndarray | np.int64]
 
@@ -115,6 +115,17 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
     def action_masks(self) -> np.ndarray:
         """Allowed actions now, ``(k,)`` bool (sb3-contrib's MaskablePPO reads this)."""
         return self.rounds.mask.copy()
+
+    def round_batch(self, num_rows: int, host: bool = True) -> RoundBatch:
+        """A round batch of ``num_rows`` rounds of this env's instance, sharing its tables.
+
+        What the native vector env and the PettingZoo arena step: rows in NumPy
+        (:class:`HostRoundBatch`) when ``host`` and the instance is on the CPU, else tensors on
+        its device (:class:`DeviceRoundBatch`).
+        """
+        if host and self.problem.device.type == "cpu":
+            return HostRoundBatch(self.problem, num_rows, self.rounds.tables)
+        return DeviceRoundBatch(self.problem, num_rows, self.rounds.tables)
 
     def render(self) -> str | np.ndarray | None:
         """The query and the response so far: text (``"ansi"``) or an image (``"rgb_array"``).

@@ -1,0 +1,195 @@
+"""The round batch of the LLM-backed envs: B rows of the LLM core's KV-cached state."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from gymnasium import spaces
+
+from tokenized_bandit_gym.envs.env_contract import observation, round_summary
+from tokenized_bandit_gym.envs.round_batch import RoundBatch
+from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
+from tokenized_bandit_gym.llm.language_model_state import LanguageModelState
+
+
+class LanguageModelRoundBatch(RoundBatch):
+    """B rounds of one LLM-backed instance: the single env (B = 1), the vector env and the arena step it.
+
+    The state is the core's :class:`LanguageModelState` (tensors on the model's device): a step
+    is one :meth:`LanguageModelProblem.advance` over the KV cache of every stepping row (the
+    others ride along masked), an action is an index into a row's k candidates, and the forced
+    EOS is the index of the EOS candidate (the only allowed one at position L).
+
+    Rounds restart row by row: the restarting rows' initial states (the query's KV cache and its
+    first scored candidates) are put in place by :meth:`LanguageModelState.with_new_rows`, which
+    left-pads the caches to a common width under the attention mask and trims the columns no row
+    needs. With ``cache_initial_states`` the whole (fixed) query pool is encoded once, on first
+    use, and a restart is a gather of its rows; otherwise each restart encodes the distinct
+    queries of the restarting rows in one forward (rows on the same query, such as the arena's
+    players, share it).
+
+    Args:
+        problem: the LLM-backed instance.
+        num_rows: B.
+        optimal_kind: the round's benchmark, ``"oracle_greedy"`` or ``"oracle_beam"``.
+        beam_width: the beam's width for ``"oracle_beam"``.
+        feature_space: the ``(k, d + 1)`` space of the observed ``[e : v(p)]`` features (the
+            observation clips them to it), or None to observe none.
+        observe_logprobs: observe the candidates' ``(k,)`` log-probabilities.
+        cache_initial_states: keep the initial state of every query of the pool.
+
+    Attributes:
+        state: the core's state of the B rounds (None before the first :meth:`restart`).
+        noise: ``(B,)`` float64 the reward noise of each round.
+        mask: ``(B, k)`` bool the allowed candidates now.
+    """
+
+    on_host = False
+
+    def __init__(
+        self,
+        problem: LanguageModelProblem,
+        num_rows: int,
+        *,
+        optimal_kind: str,
+        beam_width: int,
+        feature_space: spaces.Box | None,
+        observe_logprobs: bool,
+        cache_initial_states: bool,
+    ) -> None:
+        self.problem = problem
+        self.num_rows = num_rows
+        self.optimal_kind = optimal_kind
+        self.beam_width = beam_width
+        self.observe_logprobs = observe_logprobs
+        self.cache_initial_states = cache_initial_states
+        device = problem.device
+        self._feature_bounds: tuple[torch.Tensor, torch.Tensor] | None = None
+        if feature_space is not None:  # (k, d + 1) each
+            self._feature_bounds = (
+                torch.as_tensor(feature_space.low, device=device),
+                torch.as_tensor(feature_space.high, device=device),
+            )
+        self._initial_states: LanguageModelState | None = None  # (Q rows) built on first use
+        self.state: LanguageModelState | None = None
+        self.noise = torch.zeros(num_rows, dtype=torch.float64, device=device)  # (B,)
+        self.mask = torch.zeros(num_rows, problem.num_candidates, dtype=torch.bool, device=device)  # (B, k)
+
+    @property
+    def queries(self) -> torch.Tensor:  # type: ignore[override]
+        """``(B,)`` int64 query index of each round."""
+        return self._started().queries
+
+    @property
+    def lengths(self) -> torch.Tensor:  # type: ignore[override]
+        """``(B,)`` int64 tokens chosen so far."""
+        return self._started().lengths
+
+    @property
+    def finished(self) -> torch.Tensor:  # type: ignore[override]
+        """``(B,)`` bool whether each response is complete."""
+        return self._started().finished
+
+    def restart(self, rows: torch.Tensor, queries: torch.Tensor, noise: torch.Tensor) -> None:
+        """Start new rounds on ``rows`` ``(B,)`` bool: encode their queries (or gather them) and put them in place."""
+        index = torch.nonzero(rows).flatten()  # (R,)
+        if index.numel() == 0:
+            return
+        fresh = self._initial_state(queries[index])  # R rows
+        self.noise = torch.where(rows, noise, self.noise)
+        if self.state is None or index.numel() == self.num_rows:  # every row restarts, in row order
+            self.state = fresh
+        else:
+            self.state = self.state.with_new_rows(index, fresh)
+
+    def forced_actions(self, actions: torch.Tensor, forced_eos: torch.Tensor) -> torch.Tensor:
+        """``actions`` ``(B,)`` with the EOS candidate's index (the first allowed one) on the rows ``forced_eos``."""
+        return torch.where(forced_eos, self.mask.int().argmax(dim=1), actions)  # (B,)
+
+    def advance(self, actions: torch.Tensor, stepping: torch.Tensor) -> None:
+        """Append the chosen candidates ``(B,)`` on the rows ``stepping`` ``(B,)``: one forward (none if no row steps).
+
+        The other rows ride along in the forward, masked, and keep their state.
+        """
+        if bool(stepping.any()):
+            self.state = self.problem.advance(self._started(), actions, active=stepping)
+
+    def observe(self) -> dict[str, torch.Tensor]:
+        """The batched observation (new tensors on the device); updates :attr:`mask`.
+
+        Features and log-probabilities are zero on complete responses; the features are clipped
+        to their space (the rounding of a unit-norm embedding only).
+        """
+        problem, state = self.problem, self._started()
+        self.mask = problem.action_mask(state)  # (B, k)
+        finished = state.finished[:, None]  # (B, 1)
+        features = logprobs = None
+        if self._feature_bounds is not None:
+            features = problem.candidate_embeddings(state).to(torch.float32)  # (B, k, d + 1)
+            features = torch.clamp(features, *self._feature_bounds)
+            features = torch.where(finished[:, :, None], 0.0, features)
+        if self.observe_logprobs:
+            logprobs = torch.where(finished, 0.0, state.candidate_logprobs.to(torch.float32))  # (B, k)
+        return observation(
+            query=problem.query_tokens[state.queries],  # (B, Lq)
+            query_length=problem.query_lengths[state.queries],  # (B,)
+            response=state.tokens.clone(),  # (B, L)
+            length=state.lengths.clone(),  # (B,)
+            candidate_tokens=state.candidate_tokens.clone(),  # (B, k)
+            action_mask=self.mask.to(torch.int8),  # (B, k)
+            candidate_embeddings=features,  # (B, k, d + 1) or None
+            candidate_logprobs=logprobs,  # (B, k) or None
+        )
+
+    def round_summary(self, ended: torch.Tensor) -> dict[str, Any]:
+        """Round-end info entries (zeros, ``""`` off the rows ``ended`` ``(B,)``); ``{}`` when none ended.
+
+        Reads the host: the benchmark caches are keyed by query there, and ``text`` (a NumPy
+        object array of B strings) is one tokenizer call per ended round.
+        """
+        ended_rows = ended.cpu().numpy()
+        if not ended_rows.any():
+            return {}
+        problem, state = self.problem, self._started()
+        greedy = problem.oracle_greedy(state.queries)
+        optimum = greedy
+        if self.optimal_kind == "oracle_beam":
+            optimum = problem.oracle_beam(state.queries, self.beam_width)
+        text = np.full(self.num_rows, "", dtype=object)
+        tokens = state.tokens.cpu().numpy()  # (B, L)
+        for row in np.flatnonzero(ended_rows):
+            text[row] = problem.decode(tokens[row])
+        return round_summary(
+            utility=problem.utility_of(state).to(torch.float64),  # (B,)
+            optimal_utility=optimum.utility.to(torch.float64),  # (B,)
+            oracle_greedy_utility=greedy.utility.to(torch.float64),  # (B,)
+            optimal_kind=self.optimal_kind,
+            noise=self.noise,  # (B,)
+            response=state.tokens,  # (B, L)
+            response_length=state.lengths,  # (B,)
+            optimal_response=optimum.responses,  # (B, L)
+            response_embedding=problem.embedding_of(state).to(torch.float32) if problem.embeddings else None,
+            ended=ended,
+            response_logprob=state.sequence_logprob.to(torch.float64),  # (B,)
+            text=text,
+        )
+
+    def _initial_state(self, queries: torch.Tensor) -> LanguageModelState:
+        """New rounds on ``queries`` ``(R,)``: rows of the pool's cached states, or one forward of the distinct ones."""
+        problem = self.problem
+        if self.cache_initial_states:
+            if self._initial_states is None:  # the whole pool in one forward, left-padded to the longest query
+                self._initial_states = problem.initial_state(torch.arange(problem.num_queries, device=problem.device))
+            return self._initial_states.select(queries).trimmed()
+        distinct, rows = torch.unique(queries, return_inverse=True)  # (U,), (R,)
+        if distinct.numel() == queries.numel():
+            return problem.initial_state(queries)
+        return problem.initial_state(distinct).select(rows)
+
+    def _started(self) -> LanguageModelState:
+        """The state, or ``ValueError`` before the first :meth:`restart`."""
+        if self.state is None:
+            raise ValueError("the environment has no round yet: call reset() first")
+        return self.state

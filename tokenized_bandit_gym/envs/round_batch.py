@@ -1,0 +1,579 @@
+"""The round batch: B rounds of one instance, what every Gymnasium shell steps.
+
+:class:`RoundBatch` is the interface (restart, advance, observe and the round summary of B
+rounds); the shells (the single env, the native vector env, the PettingZoo arena) only draw the
+rounds, check the actions with the env contract (:mod:`~tokenized_bandit_gym.envs.env_contract`)
+and call it. The implementations:
+
+* :class:`SingleRoundBatch`: B = 1 of a synthetic instance on the host, its rows without the row
+  axis, stepped through the per-query prefix memo (the single env);
+* :class:`HostRoundBatch`: B = N rows of a synthetic instance on the CPU, bookkeeping in NumPy
+  (the vector env's NumPy backend and the arena on the CPU: the measured CPU speed);
+* :class:`DeviceRoundBatch`: B = N rows of a synthetic instance as the core's tensors on its
+  device, no host round trip per step (the torch backend, and any accelerator);
+* :class:`~tokenized_bandit_gym.envs.language_model_round_batch.LanguageModelRoundBatch`: B rows
+  of the LLM core's KV-cached state (the LLM single env at B = 1, its vector env and arena).
+
+The synthetic ones read the same host tables (:class:`SyntheticTables`: the action mask by
+length, the query pool, the pool's benchmarks), built once per instance and shared.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from tokenized_bandit_gym.core.action_mask_table import ActionMaskTable
+from tokenized_bandit_gym.core.decoding_state import DecodingState
+from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
+from tokenized_bandit_gym.core.pool_benchmarks import PoolBenchmarks
+from tokenized_bandit_gym.core.query_start_memo import QueryStart, QueryStartMemo
+from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
+from tokenized_bandit_gym.envs.env_contract import observation, round_summary, to_numpy
+
+
+class RoundBatch(ABC):
+    """B rounds of one instance: the bookkeeping a shell steps (the dynamics are the core's).
+
+    A shell draws the rounds, checks the actions (:func:`allowed`, then the contract's
+    :func:`~tokenized_bandit_gym.envs.env_contract.forced_and_refused`) and calls, per step:
+    :meth:`advance` with :meth:`forced_actions`, :meth:`round_summary` on the rows whose round
+    ended, :meth:`restart` on the rows that start a new one, :meth:`observe`.
+
+    Rows are NumPy arrays when :attr:`on_host`, else tensors on the instance's device.
+
+    Attributes:
+        problem: the instance.
+        num_rows: B.
+        on_host: whether the rows are NumPy arrays.
+        queries, lengths, finished, noise: each row's query index, tokens chosen so far, whether
+            its response is complete and its reward noise (``(B,)``).
+        mask: the allowed actions now, ``(B, k)`` bool (read, never write).
+    """
+
+    problem: Any
+    num_rows: int
+    on_host: bool
+    queries: Any
+    lengths: Any
+    finished: Any
+    noise: Any
+    mask: Any
+
+    @abstractmethod
+    def restart(self, rows: Any, queries: Any, noise: Any) -> None:
+        """Start new rounds on ``rows`` ``(B,)`` bool, on ``queries`` with ``noise`` (``(B,)``, read on ``rows``)."""
+
+    @abstractmethod
+    def forced_actions(self, actions: Any, forced_eos: Any) -> Any:
+        """``actions`` ``(B,)`` with the EOS action (the only allowed one) on the rows ``forced_eos`` ``(B,)``."""
+
+    @abstractmethod
+    def advance(self, actions: Any, stepping: Any) -> None:
+        """Append the candidates ``actions`` ``(B,)`` (EOS already forced) on the rows ``stepping`` ``(B,)`` bool.
+
+        A stepping row is unfinished and shorter than L. The other rows are never read again
+        before their next :meth:`restart` (the vector env restarts them in this step; the arena's
+        finished players wait for the next round): an implementation may leave them as they
+        were or let them take a throwaway token, whichever is cheaper.
+        """
+
+    @abstractmethod
+    def observe(self) -> dict[str, Any]:
+        """The observation of every row (new arrays), keyed as the contract's; updates :attr:`mask`."""
+
+    @abstractmethod
+    def round_summary(self, ended: Any) -> dict[str, Any]:
+        """The contract's round-end info entries, set on the rows ``ended`` ``(B,)`` bool (zeros elsewhere).
+
+        ``optimal_kind`` is one string for every row. A batch that must read the host to
+        summarise (the LLM's text) returns ``{}`` when no row ended.
+        """
+
+    def allowed(self, actions: Any) -> tuple[Any, Any]:
+        """Whether each row's action is allowed by :attr:`mask`, and whether it is out of ``[0, k)``: ``(B,)`` each."""
+        num_actions = self.mask.shape[1]
+        out_of_range = (actions < 0) | (actions >= num_actions)  # (B,)
+        if isinstance(actions, np.ndarray):  # a flat take: several times faster than fancy indexing
+            flat = np.arange(self.num_rows) * num_actions + np.where(out_of_range, 0, actions)  # (B,)
+            return np.take(self.mask, flat), out_of_range
+        return self.mask.gather(1, actions.clamp(0, num_actions - 1)[:, None])[:, 0], out_of_range
+
+
+class SyntheticTables:
+    """The host tables every synthetic round batch of one instance reads, built once and shared.
+
+    Args:
+        problem: the instance.
+
+    Attributes:
+        masks: the action mask by length (:class:`ActionMaskTable`).
+        query_tokens: ``(Q, Lq)`` int64 the query pool, padded with EOS.
+        query_lengths: ``(Q,)`` int64.
+        has_embeddings: whether the family has features (a :class:`LinearTokenizedProblem`).
+    """
+
+    def __init__(self, problem: TokenizedProblem) -> None:
+        self.problem = problem
+        self.masks = ActionMaskTable(problem)
+        self.query_tokens = to_numpy(problem.query_tokens).astype(np.int64)  # (Q, Lq)
+        self.query_lengths = to_numpy(problem.query_lengths).astype(np.int64)  # (Q,)
+        self.has_embeddings = isinstance(problem, LinearTokenizedProblem)
+        self._pool_benchmarks: PoolBenchmarks | None = None
+
+    def benchmarks(self) -> PoolBenchmarks:
+        """Every query's exact optimum, oracle greedy utility and optimal response (built on first use)."""
+        if self._pool_benchmarks is None:
+            self._pool_benchmarks = PoolBenchmarks.from_problem(self.problem)
+        return self._pool_benchmarks
+
+
+class SingleRoundBatch(RoundBatch):
+    """B = 1 on the host: one round, its rows without the row axis, stepped through the prefix memo.
+
+    Per step only what depends on the action goes through torch, once per prefix: the mask is
+    looked up, every prefix played (the round start included) and its candidates are memoised
+    per query (:class:`QueryStartMemo`), the complete response's utility once per response.
+
+    Args:
+        problem: the instance (any device: the memo reads its values back to the host).
+        tables: the instance's shared tables (built here if None).
+
+    Attributes:
+        queries: the round's query index (int).
+        lengths: tokens chosen so far (int).
+        finished: whether the response is complete (bool).
+        noise: the round's reward noise (float).
+        mask: ``(n,)`` bool the allowed actions now.
+        memo: the per-query prefix memo.
+        node: the memo's node of the current prefix (None before the first :meth:`restart`).
+    """
+
+    on_host = True
+
+    def __init__(self, problem: TokenizedProblem, tables: SyntheticTables | None = None) -> None:
+        self.problem = problem
+        self.num_rows = 1
+        self.tables = SyntheticTables(problem) if tables is None else tables
+        self._has_embeddings = self.tables.has_embeddings
+        self._masks = self.tables.masks
+        n = problem.vocab_size
+        self.memo = QueryStartMemo(problem, with_candidates=self._has_embeddings)
+        self._token_tensors = [problem.vocabulary[token : token + 1] for token in range(n)]  # n x (1,)
+        self._candidate_tokens = np.arange(n, dtype=np.int64)  # (n,)
+        self._no_embeddings: np.ndarray | None = None
+        if isinstance(problem, LinearTokenizedProblem):
+            self._no_embeddings = np.zeros((n, problem.embedding_dim), dtype=np.float32)  # (n, d)
+        self.node: QueryStart | None = None
+        self.response = np.full(problem.max_length, problem.eos_token_id, dtype=np.int64)  # (L,) the tokens
+        self.queries = 0
+        self.lengths = 0
+        self.finished = False
+        self.noise = 0.0
+        self.mask = self._masks.allowed[self._masks.row(0, finished=False)]  # (n,)
+
+    def restart(self, rows: Any, queries: Any, noise: Any) -> None:
+        """Start a new round (``rows`` is ignored: the one row) on query ``queries`` (int) with ``noise`` (float)."""
+        self.queries, self.noise = queries, noise
+        self.node = self.memo.get(queries)
+        self.response.fill(self.problem.eos_token_id)
+        self.lengths = 0
+        self.finished = False
+
+    def allowed(self, actions: Any) -> tuple[Any, Any]:
+        """Whether the action ``actions`` (int) is allowed, and whether it is out of range (bools)."""
+        out_of_range = not 0 <= actions < len(self.mask)
+        return (not out_of_range and bool(self.mask[actions])), out_of_range
+
+    def forced_actions(self, actions: Any, forced_eos: Any) -> Any:
+        """The EOS token if ``forced_eos`` else ``actions`` (ints)."""
+        return self.problem.eos_token_id if forced_eos else actions
+
+    def advance(self, tokens: Any, stepping: Any = True) -> None:
+        """Append the token ``tokens`` (int; ``stepping``: the one row): a memo read for a prefix played before."""
+        eos = self.problem.eos_token_id
+        self.node = self.memo.child(self.queries, self.node, tokens, self._token_tensors[tokens])
+        self.response[self.lengths] = tokens
+        self.lengths += 1
+        self.finished = tokens == eos
+
+    def observe(self) -> dict[str, Any]:
+        """The round's observation (host copies throughout); updates :attr:`mask`."""
+        masks, query, node = self._masks, self.queries, self.node
+        row = masks.row(self.lengths, self.finished)
+        self.mask = masks.allowed[row]
+        embeddings = None
+        if self._no_embeddings is not None:
+            memoised = None if self.finished or node is None else node.host_embeddings
+            embeddings = self._no_embeddings.copy() if memoised is None else memoised.copy()  # zeros once complete
+        return observation(
+            query=self.tables.query_tokens[query].copy(),
+            query_length=self.tables.query_lengths[query].copy(),
+            response=self.response.copy(),
+            length=np.int64(self.lengths),
+            candidate_tokens=self._candidate_tokens.copy(),
+            action_mask=masks.allowed_int8[row].copy(),
+            candidate_embeddings=embeddings,
+        )
+
+    def round_summary(self, ended: Any = True) -> dict[str, Any]:
+        """The info entries of the round just completed (``ended`` is ignored: the one row).
+
+        Raises:
+            ValueError: before the first :meth:`restart`.
+        """
+        node = self.node
+        if node is None:
+            raise ValueError("the environment has no round yet: call reset() first")
+        benchmarks, query = self.tables.benchmarks(), self.queries
+        if node.round_end is None:  # the complete response's utility and embedding, once per response
+            embedding = None
+            if self._has_embeddings:
+                assert isinstance(self.problem, LinearTokenizedProblem)
+                embedding = to_numpy(self.problem.embedding_of(node.state).to(torch.float32))[0].copy()  # (d,)
+            node.round_end = (float(self.problem.utility_of_complete(node.state)), embedding)  # (1,) -> its value
+        utility, embedding = node.round_end
+        return round_summary(
+            utility=utility,
+            optimal_utility=float(benchmarks.optimal_utility[query]),
+            oracle_greedy_utility=float(benchmarks.oracle_greedy_utility[query]),
+            optimal_kind="exact",
+            noise=self.noise,
+            response=self.response.copy(),  # (L,) padded with EOS
+            response_length=self.lengths,
+            optimal_response=benchmarks.optimal_responses[query].copy(),
+            response_embedding=None if embedding is None else embedding.copy(),
+        )
+
+
+class HostRoundBatch(RoundBatch):
+    """The state of N rounds on the host, stepped with the core's own batched calls.
+
+    The dynamics are the core's, as in the vector env's torch path: the chosen tokens' carries
+    come from :meth:`TokenizedProblem.append`, the observed embeddings from
+    :meth:`LinearTokenizedProblem.observed_candidate_embeddings`, the utilities from
+    :meth:`TokenizedProblem.utility_of_complete`, each called once per step on the whole batch
+    (torch on the CPU, reading the host arrays without copies). What is of size N or
+    ``(N, L)`` (tokens, lengths, flags, the mask, the round-end entries) is NumPy, where an
+    operation costs about a microsecond and a torch dispatch about ten: at small N that is
+    most of a step. The mask and the round's benchmarks are read from the instance's
+    :class:`SyntheticTables`, the same the single env's :class:`SingleRoundBatch` reads.
+
+    Every array the batch hands out is a new one (never a view of its state).
+
+    Args:
+        problem: the instance (on the CPU).
+        num_rows: N.
+        tables: the instance's shared tables (built here if None).
+
+    Attributes:
+        queries: ``(N,)`` int64 query index of each round.
+        tokens: ``(N, L)`` int64 the responses, padded with EOS.
+        lengths: ``(N,)`` int64 tokens chosen so far.
+        finished: ``(N,)`` bool whether each response is complete.
+        last_tokens: ``(N,)`` int64 last token of ``x:y``.
+        carry: ``(N, *c)`` the family's carries (a torch tensor on the CPU).
+        noise: ``(N,)`` float64 the reward noise of each round.
+        mask: ``(N, n)`` bool the allowed actions now.
+    """
+
+    on_host = True
+
+    def __init__(self, problem: TokenizedProblem, num_rows: int, tables: SyntheticTables | None = None) -> None:
+        if problem.device.type != "cpu":  # its arithmetic is NumPy's
+            raise ValueError(f"{type(self).__name__} needs an instance on the CPU, got device {problem.device}")
+        self.problem = problem
+        self.num_rows = num_rows
+        self.tables = SyntheticTables(problem) if tables is None else tables
+        self._masks = self.tables.masks
+        self._has_embeddings = self.tables.has_embeddings
+        length = problem.max_length
+        self._query_last_tokens = problem.query_last_tokens.numpy().astype(np.int64)  # (Q,)
+        self._candidate_tokens = np.tile(np.arange(problem.vocab_size, dtype=np.int64), (num_rows, 1))  # (N, n)
+        self._rows = np.arange(num_rows)  # (N,)
+        self.queries = np.zeros(num_rows, dtype=np.int64)
+        self.tokens = np.full((num_rows, length), problem.eos_token_id, dtype=np.int64)
+        self.lengths = np.zeros(num_rows, dtype=np.int64)
+        self.finished = np.zeros(num_rows, dtype=bool)
+        self.last_tokens = np.zeros(num_rows, dtype=np.int64)
+        self.carry = problem.initial_carry(torch.from_numpy(self.queries))
+        self.noise = np.zeros(num_rows, dtype=np.float64)
+        # (N, n, *c) every candidate's carry, written by observe() (TLB families); advance() reads the chosen one
+        self._candidate_carries: np.ndarray | None = None
+        self._candidates_current = False  # whether _candidate_carries belongs to the current state
+        self.mask = self._masks.allowed[self._mask_rows()]
+
+    def state(self) -> DecodingState:
+        """The core's view of the batch (tensors sharing the host arrays; read, never write)."""
+        return DecodingState(
+            queries=torch.from_numpy(self.queries),
+            tokens=torch.from_numpy(self.tokens),
+            lengths=torch.from_numpy(self.lengths),
+            finished=torch.from_numpy(self.finished),
+            carry=self.carry,
+            last_tokens=torch.from_numpy(self.last_tokens),
+        )
+
+    def restart(self, rows: np.ndarray, queries: np.ndarray, noise: np.ndarray) -> None:
+        """Start new rounds on ``rows`` ``(N,)`` bool, on ``queries`` with ``noise`` (``(N,)``, read on ``rows``)."""
+        if not rows.any():
+            return
+        index = np.flatnonzero(rows)  # (R,)
+        fresh = queries[index]  # (R,)
+        self.queries[index] = fresh
+        self.tokens[index] = self.problem.eos_token_id
+        self.lengths[index] = 0
+        self.finished[index] = False
+        self.last_tokens[index] = self._query_last_tokens[fresh]
+        self.noise[index] = noise[index]
+        initial = self.problem.initial_carry(torch.from_numpy(fresh))  # (R, *c)
+        self.carry = self.carry.index_copy(0, torch.from_numpy(index), initial)
+        self._candidates_current = False
+
+    def forced_actions(self, actions: np.ndarray, forced_eos: np.ndarray) -> np.ndarray:
+        """``actions`` ``(N,)`` with the EOS token on the rows ``forced_eos`` ``(N,)`` (an action is a token id)."""
+        return np.where(forced_eos, self.problem.eos_token_id, actions)
+
+    def advance(self, tokens: np.ndarray, stepping: np.ndarray | None = None) -> None:
+        """Append ``tokens`` ``(N,)`` int64 to every row (``stepping`` is not read: see below).
+
+        A stepping row is unfinished and shorter than L and gets EOS at position L (the shell
+        forces it); the other rows take a throwaway token at column ``min(|y|, L - 1)``, cheaper
+        than selecting rows on every field.
+        """
+        problem = self.problem
+        columns = np.minimum(self.lengths, problem.max_length - 1)  # (N,)
+        positions = columns + 1  # (N,) 1-based position of the new token
+        if self._candidate_carries is not None and self._candidates_current:
+            # the chosen candidate's carry, as observe() got it from the core (equal to append's)
+            candidates = self._candidate_carries.reshape(-1, *self.carry.shape[1:])  # (N * n, *c)
+            chosen = self._rows * self.problem.vocab_size + tokens  # (N,) flat candidate index
+            self.carry = torch.from_numpy(np.take(candidates, chosen, axis=0))  # (N, *c)
+        else:
+            self.carry = problem.append(
+                torch.from_numpy(self.queries),
+                self.carry,
+                torch.from_numpy(self.last_tokens),
+                torch.from_numpy(tokens[:, None]),
+                torch.from_numpy(positions),
+            )[:, 0]
+        self._candidates_current = False
+        self.tokens[self._rows, columns] = tokens
+        self.lengths = positions
+        self.finished = tokens == problem.eos_token_id
+        self.last_tokens = tokens.copy()
+
+    def observe(self) -> dict[str, np.ndarray]:
+        """The batched observation (new arrays), keyed as the single env's; updates :attr:`mask`."""
+        mask_rows = self._mask_rows()  # (N,)
+        # np.take: a row gather several times faster than fancy indexing at large N
+        self.mask = np.take(self._masks.allowed, mask_rows, axis=0)  # (N, n)
+        embeddings = None
+        if self._has_embeddings:
+            assert isinstance(self.problem, LinearTokenizedProblem)
+            if self._candidate_carries is None:
+                shape = (self.num_rows, self.problem.vocab_size, *self.carry.shape[1:])
+                self._candidate_carries = np.empty(shape, dtype=self.carry.numpy().dtype)
+            carries_out = torch.from_numpy(self._candidate_carries)
+            embeddings = self.problem.observed_candidate_embeddings(self.state(), carries_out).numpy()  # (N, n, d)
+            self._candidates_current = True
+            embeddings[self.finished] = 0.0  # the single env observes zeros once the response is complete
+        return observation(
+            query=np.take(self.tables.query_tokens, self.queries, axis=0),  # (N, Lq)
+            query_length=np.take(self.tables.query_lengths, self.queries),  # (N,)
+            response=self.tokens.copy(),  # (N, L)
+            length=self.lengths.copy(),  # (N,)
+            candidate_tokens=self._candidate_tokens.copy(),  # (N, n)
+            action_mask=np.take(self._masks.allowed_int8, mask_rows, axis=0),  # (N, n)
+            candidate_embeddings=embeddings,  # (N, n, d) or None
+        )
+
+    def round_summary(self, ended: np.ndarray) -> dict[str, np.ndarray]:
+        """Round-end info entries for every row (zeros off the rows ``ended`` ``(N,)`` bool).
+
+        The utilities come from one core call on the whole batch; everything else is written
+        on the ended rows only.
+        """
+        problem = self.problem
+        benchmarks = self.tables.benchmarks()
+        state = self.state()
+        index = np.flatnonzero(ended)  # (E,)
+        queries = self.queries[index]  # (E,)
+        embedding = None
+        if isinstance(problem, LinearTokenizedProblem):
+            embedding = problem.embedding_of(state).to(torch.float32).numpy()[index]  # (E, d)
+        return round_summary(  # every entry on the E ended rows, scattered into zeros of N rows
+            utility=problem.utility_of_complete(state).to(torch.float64).numpy()[index],  # (E,)
+            optimal_utility=benchmarks.optimal_utility[queries].astype(np.float64),  # (E,)
+            oracle_greedy_utility=benchmarks.oracle_greedy_utility[queries],  # (E,)
+            optimal_kind="exact",
+            noise=self.noise[index],  # (E,)
+            response=self.tokens[index],  # (E, L)
+            response_length=self.lengths[index],  # (E,)
+            optimal_response=np.take(benchmarks.optimal_responses, queries, axis=0),  # (E, L)
+            response_embedding=embedding,
+            ended=ended,
+            ended_rows_only=True,
+        )
+
+    def _mask_rows(self) -> np.ndarray:
+        """Each row's row of the mask table, ``(N,)`` (its length, or ``L + 1`` once complete)."""
+        return np.where(self.finished, self.problem.max_length + 1, self.lengths)
+
+
+class DeviceRoundBatch(RoundBatch):
+    """The state of N rounds as the core's tensors on the instance's device: no host round trip per step.
+
+    The state is the core's :class:`DecodingState`; a step is :meth:`TokenizedProblem.extend`
+    on the whole batch, the observed embeddings come from
+    :meth:`LinearTokenizedProblem.observed_candidate_embeddings` and the mask and the benchmarks
+    are the instance's :class:`SyntheticTables`, put on the device once. The vector env's torch
+    backend steps it (on any device), and so does its NumPy backend off the CPU; the tests hold
+    it equal to :class:`HostRoundBatch`.
+
+    Args:
+        problem: the instance (any device).
+        num_rows: N.
+        tables: the instance's shared tables (built here if None).
+
+    Attributes:
+        state: the core's batched state (``queries``, ``tokens`` ``(N, L)``, ``lengths``,
+            ``finished``, ``carry``, ``last_tokens``).
+        noise: ``(N,)`` float64 the reward noise of each round.
+        mask: ``(N, n)`` bool the allowed actions now.
+    """
+
+    on_host = False
+
+    def __init__(self, problem: TokenizedProblem, num_rows: int, tables: SyntheticTables | None = None) -> None:
+        self.problem = problem
+        self.num_rows = num_rows
+        self.tables = SyntheticTables(problem) if tables is None else tables
+        device = problem.device
+        self._on_cpu = device.type == "cpu"  # host checks are free here, a sync on an accelerator
+        self._mask_table = torch.tensor(self.tables.masks.allowed, device=device)  # (L + 2, n) bool
+        self._mask_table_int8 = torch.tensor(self.tables.masks.allowed_int8, device=device)  # (L + 2, n) int8
+        self._candidate_tokens = torch.arange(problem.vocab_size, device=device).expand(num_rows, -1)  # (N, n)
+        self._benchmark_utilities: torch.Tensor | None = None  # (Q, 2) float64, built on first use
+        self._benchmark_responses: torch.Tensor | None = None  # (Q, L) int64
+        self.state = problem.initial_state(torch.zeros(num_rows, dtype=torch.int64, device=device))
+        self.noise = torch.zeros(num_rows, dtype=torch.float64, device=device)  # (N,)
+        self.mask = self._mask_table[self._table_rows()]  # (N, n)
+
+    @property
+    def queries(self) -> torch.Tensor:  # type: ignore[override]
+        """``(N,)`` int64 query index of each round."""
+        return self.state.queries
+
+    @property
+    def lengths(self) -> torch.Tensor:  # type: ignore[override]
+        """``(N,)`` int64 tokens chosen so far."""
+        return self.state.lengths
+
+    @property
+    def finished(self) -> torch.Tensor:  # type: ignore[override]
+        """``(N,)`` bool whether each response is complete."""
+        return self.state.finished
+
+    def restart(self, rows: torch.Tensor, queries: torch.Tensor, noise: torch.Tensor) -> None:
+        """Start new rounds on ``rows`` ``(N,)`` bool (``torch.where`` on every field: no host read off the CPU)."""
+        if self._on_cpu and not bool(rows.any()):  # on the CPU, skip the work when no round starts
+            return
+        problem, state = self.problem, self.state
+        carry_rows = rows.view(-1, *([1] * (state.carry.dim() - 1)))
+        self.state = DecodingState(
+            queries=torch.where(rows, queries, state.queries),
+            tokens=state.tokens.masked_fill(rows[:, None], problem.eos_token_id),
+            lengths=state.lengths.masked_fill(rows, 0),
+            finished=state.finished & ~rows,
+            carry=torch.where(carry_rows, problem.initial_carry(queries), state.carry),
+            last_tokens=torch.where(rows, problem.query_last_tokens[queries], state.last_tokens),
+        )
+        self.noise = torch.where(rows, noise, self.noise)
+
+    def forced_actions(self, actions: torch.Tensor, forced_eos: torch.Tensor) -> torch.Tensor:
+        """``actions`` ``(N,)`` with the EOS token on the rows ``forced_eos`` ``(N,)`` (an action is a token id)."""
+        return torch.where(forced_eos, self.problem.eos_token_id, actions)
+
+    def advance(self, actions: torch.Tensor, stepping: torch.Tensor | None = None) -> None:
+        """Append ``actions`` ``(N,)``: one :meth:`TokenizedProblem.extend` of the whole batch (``stepping`` not read).
+
+        The rows that do not step take a throwaway token (at column L - 1 if they hold L
+        tokens) instead of costing a row selection on every field. A stepping row is
+        unfinished and shorter than L, and its action is EOS at position L, so ``extend``
+        applies as is; it computes the chosen token's carry alone (``append`` equals the
+        candidates' carries element for element, so each row matches the single env bit for bit).
+        """
+        problem = self.problem
+        in_range = replace(self.state, lengths=self.state.lengths.clamp(max=problem.max_length - 1))
+        self.state = problem.extend(in_range, actions)
+
+    def observe(self) -> dict[str, torch.Tensor]:
+        """The batched observation (new tensors on the device); updates :attr:`mask`.
+
+        The mask is a row of the mask table (by length, or the complete-response row); the
+        candidates' embeddings come rounded to float32 and are zero on complete responses.
+        """
+        problem, state = self.problem, self.state
+        table_rows = self._table_rows()  # (N,)
+        self.mask = self._mask_table[table_rows]  # (N, n)
+        embeddings = None
+        if self.tables.has_embeddings:
+            assert isinstance(problem, LinearTokenizedProblem)
+            embeddings = problem.observed_candidate_embeddings(state)  # (N, n, d) float32
+            if self._on_cpu:  # zero only the finished rows (a boolean index_put scans every element)
+                embeddings.index_fill_(0, torch.nonzero(state.finished).flatten(), 0.0)
+            else:  # no host round trip to find them
+                embeddings.masked_fill_(state.finished[:, None, None], 0.0)
+        return observation(
+            query=problem.query_tokens[state.queries],  # (N, Lq)
+            query_length=problem.query_lengths[state.queries],  # (N,)
+            response=state.tokens.clone(),  # (N, L)
+            length=state.lengths.clone(),  # (N,)
+            candidate_tokens=self._candidate_tokens.clone(),  # (N, n)
+            action_mask=self._mask_table_int8[table_rows],  # (N, n)
+            candidate_embeddings=embeddings,  # (N, n, d) float32 or None
+        )
+
+    def round_summary(self, ended: torch.Tensor) -> dict[str, Any]:
+        """Round-end info entries for every row (zeros off the rows ``ended`` ``(N,)``), always every key.
+
+        The rows are read from the pool's benchmarks and the utility of the complete responses,
+        and masked by the contract's :func:`~tokenized_bandit_gym.envs.env_contract.round_summary`
+        on the device (deciding whether any row ended would cost a host round trip).
+        """
+        problem, state = self.problem, self.state
+        pool_utilities, pool_responses = self._pool_benchmarks()
+        benchmarks = pool_utilities[state.queries]  # (N, 2) optimal, oracle greedy
+        embedding = None
+        if isinstance(problem, LinearTokenizedProblem):
+            embedding = problem.embedding_of(state).to(torch.float32)  # (N, d)
+        return round_summary(
+            utility=problem.utility_of_complete(state).to(torch.float64),  # (N,) complete on the rows that matter
+            optimal_utility=benchmarks[:, 0],  # (N,)
+            oracle_greedy_utility=benchmarks[:, 1],  # (N,)
+            optimal_kind="exact",
+            noise=self.noise,  # (N,)
+            response=state.tokens,  # (N, L)
+            response_length=state.lengths,  # (N,)
+            optimal_response=pool_responses[state.queries],  # (N, L)
+            response_embedding=embedding,
+            ended=ended,
+        )
+
+    def _table_rows(self) -> torch.Tensor:
+        """Each row's row of the mask table, ``(N,)`` (its length, or ``L + 1`` once complete)."""
+        return torch.where(self.state.finished, self.problem.max_length + 1, self.state.lengths)
+
+    def _pool_benchmarks(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The benchmarks on the device: optimum and oracle greedy utility ``(Q, 2)`` float64, response ``(Q, L)``."""
+        if self._benchmark_utilities is None or self._benchmark_responses is None:
+            benchmarks = self.tables.benchmarks()
+            utilities = np.stack([benchmarks.optimal_utility, benchmarks.oracle_greedy_utility], axis=1)  # (Q, 2)
+            self._benchmark_utilities = torch.tensor(utilities, dtype=torch.float64, device=self.problem.device)
+            self._benchmark_responses = torch.tensor(benchmarks.optimal_responses, device=self.problem.device)
+        return self._benchmark_utilities, self._benchmark_responses
