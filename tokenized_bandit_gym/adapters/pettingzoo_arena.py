@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
+import torch
 from gymnasium import spaces
+from gymnasium.utils import seeding
 from pettingzoo import ParallelEnv
 
-from tokenized_bandit_gym.envs.env_contract import check_action
+from tokenized_bandit_gym.core.round_streams import RoundStreams
+from tokenized_bandit_gym.envs.env_contract import check_action, observation_row, summary_row
+from tokenized_bandit_gym.host_array import as_host_array
 
 AgentObservation = dict[str, Any]
 
@@ -21,17 +24,20 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
 
     ## Description
 
-    Every registered id plays, the LLM-backed ones included. Each of the M players answers in its
-    own copy of the env's single-env shell: the copies share the problem instance (one model, one
-    theta, one query pool) and are reset with the same seed, so their query and noise streams are
-    one stream: every round, every player answers the same query ``x_t`` and is paid
-    ``u(x_t, y_t^agent) + eta_t`` with the *same* ``eta_t``. The observation, the action check
-    with the forced EOS and the info entries are the single env's own (nothing is re-implemented
-    here).
+    Every registered id plays, the LLM-backed ones included. The M players are the M rows of one
+    round batch of the env's instance (:meth:`round_batch` of the env's single-env shell: NumPy
+    rows for a synthetic instance on the CPU, one batched LLM forward per step for the LLM ids),
+    so the arena is a thin shell like the single and the vector env: it draws one round per
+    reset from one query and noise stream, restarts every row on it, checks each action with
+    the env contract and reports each row in the one-round form. Every round, every player
+    answers the same query ``x_t`` and is paid ``u(x_t, y_t^agent) + eta_t`` with the *same*
+    ``eta_t``.
     So a head-to-head comparison differs only by what the agents did: two agents that play the
-    same tokens get identical rewards, and with ``reset(seed=s)`` each agent sees exactly the
-    queries, noise, observations and infos it would see alone in ``env.reset(seed=s)`` followed
-    by unseeded resets (what ``run_online`` does).
+    same tokens get identical rewards, and with ``reset(seed=s)`` each agent sees the queries,
+    noise, observations and infos it would see alone in ``env.reset(seed=s)`` followed by
+    unseeded resets (what ``run_online`` does): exactly on the synthetic ids, and to float
+    rounding on the LLM ids (about 1e-6 in float32 on the CPU: the batched forward reduces over
+    the other players' rows and masked columns, as in the LLM vector env).
 
     ## Spaces
 
@@ -50,15 +56,15 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
     (``info["forced_eos"]``) unless the env was made with ``strict_actions=True``.
 
     Args:
-        env: a registered tokenized bandit env id, or an env made from one (its unwrapped env is
-            copied per player, sharing the problem instance; it is never stepped itself).
+        env: a registered tokenized bandit env id, or an env made from one (its unwrapped env
+            builds the round batch and lends its spaces; it is never stepped itself).
         agent_names: the names of the players (at least one, distinct).
         render_mode: None or ``"ansi"``.
         **env_kwargs: constructor keywords for ``gym.make(env, ...)`` when ``env`` is an id.
 
     Raises:
         ValueError: no or repeated agent names, keywords with an env object, an unknown render mode.
-        TypeError: ``env`` is not a tokenized bandit env (it has no ``problem``).
+        TypeError: ``env`` is not a tokenized bandit env (it has no ``round_batch``).
 
     >>> from tokenized_bandit_gym.adapters.pettingzoo_arena import TokenizedBanditArena
     >>> arena = TokenizedBanditArena("TokenizedMultiArmedBandit-v0", ["a", "b"])
@@ -90,7 +96,7 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
         elif env_kwargs:
             raise ValueError(f"keywords {sorted(env_kwargs)} are only used with an env id, not an env object")
         base = env.unwrapped
-        if not hasattr(base, "problem") or not hasattr(base, "action_masks"):
+        if not hasattr(base, "round_batch") or not hasattr(base, "problem"):
             raise TypeError(f"env must be a tokenized bandit env, got {type(base).__name__}")
         self.env = env
         self.env_id = env.spec.id if env.spec is not None else None
@@ -98,16 +104,17 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
         self.render_mode = render_mode
         self.possible_agents = names
         self.agents: list[str] = []
-        # one shell per player, all sharing the instance (deepcopy's memo maps the problem to itself)
-        self._envs: dict[str, gym.Env[Any, Any]] = {
-            name: copy.deepcopy(base, memo={id(base.problem): base.problem}) for name in names
-        }
-        self.observation_spaces = {name: player.observation_space for name, player in self._envs.items()}
-        self.action_spaces: dict[str, spaces.Space[Any]] = {
-            name: player.action_space for name, player in self._envs.items()
-        }
+        self.noise_model = base.noise_model
+        self.strict_actions = base.strict_actions
+        self.rounds = base.round_batch(len(names), host=True)  # row i is player i
+        self._rows = {name: row for row, name in enumerate(names)}
+        self.observation_spaces = dict.fromkeys(names, base.observation_space)
+        self.action_spaces: dict[str, spaces.Space[Any]] = dict.fromkeys(names, base.action_space)
+        self._streams: RoundStreams | None = None
+        self._np_random = np.random.default_rng()
         self._observations: dict[str, AgentObservation] = {}
         self._query = 0
+        self._noise = 0.0
 
     @property
     def eos_token_id(self) -> int:
@@ -128,17 +135,23 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
         """Start a round for every agent: one query and one noise draw, shared.
 
         ``seed`` reseeds the query and noise streams exactly as ``env.reset(seed=...)`` does
-        (every player's shell with the same seed; the first reset without one draws it).
+        (the first reset without one draws it).
         """
-        if seed is None and not self._observations:
+        if seed is None and self._streams is None:
             seed = int(np.random.SeedSequence().generate_state(1)[0])
+        if seed is not None:
+            self._np_random, _ = seeding.np_random(seed)
+        self._streams = RoundStreams.on_reset(self._streams, seed, self._np_random)
+        self._query, self._noise = self._streams.draw(self.problem.num_queries, self.noise_model)
         self.agents = list(self.possible_agents)
-        observations, infos = {}, {}
-        for name in self.agents:
-            observations[name], infos[name] = self._envs[name].reset(seed=seed)
-        self._query = int(infos[self.agents[0]]["query_index"])
-        self._observations = dict(observations)
-        return observations, infos
+        count = len(self.possible_agents)
+        self.rounds.restart(
+            self._as_rows(np.ones(count, dtype=bool)),
+            self._as_rows(np.full(count, self._query, dtype=np.int64)),
+            self._as_rows(np.full(count, self._noise, dtype=np.float64)),
+        )
+        observations = self._observe(self.agents)
+        return observations, {name: {"query_index": self._query} for name in self.agents}
 
     def step(
         self, actions: dict[str, Any]
@@ -149,7 +162,7 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
         dict[str, bool],
         dict[str, dict[str, Any]],
     ]:
-        """Append each live agent's token to its response.
+        """Append each live agent's token to its response: one step of the round batch for everyone.
 
         Every action is checked before any player steps, so an invalid one changes nothing.
 
@@ -166,26 +179,44 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
             raise ValueError(
                 f"actions must name exactly the live agents {self.agents}: missing {missing}, extra {unknown}"
             )
+        count = len(self.possible_agents)
+        chosen = np.zeros(count, dtype=np.int64)  # (M,) the players that are done take a throwaway 0
+        stepping = np.zeros(count, dtype=bool)  # (M,)
+        forced: dict[str, bool] = {}
         for name in self.agents:
-            player = self._envs[name]
-            length = int(self._observations[name]["length"])
+            observed = self._observations[name]
+            mask, length = observed["action_mask"].astype(bool), int(observed["length"])
             try:
-                check_action(
-                    actions[name], player.action_masks(), length, self.problem.max_length, player.strict_actions
+                index, forced[name] = check_action(
+                    actions[name], mask, length, self.problem.max_length, self.strict_actions
                 )
             except (TypeError, ValueError) as error:
                 raise type(error)(f"agent {name!r}: {error}") from error
+            row = self._rows[name]
+            chosen[row] = index  # the action to apply (the forced EOS's own index where it was forced)
+            stepping[row] = True
+        rounds = self.rounds
+        rounds.advance(self._as_rows(chosen), self._as_rows(stepping))
+        ended = stepping & as_host_array(rounds.finished)  # (M,)
+        summary = rounds.round_summary(self._as_rows(ended)) if ended.any() else {}
         acting = list(self.agents)
-        observations, rewards, terminations, infos = {}, {}, {}, {}
+        observations = self._observe(acting)
+        rewards, terminations, infos = {}, {}, {}
         for name in acting:
-            observations[name], rewards[name], terminations[name], _, infos[name] = self._envs[name].step(actions[name])
-        self._observations.update(observations)
+            row = self._rows[name]
+            info: dict[str, Any] = {"query_index": self._query, "forced_eos": forced[name]}
+            terminations[name] = bool(ended[row])
+            rewards[name] = 0.0
+            if terminations[name]:
+                info.update(summary_row(summary, row))
+                rewards[name] = info["utility"] + self._noise
+            infos[name] = info
         self.agents = [name for name in acting if not terminations[name]]
         return observations, rewards, terminations, dict.fromkeys(acting, False), infos
 
     def action_masks(self, agent: str) -> np.ndarray:
         """Allowed actions of ``agent`` now, ``(k,)`` bool."""
-        return self._envs[agent].action_masks()
+        return self._observations[agent]["action_mask"].astype(bool)
 
     def render(self) -> str | None:
         """With ``render_mode="ansi"``, the query and every agent's response so far."""
@@ -199,6 +230,16 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
         return "\n".join(lines)
 
     def close(self) -> None:
-        """Close every player's shell."""
-        for player in self._envs.values():
-            player.close()
+        """Close the env the arena was built from."""
+        self.env.close()
+
+    def _observe(self, names: list[str]) -> dict[str, AgentObservation]:
+        """The observation of each of ``names``, a row of the batch's (and remember them)."""
+        observed = self.rounds.observe()
+        observations = {name: observation_row(observed, self._rows[name]) for name in names}
+        self._observations.update(observations)
+        return observations
+
+    def _as_rows(self, values: np.ndarray) -> Any:
+        """``values`` ``(M,)`` as the round batch's rows (a NumPy array, or a tensor on the instance's device)."""
+        return values if self.rounds.on_host else torch.from_numpy(values).to(self.problem.device)
