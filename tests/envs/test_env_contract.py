@@ -26,7 +26,7 @@ def test_batched_round_summary_equals_one_round_at_a_time() -> None:
     index = np.flatnonzero(ended)
     full = round_summary(**rows, optimal_kind="exact", ended=ended)
     compact = round_summary(
-        **{key: value[index] for key, value in rows.items()}, optimal_kind="exact", ended=ended, ended_rows_only=True
+        **{key: value[index] for key, value in rows.items()}, optimal_kind="exact", ended=ended, ended_rows=index
     )
     on_device = round_summary(
         **{key: torch.from_numpy(value) for key, value in rows.items()},

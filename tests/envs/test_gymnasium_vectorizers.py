@@ -134,3 +134,25 @@ def test_pad_response_info_is_a_deprecated_pass_through() -> None:
     _, _, terminated, _, info = env.step(env.unwrapped.eos_token_id)
     assert terminated and info["response_length"] == 1
     assert info["response"].shape == (env.unwrapped.problem.max_length,)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_every_shell_reports_observations_in_the_space_key_order(env_id: str) -> None:
+    """The single env, the native vector env (both backends) and an arena player, each over its round batch."""
+    from tokenized_bandit_gym.adapters.pettingzoo_arena import TokenizedBanditArena
+
+    kwargs = env_kwargs(env_id)
+    env = gym.make(env_id, **kwargs)
+    observation, _ = env.reset(seed=0)
+    assert list(observation) == list(env.observation_space.spaces)
+    assert env.observation_space.contains(observation)
+    for backend in ("numpy", "torch"):
+        envs = gym.make_vec(env_id, 3, array_backend=backend, **kwargs)
+        batched, _ = envs.reset(seed=0)
+        assert list(batched) == list(envs.unwrapped.single_observation_space.spaces)
+        batched, *_ = envs.step(np.asarray(batched["action_mask"]).argmax(axis=1))
+        assert list(batched) == list(envs.unwrapped.single_observation_space.spaces)
+    arena = TokenizedBanditArena(env_id, ["a", "b"], **kwargs)
+    players, _ = arena.reset(seed=0)
+    assert list(players["a"]) == list(arena.observation_space("a").spaces)
+    assert arena.observation_space("a").contains(players["a"])

@@ -127,18 +127,18 @@ def observation(
         candidate_embeddings: ``(k, d)`` float32 features (zeros once the response is complete), if any.
         candidate_logprobs: ``(k,)`` float32 log-probabilities (zeros once complete), if observed.
     """
-    observed = {
-        "query": query,
-        "query_length": query_length,
-        "response": response,
-        "length": length,
-        "candidate_tokens": candidate_tokens,
-        "action_mask": action_mask,
-    }
+    observed = {"action_mask": action_mask}  # in the space's (sorted) key order, so no shell reorders
     if candidate_embeddings is not None:
         observed["candidate_embeddings"] = candidate_embeddings
     if candidate_logprobs is not None:
         observed["candidate_logprobs"] = candidate_logprobs
+    observed.update(
+        candidate_tokens=candidate_tokens,
+        length=length,
+        query=query,
+        query_length=query_length,
+        response=response,
+    )
     return observed
 
 
@@ -203,7 +203,7 @@ def round_summary(
     optimal_response: Any,
     response_embedding: Any = None,
     ended: np.ndarray | torch.Tensor | None = None,
-    ended_rows_only: bool = False,
+    ended_rows: np.ndarray | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
     """The info entries of rounds that ended (DESIGN.md section 2), keyed as every env reports them.
@@ -225,8 +225,9 @@ def round_summary(
         optimal_response: the benchmark's response, padded to L with EOS.
         response_embedding: ``e(x_t, y_t)`` where the family has features (else left out).
         ended: N rounds: the rows whose round ended in this step.
-        ended_rows_only: the NumPy arrays hold the ended rows only (``(E, ...)``, in row order),
-            computed on those rows alone; they are scattered into zeros of N rows.
+        ended_rows: ``(E,)`` the indices of the rows ``ended`` (ascending), when the NumPy arrays
+            hold those rows only (``(E, ...)``, computed on them alone); they are scattered into
+            zeros of N rows.
         **extra: further entries of the env (the LLM's ``text`` and ``response_logprob``).
     """
     summary: dict[str, Any] = {
@@ -258,23 +259,21 @@ def round_summary(
         return summary
     # On the host: a row copy of the ended rows into fresh zeros (cheaper than np.where's
     # broadcast), the five float entries in one buffer and the two responses in another.
-    index = np.flatnonzero(ended)  # (E,) the ended rows
+    compact = ended_rows is not None
+    index = ended_rows if compact else np.flatnonzero(ended)  # (E,) the ended rows
     num_rows = len(ended)
     for keys in (_ROUND_VALUE_KEYS, _RESPONSE_KEYS):
-        values = [summary[key] for key in keys]
-        masked = np.zeros((len(keys), num_rows, *values[0].shape[1:]), dtype=np.result_type(*values))  # (K, N, ...)
-        for row, value in zip(masked, values, strict=True):
-            row[index] = value if ended_rows_only else value[index]
-        summary.update(zip(keys, masked, strict=True))
-    ungrouped = (
-        ("response_length", *extra) if response_embedding is None else ("response_length", "response_embedding", *extra)
-    )
-    for key in ungrouped:
-        value = summary[key]
+        first = summary[keys[0]]
+        masked = np.zeros((len(keys), num_rows, *first.shape[1:]), dtype=first.dtype)  # (K, N, ...)
+        for row, key in zip(masked, keys, strict=True):
+            row[index] = summary[key] if compact else summary[key][index]
+            summary[key] = row
+    for key in ("response_length", "response_embedding", *extra):
+        value = summary.get(key)
         if type(value) is not np.ndarray or value.dtype == object:
-            continue  # strings and object arrays are the caller's
+            continue  # absent, or strings and object arrays: the caller's
         masked = np.zeros((num_rows, *value.shape[1:]), dtype=value.dtype)
-        masked[index] = value if ended_rows_only else value[index]
+        masked[index] = value if compact else value[index]
         summary[key] = masked
     return summary
 

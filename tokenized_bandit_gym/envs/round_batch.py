@@ -295,6 +295,7 @@ class HostRoundBatch(RoundBatch):
         self._query_last_tokens = problem.query_last_tokens.numpy().astype(np.int64)  # (Q,)
         self._candidate_tokens = np.tile(np.arange(problem.vocab_size, dtype=np.int64), (num_rows, 1))  # (N, n)
         self._rows = np.arange(num_rows)  # (N,)
+        self._row_offsets = self._rows * problem.vocab_size  # (N,) each row's start in the flat mask
         self.queries = np.zeros(num_rows, dtype=np.int64)
         self.tokens = np.full((num_rows, length), problem.eos_token_id, dtype=np.int64)
         self.lengths = np.zeros(num_rows, dtype=np.int64)
@@ -333,6 +334,11 @@ class HostRoundBatch(RoundBatch):
         initial = self.problem.initial_carry(torch.from_numpy(fresh))  # (R, *c)
         self.carry = self.carry.index_copy(0, torch.from_numpy(index), initial)
         self._candidates_current = False
+
+    def allowed(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Whether each row's action is allowed, and whether it is out of ``[0, n)``: ``(N,)`` each (one flat take)."""
+        out_of_range = (actions < 0) | (actions >= self.problem.vocab_size)  # (N,)
+        return np.take(self.mask, self._row_offsets + np.where(out_of_range, 0, actions)), out_of_range
 
     def forced_actions(self, actions: np.ndarray, forced_eos: np.ndarray) -> np.ndarray:
         """``actions`` ``(N,)`` with the EOS token on the rows ``forced_eos`` ``(N,)`` (an action is a token id)."""
@@ -417,7 +423,7 @@ class HostRoundBatch(RoundBatch):
             optimal_response=np.take(benchmarks.optimal_responses, queries, axis=0),  # (E, L)
             response_embedding=embedding,
             ended=ended,
-            ended_rows_only=True,
+            ended_rows=index,
         )
 
     def _mask_rows(self) -> np.ndarray:

@@ -176,54 +176,53 @@ class TokenizedBanditVectorEnv(VectorEnv):
         if not self._started:
             raise ValueError("step() called before reset(): call reset() to start the rounds")
         batch = self.rounds
-        tokens = self._action_array(actions) if batch.on_host else self._action_tensor(actions)  # (N,)
+        on_host = batch.on_host
+        tokens = self._action_array(actions) if on_host else self._action_tensor(actions)  # (N,)
         stepping = ~self._autoreset  # (N,)
         allowed, out_of_range = batch.allowed(tokens)  # (N,) each
         forced_eos, refused = forced_and_refused(
             allowed, batch.lengths, stepping, self.problem.max_length, self.strict_actions
         )  # (N,) each
-        if bool((out_of_range | refused).any()):
+        if (out_of_range | refused).any():
             self._raise_invalid(tokens, out_of_range, refused)
         batch.advance(batch.forced_actions(tokens, forced_eos), stepping)
         terminated = stepping & batch.finished  # (N,)
+        numpy_backend = self.array_backend == "numpy"
         summary: dict[str, Any] = {}
-        if self.array_backend == "torch" or bool(terminated.any()):  # the NumPy backend reports ended rounds only
+        if not numpy_backend or terminated.any():  # the NumPy backend reports ended rounds only
             summary = batch.round_summary(terminated)
-        if "utility" not in summary:
+        if on_host:
             rewards = (
-                np.zeros(self.num_envs)
-                if batch.on_host
-                else torch.zeros(self.num_envs, dtype=torch.float64, device=self.device)
+                np.where(terminated, summary["utility"] + batch.noise, 0.0) if summary else np.zeros(self.num_envs)
             )
-        elif batch.on_host:
-            rewards = np.where(terminated, summary["utility"] + batch.noise, 0.0)  # (N,)
-        else:
+        elif summary:
             rewards = torch.where(terminated, summary["utility"] + batch.noise, 0.0)  # (N,)
+        else:
+            rewards = torch.zeros(self.num_envs, dtype=torch.float64, device=self.device)
         resetting = self._autoreset
         self._round_buffer.advance(resetting)
-        if not self._on_cpu or bool(resetting.any()):  # on the CPU, skip the work when no round starts
+        if not self._on_cpu or resetting.any():  # on the CPU, skip the work when no round starts
             batch.restart(resetting, *self._current_rounds())
         self._autoreset = terminated
-        observations = self._observe()
-        infos: dict[str, Any] = {
-            "query_index": self._to_backend(self._copy(batch.queries)),
-            "_query_index": self._to_backend(self._all_rows(True)),
-        }
-        if self.array_backend == "torch" or bool(stepping.any()):
-            infos["forced_eos"], infos["_forced_eos"] = self._to_backend(forced_eos), self._to_backend(stepping)
-        ended = self._to_backend(terminated)
+        copy = terminated.copy if on_host else terminated.clone
+        infos: dict[str, Any] = {"query_index": self._copy(batch.queries), "_query_index": self._all_rows(True)}
+        if not numpy_backend or stepping.any():
+            infos["forced_eos"], infos["_forced_eos"] = forced_eos, stepping
         for key, value in summary.items():
-            if key == "optimal_kind" and self.array_backend == "numpy":  # one string per row, None where none ended
-                value = np.where(as_host_array(terminated), value, None).astype(object)
-            infos[key] = self._to_backend(value)
-            infos[f"_{key}"] = self._copy(ended)
-        truncated = self._all_rows(False)
+            if key == "optimal_kind" and numpy_backend:  # one string per row, None where none ended
+                value = np.full(self.num_envs, None, dtype=object)
+                value[as_host_array(terminated)] = summary[key]
+            infos[key], infos[f"_{key}"] = value, copy()
+        outputs = (self._observe(), rewards, copy(), self._all_rows(False), infos)
+        if on_host or not numpy_backend:  # already the backend's arrays
+            return outputs
+        observations, rewards, terminated, truncated, infos = outputs
         return (
             observations,
             self._to_backend(rewards),
-            self._to_backend(self._copy(terminated)),
+            self._to_backend(terminated),
             self._to_backend(truncated),
-            infos,
+            {key: self._to_backend(value) for key, value in infos.items()},
         )
 
     def action_masks(self) -> Any:
@@ -237,13 +236,15 @@ class TokenizedBanditVectorEnv(VectorEnv):
 
     def _observe(self) -> dict[str, Any]:
         """The batch's observation in the observation space's key order, as the backend's arrays."""
-        observed = self.rounds.observe()
-        return {key: self._to_backend(observed[key]) for key in self.single_observation_space.spaces}
+        observed = self.rounds.observe()  # in the space's key order (the contract's)
+        if self.rounds.on_host or self.array_backend == "torch":
+            return observed
+        return {key: self._to_backend(value) for key, value in observed.items()}
 
     def _all_rows(self, value: bool) -> Any:
         """``(N,)`` bool filled with ``value``, as the batch's rows (a NumPy array or a tensor on the device)."""
         if self.rounds.on_host:
-            return np.full(self.num_envs, value)
+            return np.ones(self.num_envs, dtype=bool) if value else np.zeros(self.num_envs, dtype=bool)
         return torch.full((self.num_envs,), value, dtype=torch.bool, device=self.device)
 
     @staticmethod
