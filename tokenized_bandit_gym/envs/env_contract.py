@@ -281,10 +281,11 @@ def round_summary(
 def observation_row(observed: dict[str, Any], row: int) -> dict[str, Any]:
     """Row ``row`` of a batched observation (arrays or tensors) in the one-round form.
 
-    Every entry becomes a new host array; the ``(B,)`` entries (``query_length``, ``length``)
-    become ``np.int64`` scalars, as the ``Discrete`` spaces hold them.
+    Every entry becomes a host array, a view of row ``row`` of the batch's own (new) array; the
+    ``(B,)`` entries (``query_length``, ``length``) become ``np.int64`` scalars, as the
+    ``Discrete`` spaces hold them.
     """
-    return {key: _host_row(value, row) for key, value in observed.items()}
+    return {key: _host_row(value, row, copy=False) for key, value in observed.items()}
 
 
 def summary_row(summary: dict[str, Any], row: int) -> dict[str, Any]:
@@ -303,11 +304,11 @@ def summary_row(summary: dict[str, Any], row: int) -> dict[str, Any]:
     return values
 
 
-def _host_row(value: np.ndarray | torch.Tensor, row: int) -> Any:
-    """``value[row]`` on the host: a new array, or a NumPy scalar for a ``(B,)`` entry."""
-    array = value[row].cpu().numpy() if isinstance(value, torch.Tensor) else value[row]
+def _host_row(value: np.ndarray | torch.Tensor, row: int, copy: bool = True) -> Any:
+    """``value[row]`` on the host: an array (new if ``copy``), or a NumPy scalar for a ``(B,)`` entry."""
+    array = (value.cpu().numpy() if isinstance(value, torch.Tensor) else value)[row]  # no torch op per row
     if isinstance(array, np.ndarray):
-        return array[()] if array.ndim == 0 else array.copy()
+        return array[()] if array.ndim == 0 else array.copy() if copy else array
     return array
 
 

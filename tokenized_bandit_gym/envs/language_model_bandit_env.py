@@ -144,7 +144,7 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
         self._query, self._noise = self._streams.draw(self.problem.num_queries, self.noise_model)
         device = self.problem.device
         self.rounds.restart(
-            torch.ones(1, dtype=torch.bool, device=device),
+            None,  # the one row
             torch.tensor([self._query], dtype=torch.int64, device=device),
             torch.tensor([self._noise], dtype=torch.float64, device=device),
         )
@@ -165,14 +165,12 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
             raise ValueError("step() called after the episode ended: call reset() to start a new round")
         length = int(rounds.lengths[0])
         index, forced_eos = check_action(action, self._mask, length, self.problem.max_length, self.strict_actions)
-        device = self.problem.device
-        everyone = torch.ones(1, dtype=torch.bool, device=device)
-        rounds.advance(torch.tensor([index], dtype=torch.int64, device=device), everyone)
+        rounds.advance(torch.tensor([index], dtype=torch.int64, device=self.problem.device), None)
         terminated = bool(rounds.finished[0])
         info: dict[str, Any] = {"query_index": self._query, "forced_eos": forced_eos}
         reward = 0.0
         if terminated:
-            info.update(summary_row(rounds.round_summary(everyone), 0))
+            info.update(summary_row(rounds.round_summary(rounds.finished), 0))
             reward = info["utility"] + self._noise
         return self._observe(), reward, terminated, False, info
 
@@ -196,5 +194,5 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
     def _observe(self) -> Observation:
         """The round's observation (row 0 of the batch's); caches the mask on the host."""
         observed = observation_row(self.rounds.observe(), 0)
-        self._mask = self.rounds.mask[0].cpu().numpy()
+        self._mask = observed["action_mask"].astype(bool)
         return observed

@@ -92,8 +92,14 @@ class LanguageModelRoundBatch(RoundBatch):
         """``(B,)`` bool whether each response is complete."""
         return self._started().finished
 
-    def restart(self, rows: torch.Tensor, queries: torch.Tensor, noise: torch.Tensor) -> None:
-        """Start new rounds on ``rows`` ``(B,)`` bool: encode their queries (or gather them) and put them in place."""
+    def restart(self, rows: torch.Tensor | None, queries: torch.Tensor, noise: torch.Tensor) -> None:
+        """Start new rounds on ``rows`` ``(B,)`` bool (None: every row, with no host read to find them).
+
+        The rows' queries are encoded (or gathered from the pool's cached states) and put in place.
+        """
+        if rows is None:
+            self.state, self.noise = self._initial_state(queries), noise
+            return
         index = torch.nonzero(rows).flatten()  # (R,)
         if index.numel() == 0:
             return
@@ -108,12 +114,13 @@ class LanguageModelRoundBatch(RoundBatch):
         """``actions`` ``(B,)`` with the EOS candidate's index (the first allowed one) on the rows ``forced_eos``."""
         return torch.where(forced_eos, self.mask.int().argmax(dim=1), actions)  # (B,)
 
-    def advance(self, actions: torch.Tensor, stepping: torch.Tensor) -> None:
-        """Append the chosen candidates ``(B,)`` on the rows ``stepping`` ``(B,)``: one forward (none if no row steps).
+    def advance(self, actions: torch.Tensor, stepping: torch.Tensor | None) -> None:
+        """Append the chosen candidates ``(B,)`` on the rows ``stepping`` ``(B,)`` (None: every row): one forward.
 
-        The other rows ride along in the forward, masked, and keep their state.
+        The other rows ride along in the forward, masked, and keep their state; no forward runs
+        when no row steps.
         """
-        if bool(stepping.any()):
+        if stepping is None or bool(stepping.any()):
             self.state = self.problem.advance(self._started(), actions, active=stepping)
 
     def observe(self) -> dict[str, torch.Tensor]:
@@ -161,17 +168,17 @@ class LanguageModelRoundBatch(RoundBatch):
         tokens = state.tokens.cpu().numpy()  # (B, L)
         for row in np.flatnonzero(ended_rows):
             text[row] = problem.decode(tokens[row])
-        return round_summary(
+        return round_summary(  # masked only when some row did not end (never at B = 1)
             utility=problem.utility_of(state).to(torch.float64),  # (B,)
             optimal_utility=optimum.utility.to(torch.float64),  # (B,)
             oracle_greedy_utility=greedy.utility.to(torch.float64),  # (B,)
             optimal_kind=self.optimal_kind,
             noise=self.noise,  # (B,)
-            response=state.tokens,  # (B, L)
-            response_length=state.lengths,  # (B,)
+            response=state.tokens.clone(),  # (B, L)
+            response_length=state.lengths.clone(),  # (B,)
             optimal_response=optimum.responses,  # (B, L)
             response_embedding=problem.embedding_of(state).to(torch.float32) if problem.embeddings else None,
-            ended=ended,
+            ended=None if ended_rows.all() else ended,
             response_logprob=state.sequence_logprob.to(torch.float64),  # (B,)
             text=text,
         )
@@ -183,6 +190,8 @@ class LanguageModelRoundBatch(RoundBatch):
             if self._initial_states is None:  # the whole pool in one forward, left-padded to the longest query
                 self._initial_states = problem.initial_state(torch.arange(problem.num_queries, device=problem.device))
             return self._initial_states.select(queries).trimmed()
+        if queries.numel() == 1:
+            return problem.initial_state(queries)
         distinct, rows = torch.unique(queries, return_inverse=True)  # (U,), (R,)
         if distinct.numel() == queries.numel():
             return problem.initial_state(queries)
