@@ -13,6 +13,7 @@ minutes on a 2-core CPU); ``--num-envs 1 64`` and ``--seconds 0.2`` make it quic
 from __future__ import annotations
 
 import dataclasses
+import gc
 
 import gymnasium as gym
 import torch
@@ -89,6 +90,8 @@ def main(args: Args) -> None:
             )
             for stepper in steppers.values():
                 stepper.envs.close()
+            del steppers
+            gc.collect()  # the Sync env's single envs (and their prefix memos) must not be collected in the next timing
 
 
 def parse_args(argv: list[str] | None = None) -> Args:

@@ -44,7 +44,9 @@ class RoundBatch(ABC):
     :meth:`advance` with :meth:`forced_actions`, :meth:`round_summary` on the rows whose round
     ended, :meth:`restart` on the rows that start a new one, :meth:`observe`.
 
-    Rows are NumPy arrays when :attr:`on_host`, else tensors on the instance's device.
+    Rows are NumPy arrays when :attr:`on_host`, else tensors on the instance's device. A host
+    batch may write its arrays in place (a shell copies what it hands out); a device batch never
+    writes its tensors in place, so they can be handed out as they are.
 
     Attributes:
         problem: the instance.

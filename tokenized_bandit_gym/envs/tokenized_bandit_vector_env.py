@@ -205,7 +205,8 @@ class TokenizedBanditVectorEnv(VectorEnv):
             batch.restart(resetting, *self._current_rounds())
         self._autoreset = terminated
         copy = terminated.copy if on_host else terminated.clone
-        infos: dict[str, Any] = {"query_index": self._copy(batch.queries), "_query_index": self._all_rows(True)}
+        queries = batch.queries.copy() if on_host else batch.queries  # a device batch never writes its tensors in place
+        infos: dict[str, Any] = {"query_index": queries, "_query_index": self._all_rows(True)}
         if not numpy_backend or stepping.any():
             infos["forced_eos"], infos["_forced_eos"] = forced_eos, stepping
         for key, value in summary.items():
@@ -213,7 +214,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
                 value = np.full(self.num_envs, None, dtype=object)
                 value[as_host_array(terminated)] = summary[key]
             infos[key], infos[f"_{key}"] = value, copy()
-        outputs = (self._observe(), rewards, copy(), self._all_rows(False), infos)
+        outputs = (self._observe(), rewards, copy() if on_host else terminated, self._all_rows(False), infos)
         if on_host or not numpy_backend:  # already the backend's arrays
             return outputs
         observations, rewards, terminated, truncated, infos = outputs
