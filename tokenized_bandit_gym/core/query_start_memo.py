@@ -26,7 +26,7 @@ from tokenized_bandit_gym.core.validation import check_int
 MEMO_ELEMENT_BUDGET = 1 << 22
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class QueryStart:
     """One prefix ``x:y`` of a round (batch of one, nothing depends on actions): a node of the trie.
 
