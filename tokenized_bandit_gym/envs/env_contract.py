@@ -19,6 +19,7 @@ PettingZoo arena all call these functions, so a change to the contract is one ed
 
 from __future__ import annotations
 
+import functools
 import math
 from numbers import Integral, Real
 from typing import Any, TypeVar
@@ -306,10 +307,12 @@ def summary_row(summary: dict[str, Any], row: int) -> dict[str, Any]:
 
 def _host_row(value: np.ndarray | torch.Tensor, row: int, copy: bool = True) -> Any:
     """``value[row]`` on the host: an array (new if ``copy``), or a NumPy scalar for a ``(B,)`` entry."""
-    array = (value.cpu().numpy() if isinstance(value, torch.Tensor) else value)[row]  # no torch op per row
-    if isinstance(array, np.ndarray):
-        return array[()] if array.ndim == 0 else array.copy() if copy else array
-    return array
+    if type(value) is not np.ndarray:  # a tensor: one host view of the batch, no torch op per row
+        value = value.cpu().numpy()
+    entry = value[row]
+    if type(entry) is np.ndarray:
+        return entry.copy() if copy else entry
+    return entry
 
 
 def token_image(rows: list[list[int]], eos_token_id: int, width: int) -> np.ndarray:
@@ -321,7 +324,15 @@ def token_image(rows: list[list[int]], eos_token_id: int, width: int) -> np.ndar
     image = np.full((cell * len(rows), cell * width, 3), 255, dtype=np.uint8)
     for row_index, tokens in enumerate(rows):
         for column, token in enumerate(tokens):
-            colour = 0 if token == eos_token_id else np.random.default_rng(token).integers(64, 256, size=3)
+            colour = 0 if token == eos_token_id else _token_colour(token)
             top, left = row_index * cell, column * cell
             image[top : top + cell - 1, left : left + cell - 1] = colour
     return image
+
+
+@functools.lru_cache(maxsize=4096)
+def _token_colour(token: int) -> np.ndarray:
+    """The ``(3,)`` colour of a token's cell: seeded by its id, drawn once per token (read, never write)."""
+    colour = np.random.default_rng(token).integers(64, 256, size=3)
+    colour.flags.writeable = False
+    return colour
