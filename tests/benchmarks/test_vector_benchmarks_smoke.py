@@ -12,9 +12,12 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 def test_vector_env_throughput_runs(capsys: pytest.CaptureFixture[str]) -> None:
     script = runpy.run_path(str(BENCHMARKS / "vector_env_throughput.py"))
-    args = script["Args"](env_ids=("TokenizedMultiArmedBandit-v0",), num_envs=(2,), seconds=0.0, sync_seconds=0.0)
-    script["main"](args)
-    assert "| TokenizedMultiArmedBandit-v0 | 2 |" in capsys.readouterr().out
+    for isolate in (False, True):  # in this process, and each configuration in a fresh one
+        args = script["Args"](
+            env_ids=("TokenizedMultiArmedBandit-v0",), num_envs=(2,), seconds=0.0, sync_seconds=0.0, isolate=isolate
+        )
+        script["main"](args)
+        assert "| TokenizedMultiArmedBandit-v0 | 2 |" in capsys.readouterr().out
 
 
 def test_batched_eoful_regret_runs(capsys: pytest.CaptureFixture[str]) -> None:
