@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence
+from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence, masked_argmax
 from tokenized_bandit_gym.core.validation import check_int, check_real
 from tokenized_bandit_gym.task import Task
 
@@ -132,7 +132,7 @@ class EOFUL:
             raise ValueError(f"action_mask has shape {tuple(mask.shape)}, scores have {tuple(scores.shape)}")
         if not mask.any(dim=-1).all():
             raise ValueError("every row of action_mask must allow at least one candidate")
-        return scores.masked_fill(~mask, float("-inf")).argmax(dim=-1)  # (B,)
+        return masked_argmax(scores, mask)  # (B,)
 
     def learn(self, response_embeddings: object, rewards: object) -> None:
         """Update ``C_t`` with B rounds: ``(B, d)`` response embeddings and ``(B,)`` rewards."""
@@ -147,7 +147,7 @@ class EOFUL:
             scores = confidence.ucb_host(embeddings, self.beta_scale)  # (k,)
             if mask.shape != scores.shape:
                 raise ValueError(f"action_mask has shape {mask.shape}, scores have {scores.shape}")
-            index = int(np.argmax(np.where(mask, scores, -np.inf)))  # lowest index on ties, as torch
+            index = int(masked_argmax(scores, mask))
             if not mask[index]:  # only when no candidate is allowed (the scores are finite)
                 raise ValueError("every row of action_mask must allow at least one candidate")
             self._prefixes.append(embeddings[index])

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from tokenized_bandit_gym.agents.linear_confidence import masked_argmax
 from tokenized_bandit_gym.task import Task
 
 
@@ -56,7 +57,7 @@ class FixedThetaGreedy:
         embeddings = torch.as_tensor(observation["candidate_embeddings"]).to(torch.float64)  # (k, d)
         mask = torch.as_tensor(np.asarray(observation["action_mask"])).bool()  # (k,)
         scores = embeddings @ self.theta  # (k,)
-        return int(scores.masked_fill(~mask, float("-inf")).argmax())
+        return int(masked_argmax(scores, mask))
 
     def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
         """Nothing to learn."""

@@ -41,6 +41,23 @@ from tokenized_bandit_gym.core.validation import check_int, check_real
 HOST_DIM_LIMIT = 64
 
 
+def masked_argmax(scores: np.ndarray | torch.Tensor, mask: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
+    """The index of the highest score among the allowed candidates, lowest index on ties.
+
+    NumPy or torch alike (``-inf`` off the mask, then the first maximum, as both libraries take it).
+
+    Args:
+        scores: ``(..., k)`` the candidates' scores (finite).
+        mask: ``(..., k)`` bool, the allowed candidates.
+
+    Returns:
+        ``(...)`` int64 indices (a row with no allowed candidate gets 0: the caller checks).
+    """
+    if isinstance(scores, np.ndarray):
+        return np.where(mask, scores, -np.inf).argmax(axis=-1)
+    return scores.masked_fill(~mask, float("-inf")).argmax(dim=-1)
+
+
 def confidence_radius(round_index: int, dim: int, max_length: int, sigma: float, delta: float) -> float:
     """``beta_t = sigma^2 (2 + 4 d log(1 + t L / d) + 8 log(4 / delta))`` (paper section 3.2).
 

@@ -6,6 +6,7 @@ from typing import Any
 
 import numpy as np
 
+from tokenized_bandit_gym.agents.linear_confidence import masked_argmax
 from tokenized_bandit_gym.task import Task
 
 
@@ -39,7 +40,7 @@ class MisalignedGreedy:
             raise ValueError("MisalignedGreedy needs observation['candidate_logprobs']")
         scores = np.asarray(observation["candidate_logprobs"], dtype=np.float64)  # (k,)
         allowed = np.asarray(observation["action_mask"], dtype=bool)  # (k,)
-        return int(np.where(allowed, scores, -np.inf).argmax())
+        return int(masked_argmax(scores, allowed))
 
     def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
         """Nothing to learn."""

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence
+from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence, masked_argmax
 from tokenized_bandit_gym.core.validation import check_int, check_real
 from tokenized_bandit_gym.task import Task
 
@@ -101,11 +101,11 @@ class TokenizedLinTS:
         if confidence.on_host:  # small d on the CPU: one NumPy product (the sample is a CPU tensor)
             host_scores = np.asarray(observation["candidate_embeddings"], dtype=np.float64) @ self.theta_sample.numpy()
             host_mask = np.asarray(observation["action_mask"]).astype(bool)  # (k,)
-            return int(np.argmax(np.where(host_mask, host_scores, -np.inf)))  # lowest index on ties, as torch
+            return int(masked_argmax(host_scores, host_mask))
         embeddings = confidence.as_tensor(observation["candidate_embeddings"])  # (k, d)
         mask = torch.as_tensor(observation["action_mask"], device=confidence.device).bool()  # (k,)
         scores = embeddings @ self.theta_sample  # (k,)
-        return int(scores.masked_fill(~mask, float("-inf")).argmax())
+        return int(masked_argmax(scores, mask))
 
     def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
         """Learn from ``(e(x_t, y_t), r_t)``; the next round draws a fresh sample."""

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence, confidence_radius
+from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence, confidence_radius, masked_argmax
 
 
 def random_unit_rows(rng: np.random.Generator, rows: int, dim: int) -> np.ndarray:
@@ -159,3 +159,15 @@ def test_update_rejects_bad_shapes_and_non_finite_values():
         confidence.update(np.ones((2, 3)), np.ones(3))
     with pytest.raises(ValueError):
         confidence.update(np.array([1.0, np.nan, 0.0]), 1.0)
+
+
+def test_masked_argmax_takes_the_first_best_allowed_candidate_in_numpy_and_torch() -> None:
+    rng = np.random.default_rng(0)
+    scores = rng.integers(0, 3, size=(200, 6)).astype(np.float64)  # many ties
+    mask = rng.random((200, 6)) < 0.6
+    mask[:, 5] = True  # every row allows something
+    best = [row_mask & (row == row[row_mask].max()) for row, row_mask in zip(scores, mask, strict=True)]
+    expected = [int(np.flatnonzero(row)[0]) for row in best]
+    np.testing.assert_array_equal(masked_argmax(scores, mask), expected)
+    np.testing.assert_array_equal(masked_argmax(torch.from_numpy(scores), torch.from_numpy(mask)).numpy(), expected)
+    assert int(masked_argmax(scores[0], mask[0])) == expected[0]
