@@ -227,20 +227,18 @@ def make_multi_armed_problem(
     """
     check_choice("family", family, MULTI_ARMED_FAMILIES)
     parameters = family_parameters(family, family_options)
-    if not issubclass(parameters.problem_class, LinearTokenizedProblem):
-        device, dtype = _check_sizes(vocab_size, max_length, 1, 1, 1, device, dtype)
-        sizes = {"vocab_size": vocab_size, "max_length": max_length, "instance_seed": instance_seed}
-        return parameters.build(**sizes, fixed_length=fixed_length, device=device, dtype=dtype)
-    device, dtype = _check_sizes(vocab_size, max_length, embedding_dim, 1, 1, device, dtype)
-    base = parameters.build(
-        vocab_size=vocab_size,
-        max_length=max_length,
-        embedding_dim=embedding_dim,
-        num_queries=1,
-        query_length=1,
-        instance_seed=instance_seed,
-        fixed_length=fixed_length,
-        device=device,
-        dtype=dtype,
-    )
+    linear = issubclass(parameters.problem_class, LinearTokenizedProblem)
+    # a family without features takes no embedding_dim (the memory bound counts one feature)
+    device, dtype = _check_sizes(vocab_size, max_length, embedding_dim if linear else 1, 1, 1, device, dtype)
+    common = {
+        "vocab_size": vocab_size,
+        "max_length": max_length,
+        "instance_seed": instance_seed,
+        "fixed_length": fixed_length,
+        "device": device,
+        "dtype": dtype,
+    }
+    if not linear:
+        return parameters.build(**common)
+    base = parameters.build(**common, embedding_dim=embedding_dim, num_queries=1, query_length=1)
     return StopValueProblem(cast(LinearTokenizedProblem, base))  # a LinearTokenizedProblem (checked above)

@@ -198,6 +198,8 @@ def check_language_model(
         vector = len(verdicts) == len(REQUESTED_PATHS)
         path = {"forward_implementation": forward, "candidate_batching": batching}
         errors = _Errors()
+        ran: tuple[str | None, str | None] = (None, None)  # the forward and batching the env ran
+        refusal = None
         try:
             if vector:
                 mode = {"num_envs": num_envs, "vectorization_mode": "vector_entry_point"}
@@ -205,39 +207,27 @@ def check_language_model(
             else:
                 env = gym.make(ENV_ID, **kwargs, **path)
         except ValueError as error:
-            verdicts.append(
-                PathVerdict(
-                    "vector" if vector else "single",
-                    f"{forward}/{batching}",
-                    None,
-                    None,
-                    0,
-                    math.nan,
-                    math.nan,
-                    math.nan,
-                    str(error),
-                    min_cosine,
-                    max_error,
-                )  # fmt: skip
-            )
-            continue
-        problem = env.unwrapped.problem
-        _play(env, problem, errors, steps, rng, vector)
-        env.close()
+            refusal = str(error)
+            errors.min_cosine = errors.max_logprob = errors.max_value = math.nan  # nothing compared
+        else:
+            problem = env.unwrapped.problem
+            _play(env, problem, errors, steps, rng, vector)
+            env.close()
+            ran = (problem.forward_implementation, problem.candidate_batching)
         verdicts.append(
             PathVerdict(
-                "vector" if vector else "single",
-                f"{forward}/{batching}",
-                problem.forward_implementation,
-                problem.candidate_batching,
-                errors.compared,
-                errors.min_cosine,
-                errors.max_logprob,
-                errors.max_value,
-                None,
-                min_cosine,
-                max_error,
-            )  # fmt: skip
+                env="vector" if vector else "single",
+                requested=f"{forward}/{batching}",
+                forward=ran[0],
+                batching=ran[1],
+                compared=errors.compared,
+                min_cosine=errors.min_cosine,
+                max_logprob_error=errors.max_logprob,
+                max_value_error=errors.max_value,
+                refusal=refusal,
+                min_cosine_allowed=min_cosine,
+                max_error_allowed=max_error,
+            )
         )
     return verdicts
 
