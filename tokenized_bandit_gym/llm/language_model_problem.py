@@ -478,11 +478,15 @@ class LanguageModelProblem:
             padded_hidden = self._forward(padded, padded_mask, positions, ())[0][0]  # (T + 2, H)
             state = self.initial_state(torch.zeros(1, dtype=torch.int64, device=self.device))
             sequences = torch.cat([ids.expand(k, -1), state.candidate_tokens[0][:, None]], dim=1)  # (k, T + 1)
-            expected = self._reference_last_hidden(sequences)  # (k, H)
-            if state.candidate_hidden is None:
+            if state.candidate_hidden is None:  # no candidate is scored: one reference sequence is enough
                 stepped = self.advance_tokens(state, sequences[:1, -1])
-                step = ("a step over the KV cache", stepped.last_hidden[0], expected[0])
+                step = (
+                    "a step over the KV cache",
+                    stepped.last_hidden[0],
+                    self._reference_last_hidden(sequences[:1])[0],
+                )
             else:
+                expected = self._reference_last_hidden(sequences)  # (k, H)
                 stepped = self.advance(state, torch.zeros(1, dtype=torch.int64, device=self.device))
                 following = stepped.candidate_tokens[0][:, None]  # (k, 1) the next step's candidates
                 longer = torch.cat([sequences[:1].expand(k, -1), following], dim=1)  # (k, T + 2)
