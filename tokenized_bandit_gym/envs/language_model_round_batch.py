@@ -14,7 +14,7 @@ from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 from tokenized_bandit_gym.llm.language_model_state import LanguageModelState
 
 
-class LanguageModelRoundBatch(RoundBatch):
+class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
     """B rounds of one LLM-backed instance: the single env (B = 1), the vector env and the arena step it.
 
     The state is the core's :class:`LanguageModelState` (tensors on the model's device): a step

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import replace
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import torch
@@ -35,8 +35,11 @@ from tokenized_bandit_gym.core.query_start_memo import QueryStart, QueryStartMem
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.envs.env_contract import observation, round_summary, to_numpy
 
+Rows = TypeVar("Rows")
+"""What a round batch's rows are: ``np.ndarray`` on the host, ``torch.Tensor`` on a device (scalars at B = 1)."""
 
-class RoundBatch(ABC):
+
+class RoundBatch(ABC, Generic[Rows]):
     """B rounds of one instance: the bookkeeping a shell steps (the dynamics are the core's).
 
     A shell draws the rounds, checks the actions (:func:`allowed`, then the contract's
@@ -57,25 +60,25 @@ class RoundBatch(ABC):
         mask: the allowed actions now, ``(B, k)`` bool (read, never write).
     """
 
-    problem: Any
+    problem: Any  # a TokenizedProblem, or the LLM's LanguageModelProblem
     num_rows: int
     on_host: bool
-    queries: Any
-    lengths: Any
-    finished: Any
-    noise: Any
-    mask: Any
+    queries: Rows
+    lengths: Rows
+    finished: Rows
+    noise: Rows
+    mask: Rows
 
     @abstractmethod
-    def restart(self, rows: Any, queries: Any, noise: Any) -> None:
+    def restart(self, rows: Rows, queries: Rows, noise: Rows) -> None:
         """Start new rounds on ``rows`` ``(B,)`` bool, on ``queries`` with ``noise`` (``(B,)``, read on ``rows``)."""
 
     @abstractmethod
-    def forced_actions(self, actions: Any, forced_eos: Any) -> Any:
+    def forced_actions(self, actions: Rows, forced_eos: Rows) -> Rows:
         """``actions`` ``(B,)`` with the EOS action (the only allowed one) on the rows ``forced_eos`` ``(B,)``."""
 
     @abstractmethod
-    def advance(self, actions: Any, stepping: Any) -> None:
+    def advance(self, actions: Rows, stepping: Rows) -> None:
         """Append the candidates ``actions`` ``(B,)`` (EOS already forced) on the rows ``stepping`` ``(B,)`` bool.
 
         A stepping row is unfinished and shorter than L. The other rows are never read again
@@ -89,7 +92,7 @@ class RoundBatch(ABC):
         """The observation of every row (new arrays), keyed as the contract's; updates :attr:`mask`."""
 
     @abstractmethod
-    def round_summary(self, ended: Any) -> dict[str, Any]:
+    def round_summary(self, ended: Rows) -> dict[str, Any]:
         """The contract's round-end info entries, set on the rows ``ended`` ``(B,)`` bool (zeros elsewhere).
 
         ``optimal_kind`` is one string for every row. A batch that must read the host to
@@ -97,13 +100,14 @@ class RoundBatch(ABC):
         """
 
     def allowed(self, actions: Any) -> tuple[Any, Any]:
-        """Whether each row's action is allowed by :attr:`mask`, and whether it is out of ``[0, k)``: ``(B,)`` each."""
-        num_actions = self.mask.shape[1]
+        """Whether each row's action is allowed by :attr:`mask`, and whether it is out of ``[0, k)``: ``(B,)`` each.
+
+        Written for tensor rows (one gather on the device); the host batches override it.
+        """
+        mask: torch.Tensor = self.mask  # type: ignore[assignment]
+        num_actions = mask.shape[1]
         out_of_range = (actions < 0) | (actions >= num_actions)  # (B,)
-        if isinstance(actions, np.ndarray):  # a flat take: several times faster than fancy indexing
-            flat = np.arange(self.num_rows) * num_actions + np.where(out_of_range, 0, actions)  # (B,)
-            return np.take(self.mask, flat), out_of_range
-        return self.mask.gather(1, actions.clamp(0, num_actions - 1)[:, None])[:, 0], out_of_range
+        return mask.gather(1, actions.clamp(0, num_actions - 1)[:, None])[:, 0], out_of_range
 
 
 class SyntheticTables:
@@ -134,7 +138,7 @@ class SyntheticTables:
         return self._pool_benchmarks
 
 
-class SingleRoundBatch(RoundBatch):
+class SingleRoundBatch(RoundBatch[Any]):
     """B = 1 on the host: one round, its rows without the row axis, stepped through the prefix memo.
 
     Per step only what depends on the action goes through torch, once per prefix: the mask is
@@ -252,7 +256,7 @@ class SingleRoundBatch(RoundBatch):
         )
 
 
-class HostRoundBatch(RoundBatch):
+class HostRoundBatch(RoundBatch[np.ndarray]):
     """The state of N rounds on the host, stepped with the core's own batched calls.
 
     The dynamics are the core's, as in the vector env's torch path: the chosen tokens' carries
@@ -433,7 +437,7 @@ class HostRoundBatch(RoundBatch):
         return np.where(self.finished, self.problem.max_length + 1, self.lengths)
 
 
-class DeviceRoundBatch(RoundBatch):
+class DeviceRoundBatch(RoundBatch[torch.Tensor]):
     """The state of N rounds as the core's tensors on the instance's device: no host round trip per step.
 
     The state is the core's :class:`DecodingState`; a step is :meth:`TokenizedProblem.extend`

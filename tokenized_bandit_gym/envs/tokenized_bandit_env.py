@@ -116,7 +116,7 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         """Allowed actions now, ``(k,)`` bool (sb3-contrib's MaskablePPO reads this)."""
         return self.rounds.mask.copy()
 
-    def round_batch(self, num_rows: int, host: bool = True) -> RoundBatch:
+    def round_batch(self, num_rows: int, host: bool = True) -> RoundBatch[Any]:
         """A round batch of ``num_rows`` rounds of this env's instance, sharing its tables.
 
         What the native vector env and the PettingZoo arena step: rows in NumPy

@@ -107,7 +107,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
         self._autoreset: Any = self._all_rows(False)  # (N,) the rows whose round ended in the last step
         self._started = False
 
-    def _make_round_batch(self, template: Any) -> RoundBatch:
+    def _make_round_batch(self, template: Any) -> RoundBatch[Any]:
         """The N-row round batch of ``template``'s instance (the LLM vector env passes its own keywords)."""
         return template.round_batch(self.num_envs, host=self.array_backend == "numpy")
 
