@@ -160,3 +160,20 @@ def test_llm_players_are_rows_of_one_batch_one_forward_per_step(monkeypatch):
         steps += 1
     # every live player in one forward of the three rows per step (the round-end benchmarks decode on their own)
     assert sum(state.batch_size == 3 for state in calls["advance"]) == steps
+
+
+def test_what_a_caller_writes_into_an_observation_changes_nothing_the_arena_checks():
+    arena = TokenizedBanditArena("TokenizedMultiArmedBandit-v0", ["a", "b"])
+    observations, _ = arena.reset(seed=0)
+    eos = arena.eos_token_id
+    non_eos = 0 if eos != 0 else 1
+    steps = 0
+    while "a" in arena.agents and steps <= arena.problem.max_length:
+        observations["a"]["action_mask"][:] = 1  # a careless agent or wrapper allows everything
+        observations["a"]["response"][:] = eos
+        step_observations, _, terminations, _, infos = arena.step(dict.fromkeys(arena.agents, non_eos))
+        observations.update(step_observations)
+        steps += 1
+    assert steps == arena.problem.max_length and terminations["a"] and infos["a"]["forced_eos"]
+    assert infos["a"]["response"][: steps - 1].tolist() == [non_eos] * (steps - 1)
+    assert arena.action_space("a") is not arena.action_space("b")  # each player's own spaces (own random state)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 from typing import Any
 
@@ -91,6 +92,7 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
         names = list(agent_names)
         if not names or len(set(names)) != len(names) or not all(isinstance(name, str) for name in names):
             raise ValueError(f"agent_names must be one or more distinct strings, got {agent_names!r}")
+        self._owns_env = isinstance(env, str)  # an env the arena made is closed with it
         if isinstance(env, str):
             env = gym.make(env, **env_kwargs)
         elif env_kwargs:
@@ -108,11 +110,14 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
         self.strict_actions = base.strict_actions
         self.rounds = base.round_batch(len(names), host=True)  # row i is player i
         self._rows = {name: row for row, name in enumerate(names)}
-        self.observation_spaces = dict.fromkeys(names, base.observation_space)
-        self.action_spaces: dict[str, spaces.Space[Any]] = dict.fromkeys(names, base.action_space)
+        # each player's own spaces (seeding or sampling one moves no other's random state)
+        self.observation_spaces = {name: copy.deepcopy(base.observation_space) for name in names}
+        self.action_spaces: dict[str, spaces.Space[Any]] = {name: copy.deepcopy(base.action_space) for name in names}
         self._streams: RoundStreams | None = None
         self._np_random = np.random.default_rng()
-        self._observations: dict[str, AgentObservation] = {}
+        # each player's allowed actions (k,) bool, response length and response so far, as last observed:
+        # the arena's own copies, so nothing a caller does to an observation changes what is checked
+        self._players: dict[str, tuple[np.ndarray, int, list[int]]] = {}
         self._query = 0
         self._noise = 0.0
 
@@ -184,8 +189,7 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
         stepping = np.zeros(count, dtype=bool)  # (M,)
         forced: dict[str, bool] = {}
         for name in self.agents:
-            observed = self._observations[name]
-            mask, length = observed["action_mask"].astype(bool), int(observed["length"])
+            mask, length, _ = self._players[name]
             try:
                 index, forced[name] = check_action(
                     actions[name], mask, length, self.problem.max_length, self.strict_actions
@@ -215,29 +219,33 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
         return observations, rewards, terminations, dict.fromkeys(acting, False), infos
 
     def action_masks(self, agent: str) -> np.ndarray:
-        """Allowed actions of ``agent`` now, ``(k,)`` bool."""
-        return self._observations[agent]["action_mask"].astype(bool)
+        """Allowed actions of ``agent`` now, ``(k,)`` bool (a new array)."""
+        return self._players[agent][0].copy()
 
     def render(self) -> str | None:
         """With ``render_mode="ansi"``, the query and every agent's response so far."""
-        if self.render_mode != "ansi" or not self._observations:
+        if self.render_mode != "ansi" or not self._players:
             return None
         query_length = int(self.problem.query_lengths[self._query])
         lines = [f"query {self.problem.query_tokens[self._query, :query_length].tolist()}"]
-        for name, observation in self._observations.items():
-            tokens = observation["response"][: int(observation["length"])].tolist()
+        for name, (_, _, tokens) in self._players.items():
             lines.append(f"{name}: [{' '.join('EOS' if t == self.eos_token_id else str(t) for t in tokens)}]")
         return "\n".join(lines)
 
     def close(self) -> None:
-        """Close the env the arena was built from."""
-        self.env.close()
+        """Close the env the arena made from an id (an env passed in stays the caller's to close)."""
+        if self._owns_env:
+            self.env.close()
 
     def _observe(self, names: list[str]) -> dict[str, AgentObservation]:
-        """The observation of each of ``names``, a row of the batch's (and remember them)."""
+        """The observation of each of ``names``, a row of the batch's (and the arena's own copy of what it checks)."""
         observed = self.rounds.observe()
-        observations = {name: observation_row(observed, self._rows[name]) for name in names}
-        self._observations.update(observations)
+        observations = {}
+        for name in names:
+            row = observation_row(observed, self._rows[name])
+            length = int(row["length"])
+            self._players[name] = (row["action_mask"].astype(bool), length, row["response"][:length].tolist())
+            observations[name] = row
         return observations
 
     def _as_rows(self, values: np.ndarray) -> Any:
