@@ -19,9 +19,6 @@ from tokenized_bandit_gym.core.round_buffer import RoundBuffer
 from tokenized_bandit_gym.registration import LLM_ENVS
 
 VECTOR_IDS = [env_id for env_id in tokenized_bandit_gym.registered_ids() if gym.spec(env_id).vector_entry_point]
-
-
-VECTOR_IDS = [env_id for env_id in tokenized_bandit_gym.registered_ids() if gym.spec(env_id).vector_entry_point]
 # the shipped stories260K at small L and k keeps the LLM cases fast
 LLM_KWARGS: dict[str, Any] = {"max_length": 4, "top_k": 3, "optimal_kind": "oracle_greedy"}
 FLOAT_ATOL = 1e-4  # LLM rows: the batched forward over a padded cache rounds differently from a batch of one
@@ -452,3 +449,41 @@ def test_llm_cached_initial_states_match_encoding_each_restart() -> None:
     assert restarts >= 4
     with pytest.raises(TypeError, match="cache_initial_states must be a bool or None, got 'yes'"):
         gym.make_vec("TokenizedDecoding-v0", num_envs=2, cache_initial_states="yes", **LLM_KWARGS)
+
+
+def _host_view(value: Any) -> np.ndarray | None:
+    """The memory behind an output as a NumPy view (None for strings and object arrays)."""
+    array = value.numpy() if isinstance(value, torch.Tensor) else value
+    if not isinstance(array, np.ndarray) or array.dtype == object:
+        return None
+    return array
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("env_id", VECTOR_IDS)
+def test_no_two_outputs_share_memory_and_none_shares_the_env_state(env_id: str, backend: str) -> None:
+    """Writing into anything a step returns changes no other output and not the env (EOS first: rounds end at once)."""
+    envs = gym.make_vec(env_id, num_envs=3, array_backend=backend, **_kwargs(env_id))
+    observations, _ = envs.reset(seed=0)
+    eos = envs.unwrapped.eos_token_id
+    rounds = envs.unwrapped.rounds
+    ended_steps = 0
+    for _ in range(6):
+        masks = np.asarray(observations["action_mask"]).astype(bool)
+        eos_actions = _eos_actions(observations, eos)
+        usable = (eos_actions >= 0) & masks[np.arange(len(masks)), np.maximum(eos_actions, 0)]
+        actions = np.where(usable, eos_actions, masks.argmax(axis=1))
+        observations, rewards, terminated, truncated, infos = envs.step(actions)
+        ended_steps += "utility" in infos
+        outputs = {f"observation {key}": value for key, value in observations.items()}
+        outputs.update({f"info {key}": value for key, value in infos.items()})
+        outputs.update(rewards=rewards, terminated=terminated, truncated=truncated)
+        state = {name: getattr(rounds, name) for name in ("queries", "lengths", "finished", "noise", "mask")}
+        views = {name: _host_view(value) for name, value in {**outputs, **state}.items()}
+        names = [name for name in views if views[name] is not None]
+        for first_index, first in enumerate(names):
+            for second in names[first_index + 1 :]:
+                if first in state and second in state:
+                    continue
+                assert not np.shares_memory(views[first], views[second]), (first, second)
+    assert ended_steps > 0

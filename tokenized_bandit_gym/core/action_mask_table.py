@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import numpy as np
 import torch
 
 from tokenized_bandit_gym.core.decoding_state import DecodingState
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
+
+Rows = TypeVar("Rows", np.ndarray, torch.Tensor)
 
 
 class ActionMaskTable:
@@ -50,3 +54,9 @@ class ActionMaskTable:
         if not 0 <= length <= self.max_length:
             raise ValueError(f"length must lie in [0, {self.max_length}], got {length}")
         return self.max_length + 1 if finished else length
+
+    def rows(self, lengths: Rows, finished: Rows) -> Rows:
+        """The table rows ``(N,)`` of N responses: :meth:`row` of each (NumPy arrays or tensors alike, unchecked)."""
+        if isinstance(lengths, np.ndarray):
+            return np.where(finished, self.max_length + 1, lengths)
+        return torch.where(finished, self.max_length + 1, lengths)

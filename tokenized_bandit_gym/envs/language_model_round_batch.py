@@ -98,11 +98,17 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
         The rows' queries are encoded (or gathered from the pool's cached states) and put in place.
         """
         if rows is None:
-            self.state, self.noise = self._initial_state(queries), noise
+            if queries.shape != (self.num_rows,) or noise.shape != (self.num_rows,):
+                raise ValueError(
+                    f"restart(None, ...) starts all {self.num_rows} rows: got queries {tuple(queries.shape)}"
+                )
+            self.state, self.noise = self._initial_state(queries), noise.clone()
             return
         index = torch.nonzero(rows).flatten()  # (R,)
         if index.numel() == 0:
             return
+        if self.state is None and index.numel() != self.num_rows:
+            raise ValueError(f"the first restart must start all {self.num_rows} rows, got {index.numel()}")
         fresh = self._initial_state(queries[index])  # R rows
         self.noise = torch.where(rows, noise, self.noise)
         if self.state is None or index.numel() == self.num_rows:  # every row restarts, in row order
@@ -168,7 +174,7 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
         tokens = state.tokens.cpu().numpy()  # (B, L)
         for row in np.flatnonzero(ended_rows):
             text[row] = problem.decode(tokens[row])
-        return round_summary(  # masked only when some row did not end (never at B = 1)
+        return round_summary(  # masked, so no two entries share memory (at B = 1 summary_row copies each)
             utility=problem.utility_of(state).to(torch.float64),  # (B,)
             optimal_utility=optimum.utility.to(torch.float64),  # (B,)
             oracle_greedy_utility=greedy.utility.to(torch.float64),  # (B,)
@@ -178,7 +184,7 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
             response_length=state.lengths.clone(),  # (B,)
             optimal_response=optimum.responses,  # (B, L)
             response_embedding=problem.embedding_of(state).to(torch.float32) if problem.embeddings else None,
-            ended=None if ended_rows.all() else ended,
+            ended=None if self.num_rows == 1 else ended,  # masking makes new tensors; one row is read as a copy
             response_logprob=state.sequence_logprob.to(torch.float64),  # (B,)
             text=text,
         )

@@ -47,9 +47,9 @@ class RoundBatch(ABC, Generic[Rows]):
     :meth:`advance` with :meth:`forced_actions`, :meth:`round_summary` on the rows whose round
     ended, :meth:`restart` on the rows that start a new one, :meth:`observe`.
 
-    Rows are NumPy arrays when :attr:`on_host`, else tensors on the instance's device. A host
-    batch may write its arrays in place (a shell copies what it hands out); a device batch never
-    writes its tensors in place, so they can be handed out as they are.
+    Rows are NumPy arrays when :attr:`on_host`, else tensors on the instance's device. The
+    attributes are the batch's state: a shell copies what it hands out of them. What
+    :meth:`observe` and :meth:`round_summary` return is new, and no two entries share memory.
 
     Attributes:
         problem: the instance.
@@ -434,7 +434,7 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
 
     def _mask_rows(self) -> np.ndarray:
         """Each row's row of the mask table, ``(N,)`` (its length, or ``L + 1`` once complete)."""
-        return np.where(self.finished, self.problem.max_length + 1, self.lengths)
+        return self._masks.rows(self.lengths, self.finished)
 
 
 class DeviceRoundBatch(RoundBatch[torch.Tensor]):
@@ -579,7 +579,7 @@ class DeviceRoundBatch(RoundBatch[torch.Tensor]):
 
     def _table_rows(self) -> torch.Tensor:
         """Each row's row of the mask table, ``(N,)`` (its length, or ``L + 1`` once complete)."""
-        return torch.where(self.state.finished, self.problem.max_length + 1, self.state.lengths)
+        return self.tables.masks.rows(self.state.lengths, self.state.finished)
 
     def _pool_benchmarks(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The benchmarks on the device: optimum and oracle greedy utility ``(Q, 2)`` float64, response ``(Q, L)``."""

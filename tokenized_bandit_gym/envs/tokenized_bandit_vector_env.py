@@ -205,8 +205,8 @@ class TokenizedBanditVectorEnv(VectorEnv):
             batch.restart(resetting, *self._current_rounds())
         self._autoreset = terminated
         copy = terminated.copy if on_host else terminated.clone
-        queries = batch.queries.copy() if on_host else batch.queries  # a device batch never writes its tensors in place
-        infos: dict[str, Any] = {"query_index": queries, "_query_index": self._all_rows(True)}
+        # nothing handed out shares memory with the batch (or with _autoreset), so writing into it changes no state
+        infos: dict[str, Any] = {"query_index": self._copy(batch.queries), "_query_index": self._all_rows(True)}
         if not numpy_backend or stepping.any():
             infos["forced_eos"], infos["_forced_eos"] = forced_eos, stepping
         for key, value in summary.items():
@@ -214,7 +214,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
                 value = np.full(self.num_envs, None, dtype=object)
                 value[as_host_array(terminated)] = summary[key]
             infos[key], infos[f"_{key}"] = value, copy()
-        outputs = (self._observe(), rewards, copy() if on_host else terminated, self._all_rows(False), infos)
+        outputs = (self._observe(), rewards, copy(), self._all_rows(False), infos)
         if on_host or not numpy_backend:  # already the backend's arrays
             return outputs
         observations, rewards, terminated, truncated, infos = outputs
@@ -314,7 +314,11 @@ class TokenizedBanditVectorEnv(VectorEnv):
         )
 
     def _to_backend(self, value: Any) -> Any:
-        """A tensor as the backend's array type (NumPy arrays and strings pass as they are)."""
+        """A tensor as the backend's array type (NumPy arrays and strings pass as they are).
+
+        With the NumPy backend a CPU tensor is copied: ``numpy()`` would share its memory, and the
+        env keeps some of them (the queries, the autoreset rows).
+        """
         if self.array_backend == "torch" or not isinstance(value, torch.Tensor):
             return value
-        return value.cpu().numpy()
+        return value.numpy().copy() if value.device.type == "cpu" else value.cpu().numpy()
