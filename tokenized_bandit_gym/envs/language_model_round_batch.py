@@ -20,7 +20,8 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
     The state is the core's :class:`LanguageModelState` (tensors on the model's device): a step
     is one :meth:`LanguageModelProblem.advance` over the KV cache of every stepping row (the
     others ride along masked), an action is an index into a row's k candidates, and the forced
-    EOS is the index of the EOS candidate (the only allowed one at position L).
+    EOS is the index of the EOS candidate (the only allowed one at position L: the inherited
+    :meth:`RoundBatch.forced_actions`).
 
     Rounds restart row by row: the restarting rows' initial states (the query's KV cache and its
     first scored candidates) are put in place by :meth:`LanguageModelState.with_new_rows`, which
@@ -115,10 +116,6 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
             self.state = fresh
         else:
             self.state = self.state.with_new_rows(index, fresh)
-
-    def forced_actions(self, actions: torch.Tensor, forced_eos: torch.Tensor) -> torch.Tensor:
-        """``actions`` ``(B,)`` with the EOS candidate's index (the first allowed one) on the rows ``forced_eos``."""
-        return torch.where(forced_eos, self.mask.int().argmax(dim=1), actions)  # (B,)
 
     def advance(self, actions: torch.Tensor, stepping: torch.Tensor | None) -> None:
         """Append the chosen candidates ``(B,)`` on the rows ``stepping`` ``(B,)`` (None: every row): one forward.

@@ -42,10 +42,13 @@ Rows = TypeVar("Rows")
 class RoundBatch(ABC, Generic[Rows]):
     """B rounds of one instance: the bookkeeping a shell steps (the dynamics are the core's).
 
-    A shell draws the rounds, checks the actions (:func:`allowed`, then the contract's
-    :func:`~tokenized_bandit_gym.envs.env_contract.forced_and_refused`) and calls, per step:
-    :meth:`advance` with :meth:`forced_actions`, :meth:`round_summary` on the rows whose round
-    ended, :meth:`restart` on the rows that start a new one, :meth:`observe`.
+    A shell draws the rounds, checks the actions and calls, per step: :meth:`advance`,
+    :meth:`round_summary` on the rows whose round ended, :meth:`restart` on the rows that start a
+    new one, :meth:`observe`. The vector env checks N actions at once with :meth:`allowed`, the
+    contract's :func:`~tokenized_bandit_gym.envs.env_contract.forced_and_refused` and
+    :meth:`forced_actions`; a shell that checks one action at a time (a single env, an arena
+    player) uses the contract's :func:`~tokenized_bandit_gym.envs.env_contract.check_action`,
+    which gives the forced EOS's action itself.
 
     Rows are NumPy arrays when :attr:`on_host`, else tensors on the instance's device. The
     attributes are the batch's state: a shell copies what it hands out of them. What
@@ -73,9 +76,15 @@ class RoundBatch(ABC, Generic[Rows]):
     def restart(self, rows: Rows, queries: Rows, noise: Rows) -> None:
         """Start new rounds on ``rows`` ``(B,)`` bool, on ``queries`` with ``noise`` (``(B,)``, read on ``rows``)."""
 
-    @abstractmethod
-    def forced_actions(self, actions: Rows, forced_eos: Rows) -> Rows:
-        """``actions`` ``(B,)`` with the EOS action (the only allowed one) on the rows ``forced_eos`` ``(B,)``."""
+    def forced_actions(self, actions: Any, forced_eos: Any) -> Any:
+        """``actions`` ``(B,)`` with the EOS action on the rows ``forced_eos`` ``(B,)``.
+
+        Written for tensor rows: at position L the EOS action is the only allowed one, so it is
+        each row's first allowed action (the synthetic batches, whose EOS action is the EOS token
+        id, override it).
+        """
+        mask: torch.Tensor = self.mask  # type: ignore[assignment]
+        return torch.where(forced_eos, mask.int().argmax(dim=1), actions)  # (B,)
 
     @abstractmethod
     def advance(self, actions: Rows, stepping: Rows) -> None:
@@ -143,7 +152,9 @@ class SingleRoundBatch(RoundBatch[Any]):
 
     Per step only what depends on the action goes through torch, once per prefix: the mask is
     looked up, every prefix played (the round start included) and its candidates are memoised
-    per query (:class:`QueryStartMemo`), the complete response's utility once per response.
+    per query (:class:`QueryStartMemo`), the complete response's utility once per response. The
+    single env checks its one action with the contract's ``check_action``; :meth:`allowed` and
+    :meth:`forced_actions`, the N-row check, do not apply to rows without the row axis.
 
     Args:
         problem: the instance (any device: the memo reads its values back to the host).
@@ -189,15 +200,6 @@ class SingleRoundBatch(RoundBatch[Any]):
         self.response.fill(self.problem.eos_token_id)
         self.lengths = 0
         self.finished = False
-
-    def allowed(self, actions: Any) -> tuple[Any, Any]:
-        """Whether the action ``actions`` (int) is allowed, and whether it is out of range (bools)."""
-        out_of_range = not 0 <= actions < len(self.mask)
-        return (not out_of_range and bool(self.mask[actions])), out_of_range
-
-    def forced_actions(self, actions: Any, forced_eos: Any) -> Any:
-        """The EOS token if ``forced_eos`` else ``actions`` (ints)."""
-        return self.problem.eos_token_id if forced_eos else actions
 
     def advance(self, tokens: Any, stepping: Any = True) -> None:
         """Append the token ``tokens`` (int; ``stepping``: the one row): a memo read for a prefix played before."""
