@@ -14,7 +14,7 @@ from gymnasium.utils import seeding
 from pettingzoo import ParallelEnv
 
 from tokenized_bandit_gym.core.round_streams import RoundStreams
-from tokenized_bandit_gym.envs.env_contract import check_action, observation_row, summary_row
+from tokenized_bandit_gym.envs.env_contract import check_action, observation_row, step_reward_and_info, summary_row
 from tokenized_bandit_gym.host_array import as_host_array
 
 AgentObservation = dict[str, Any]
@@ -208,13 +208,9 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
         rewards, terminations, infos = {}, {}, {}
         for name in acting:
             row = self._rows[name]
-            info: dict[str, Any] = {"query_index": self._query, "forced_eos": forced[name]}
             terminations[name] = bool(ended[row])
-            rewards[name] = 0.0
-            if terminations[name]:
-                info.update(summary_row(summary, row))
-                rewards[name] = info["utility"] + self._noise
-            infos[name] = info
+            row_summary = summary_row(summary, row) if terminations[name] else None
+            rewards[name], infos[name] = step_reward_and_info(self._query, forced[name], row_summary, self._noise)
         self.agents = [name for name in acting if not terminations[name]]
         return observations, rewards, terminations, dict.fromkeys(acting, False), infos
 

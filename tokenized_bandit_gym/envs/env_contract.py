@@ -13,7 +13,8 @@ PettingZoo arena all call these functions, so a change to the contract is one ed
   env (``response`` padded to L with ``response_length`` beside it), masked to zero on the rows
   whose round did not end;
 * :func:`observation_row` and :func:`summary_row`: one row of a batch's observation or round
-  summary in the one-round form (what a single env and an arena player report);
+  summary in the one-round form (what a single env and an arena player report), and
+  :func:`step_reward_and_info`: a one-round step's reward and info;
 * :func:`token_image`: the ``"rgb_array"`` rendering.
 """
 
@@ -277,6 +278,28 @@ def round_summary(
         masked[index] = value if compact else value[index]
         summary[key] = masked
     return summary
+
+
+def step_reward_and_info(
+    query_index: int, forced_eos: bool, summary: dict[str, Any] | None, noise: float
+) -> tuple[float, dict[str, Any]]:
+    """The reward and info of one round's step (DESIGN.md sections 1 and 2), for every one-round shell.
+
+    Until the round ends: reward 0 and ``{"query_index", "forced_eos"}``. The step that ends it:
+    ``u(x_t, y_t) + eta_t`` and the round summary beside them.
+
+    Args:
+        query_index: the round's query.
+        forced_eos: whether the action was replaced by the forced EOS.
+        summary: the round summary in the one-round form (:func:`round_summary` or
+            :func:`summary_row`) when the round ended in this step, else None.
+        noise: ``eta_t``.
+    """
+    info: dict[str, Any] = {"query_index": query_index, "forced_eos": forced_eos}
+    if summary is None:
+        return 0.0, info
+    info.update(summary)
+    return info["utility"] + noise, info
 
 
 def observation_row(observed: dict[str, Any], row: int) -> dict[str, Any]:

@@ -17,6 +17,7 @@ from tokenized_bandit_gym.envs.env_contract import (
     check_action,
     observation_row,
     observation_space,
+    step_reward_and_info,
     summary_row,
     token_image,
 )
@@ -167,11 +168,8 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
         index, forced_eos = check_action(action, self._mask, length, self.problem.max_length, self.strict_actions)
         rounds.advance(torch.tensor([index], dtype=torch.int64, device=self.problem.device), None)
         terminated = bool(rounds.finished[0])
-        info: dict[str, Any] = {"query_index": self._query, "forced_eos": forced_eos}
-        reward = 0.0
-        if terminated:
-            info.update(summary_row(rounds.round_summary(rounds.finished), 0))
-            reward = info["utility"] + self._noise
+        summary = summary_row(rounds.round_summary(rounds.finished), 0) if terminated else None
+        reward, info = step_reward_and_info(self._query, forced_eos, summary, self._noise)
         return self._observe(), reward, terminated, False, info
 
     def action_masks(self) -> np.ndarray:

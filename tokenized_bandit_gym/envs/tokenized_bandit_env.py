@@ -15,6 +15,7 @@ from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.envs.env_contract import (
     check_action,
     observation_space,
+    step_reward_and_info,
     token_image,
 )
 from tokenized_bandit_gym.envs.round_batch import DeviceRoundBatch, HostRoundBatch, RoundBatch, SingleRoundBatch
@@ -106,11 +107,9 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         # The mask allows only EOS at position L, so the response is complete exactly when the
         # token is EOS; the state is unfinished and shorter than L, as the core's extend() requires.
         rounds.advance(token)
-        info: dict[str, Any] = {"query_index": rounds.queries, "forced_eos": forced_eos}
-        if rounds.finished:
-            info.update(rounds.round_summary(True))
-            return rounds.observe(), info["utility"] + rounds.noise, True, False, info
-        return rounds.observe(), 0.0, False, False, info
+        summary = rounds.round_summary(True) if rounds.finished else None
+        reward, info = step_reward_and_info(rounds.queries, forced_eos, summary, rounds.noise)
+        return rounds.observe(), reward, rounds.finished, False, info
 
     def action_masks(self) -> np.ndarray:
         """Allowed actions now, ``(k,)`` bool (sb3-contrib's MaskablePPO reads this)."""
