@@ -316,9 +316,9 @@ class TokenizedBanditVectorEnv(VectorEnv):
     def _to_backend(self, value: Any) -> Any:
         """A tensor as the backend's array type (NumPy arrays and strings pass as they are).
 
-        With the NumPy backend a CPU tensor is copied: ``numpy()`` would share its memory, and the
-        env keeps some of them (the queries, the autoreset rows).
+        A CPU tensor becomes a view of its memory: the shell hands out only new tensors (it
+        copies what it takes from the batch's state), so no view reaches the env's state.
         """
         if self.array_backend == "torch" or not isinstance(value, torch.Tensor):
             return value
-        return value.numpy().copy() if value.device.type == "cpu" else value.cpu().numpy()
+        return value.cpu().numpy()
