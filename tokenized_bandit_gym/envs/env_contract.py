@@ -36,11 +36,6 @@ _RESPONSE_KEYS = ("response", "optimal_response")
 _GROUPED_KEYS = frozenset(_ROUND_VALUE_KEYS + _RESPONSE_KEYS)
 
 
-def to_numpy(tensor: torch.Tensor) -> np.ndarray:
-    """A host NumPy view of ``tensor`` (a copy only when it lives on an accelerator)."""
-    return tensor.numpy() if tensor.device.type == "cpu" else tensor.cpu().numpy()
-
-
 def validate_action(action: object, num_actions: int) -> int:
     """Return ``action`` as an ``int`` in ``[0, num_actions)`` or raise naming it.
 

@@ -33,7 +33,8 @@ from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedPr
 from tokenized_bandit_gym.core.pool_benchmarks import PoolBenchmarks
 from tokenized_bandit_gym.core.query_start_memo import QueryStart, QueryStartMemo
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
-from tokenized_bandit_gym.envs.env_contract import observation, round_summary, to_numpy
+from tokenized_bandit_gym.envs.env_contract import observation, round_summary
+from tokenized_bandit_gym.host_array import as_host_array
 
 Rows = TypeVar("Rows")
 """What a round batch's rows are: ``np.ndarray`` on the host, ``torch.Tensor`` on a device (scalars at B = 1)."""
@@ -135,8 +136,8 @@ class SyntheticTables:
     def __init__(self, problem: TokenizedProblem) -> None:
         self.problem = problem
         self.masks = ActionMaskTable(problem)
-        self.query_tokens = to_numpy(problem.query_tokens).astype(np.int64)  # (Q, Lq)
-        self.query_lengths = to_numpy(problem.query_lengths).astype(np.int64)  # (Q,)
+        self.query_tokens = as_host_array(problem.query_tokens).astype(np.int64)  # (Q, Lq)
+        self.query_lengths = as_host_array(problem.query_lengths).astype(np.int64)  # (Q,)
         self.has_embeddings = isinstance(problem, LinearTokenizedProblem)
         self._pool_benchmarks: PoolBenchmarks | None = None
 
@@ -242,7 +243,7 @@ class SingleRoundBatch(RoundBatch[Any]):
             embedding = None
             if self._has_embeddings:
                 assert isinstance(self.problem, LinearTokenizedProblem)
-                embedding = to_numpy(self.problem.embedding_of(node.state).to(torch.float32))[0].copy()  # (d,)
+                embedding = as_host_array(self.problem.embedding_of(node.state).to(torch.float32))[0].copy()  # (d,)
             node.round_end = (float(self.problem.utility_of_complete(node.state)), embedding)  # (1,) -> its value
         utility, embedding = node.round_end
         return round_summary(
