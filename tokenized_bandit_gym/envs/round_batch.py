@@ -366,7 +366,7 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         if self._candidate_carries is not None and self._candidates_current:
             # the chosen candidate's carry, as observe() got it from the core (equal to append's)
             candidates = self._candidate_carries.reshape(-1, *self.carry.shape[1:])  # (N * n, *c)
-            chosen = self._rows * self.problem.vocab_size + tokens  # (N,) flat candidate index
+            chosen = self._row_offsets + tokens  # (N,) flat candidate index
             self.carry = torch.from_numpy(np.take(candidates, chosen, axis=0))  # (N, *c)
         else:
             self.carry = problem.append(
