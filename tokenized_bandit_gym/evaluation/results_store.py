@@ -52,7 +52,6 @@ SCHEMA_VERSION = 1
 APPLICATION = "tokenized-bandit-gym results store"
 # PRAGMA application_id, the 4 bytes "TBG1": marks the file as ours in the SQLite header.
 APPLICATION_ID = 0x54424731
-_SQLITE_HEADER = b"SQLite format 3\x00"
 _ARRAY_DTYPE = "<f8"
 # The metadata keys stored in their own columns (the rest goes to the metadata JSON column).
 METADATA_COLUMNS = (
@@ -275,19 +274,24 @@ class ResultsStore:
         )
 
     def _check_header(self) -> None:
+        # Only stat() here: the header is read through SQLite (see _open). A plain open()/close() of the
+        # file in a process that holds a connection to it drops that process's POSIX locks, and the next
+        # process to close the store then deletes the live WAL ("How To Corrupt An SQLite Database File",
+        # section 2.2). The lease heartbeat opens a second store in the writer's process.
         if self.path.is_dir():
             raise StoreError(f"{str(self.path)!r} is a directory, not a results store file")
-        with self.path.open("rb") as handle:
-            header = handle.read(len(_SQLITE_HEADER))
-        if header and header != _SQLITE_HEADER:
-            raise StoreError(
-                f"{str(self.path)!r} is not an SQLite database (foreign or corrupted file); "
-                "it was not modified. Pass another --store path."
-            )
 
     def _open(self) -> None:
         cursor = self._connection.cursor()
-        application_id = cursor.execute("PRAGMA application_id").fetchone()[0]
+        try:
+            application_id = cursor.execute("PRAGMA application_id").fetchone()[0]
+        except sqlite3.DatabaseError as error:
+            if isinstance(error, sqlite3.OperationalError) or "not a database" not in str(error):
+                raise
+            raise StoreError(
+                f"{str(self.path)!r} is not an SQLite database (foreign or corrupted file); "
+                "it was not modified. Pass another --store path."
+            ) from error
         tables = {row[0] for row in cursor.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not tables and application_id == 0:
             self._create()
