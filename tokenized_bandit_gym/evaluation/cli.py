@@ -2,6 +2,7 @@
 
     tbg run examples/leaderboard.toml            # every task x agent x seed not yet stored
     tbg report --store tbg-results.sqlite --out tbg-report
+    tbg verify --store tbg-results.sqlite        # check every stored run against its checksums
     tbg list
 
 ``tbg run`` stores each finished run at once (Ctrl-C, ``kill`` or ``kill -9`` lose only runs in
@@ -89,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tbg",
         description="tokenized-bandit-gym leaderboards: run specs, report results, list envs and agents.",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,report,list,ddmc,check-model}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,report,verify,list,ddmc,check-model}")
 
     run = commands.add_parser(
         "run",
@@ -126,6 +127,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--title", default=None, help="report title")
 
+    verify = commands.add_parser(
+        "verify",
+        help="check every run in a results store against its checksums",
+        description="Check every run in the store against the checksums written with it, and the file with "
+        "SQLite's integrity check. Prints what it found; exits 1 when anything is damaged.",
+    )
+    verify.add_argument(
+        "--store", type=Path, default=Path(DEFAULT_STORE), help=f"results store (default {DEFAULT_STORE})"
+    )
+
     commands.add_parser(
         "list", help="registered env ids and agent names", description="Print the registered env ids and agent names."
     )
@@ -155,10 +166,14 @@ def _command_list() -> int:
     return 0
 
 
-def _report(store: object, runs: list[RunSpec] | None, title: str, out: Path, spec: object = None) -> None:
+def _report(store: object, runs: list[RunSpec] | None, title: str, out: Path, spec: object = None) -> int:
     """Print and write the leaderboard of ``runs`` (default: every stored run), with the labels of ``runs``.
 
     ``spec`` (the loaded leaderboard spec, when there is one) supplies the page's provenance and caveats.
+    Damaged runs are left out and named on stderr.
+
+    Returns:
+        The exit status: 1 when a damaged run was left out, else 0.
     """
     import dataclasses
 
@@ -172,13 +187,37 @@ def _report(store: object, runs: list[RunSpec] | None, title: str, out: Path, sp
         else dataclasses.replace(record, spec=dataclasses.replace(record.spec, **_labels(wanted[record.spec.key])))
         for record in store.records(wanted)  # type: ignore[attr-defined]
     ]
+    damaged = _print_damaged(store.damaged)  # type: ignore[attr-defined]
     if not records:
         print("no finished runs to report")
-        return
+        return damaged
     leaderboard = build_leaderboard(records, title=title, spec=spec)  # type: ignore[arg-type]
     print(markdown_report(leaderboard))
     paths = write_report(leaderboard, out)
     print(f"report written to {out}/ ({paths['html'].name}, {paths['markdown'].name}, plots, CSV, JSON)")
+    return damaged
+
+
+def _print_damaged(damaged: dict[str, str]) -> int:
+    """Name each damaged run on stderr; returns 1 if there is one, else 0."""
+    for key, problem in damaged.items():
+        print(f"tbg: warning: run {key} is damaged and left out: {problem}", file=sys.stderr)
+    if damaged:
+        print(f"tbg: warning: {len(damaged)} damaged runs left out; see `tbg verify`", file=sys.stderr)
+    return 1 if damaged else 0
+
+
+def _command_verify(args: argparse.Namespace) -> int:
+    from tokenized_bandit_gym.evaluation.results_store import ResultsStore
+
+    with ResultsStore(args.store, create=False) as store:
+        check = store.verify()
+    for key, problem in check.damaged.items():
+        print(f"damaged: run {key}: {problem}")
+    for message in check.integrity:
+        print(f"SQLite integrity check: {message}")
+    print(f"{args.store}: {check.summary()}")
+    return 0 if check.ok else 1
 
 
 def _labels(run: RunSpec) -> dict[str, str]:
@@ -235,12 +274,11 @@ def _run_and_report(args: argparse.Namespace, spec: LeaderboardSpec, runs: list[
             f"{len(summary.failures)} failed ({time.perf_counter() - start:.1f} s)",
             file=sys.stderr,
         )
-        if not args.no_report:
-            _report(store, runs, spec.title, args.out, spec)
+        damaged = 0 if args.no_report else _report(store, runs, spec.title, args.out, spec)
     if summary.failures:
         print(f"{len(summary.failures)} runs failed (see above); rerun to retry them", file=sys.stderr)
         return 1
-    return 0
+    return damaged
 
 
 def _command_report(args: argparse.Namespace) -> int:
@@ -256,8 +294,7 @@ def _command_report(args: argparse.Namespace) -> int:
         title = args.title or spec.title
     check_output_folder(args.out)
     with ResultsStore(args.store, create=False) as store:
-        _report(store, runs, title, args.out, spec)
-    return 0
+        return _report(store, runs, title, args.out, spec)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -281,6 +318,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _command_run(args)
         if args.command in ("ddmc", "check-model"):
             return args.func(args)
+        if args.command == "verify":
+            return _command_verify(args)
         return _command_report(args)
     except (SpecError, StoreError, RayUnavailableError, OutputError) as error:
         print(f"tbg: error: {error}", file=sys.stderr)

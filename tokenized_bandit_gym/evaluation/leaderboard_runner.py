@@ -16,7 +16,7 @@ from typing import TextIO
 
 from tqdm.auto import tqdm
 
-from tokenized_bandit_gym.evaluation.results_store import LeaseHolder, ResultsStore
+from tokenized_bandit_gym.evaluation.results_store import LeaseHolder, ResultsStore, StoreError
 from tokenized_bandit_gym.evaluation.run_failure import RunFailure
 from tokenized_bandit_gym.evaluation.run_record import RunRecord
 from tokenized_bandit_gym.evaluation.run_spec import RunSpec
@@ -149,10 +149,19 @@ def run_leaderboard(
 
     Returns:
         Counts of skipped and stored runs, and the failures.
+
+    Raises:
+        StoreError: the store fails its check (:meth:`ResultsStore.verify`); nothing is written to it.
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     log = log if log is not None else sys.stderr
+    check = store.verify()
+    if not check.ok:
+        raise StoreError(
+            f"the results store {str(store.path)!r} fails its check ({check.summary()}); nothing was written to it. "
+            f"Run `tbg verify --store {store.path}` for the damaged runs, or pass another --store"
+        )
     store.relabel(runs)
     pending = pending_runs(runs, store)
     unique = len({run.key for run in runs})

@@ -13,7 +13,17 @@ Schema (version 1)::
          transformers_version, device, wall_time, started_at, finished_at, metadata JSON)
     run_arrays(run_key, name, dtype, data BLOB)          -- (T,) little-endian float64 per array
 
+    run_checksums(run_key, part, checksum)              -- BLAKE2b of the runs row and of each array
     run_leases(run_key PRIMARY KEY, holder, hostname, pid, heartbeat)  -- runs being played now
+
+Every run is written with its checksums in one transaction (``part`` is ``"runs"`` for the row,
+else the array's name) and verified on every read: a run whose row or arrays no longer match, or
+whose checksums are gone, is left out of :meth:`ResultsStore.records` and listed in
+:attr:`ResultsStore.damaged` by key; a run the checksum table lists but the store lost is listed
+there too. SQLite's own checks (``PRAGMA quick_check``) pass most single flipped bits in a data
+page; the checksums catch them. :meth:`ResultsStore.verify` checks a whole store (``tbg verify``),
+and :func:`run_leaderboard` refuses to write into a store that fails it. Stores written before
+checksums get them (over their rows as they are then) the first time they are opened for writing.
 
 ``run_key`` is :attr:`RunSpec.key`, the hash of what determines the results, so a rerun of the
 same spec skips finished runs and a run is never stored twice.
@@ -31,6 +41,7 @@ local disk. :class:`ResultsStore` warns (:class:`NetworkFilesystemWarning`) when
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -39,6 +50,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -97,6 +109,15 @@ _CREATE = (
 )
 
 
+_CREATE_CHECKSUMS = """CREATE TABLE IF NOT EXISTS run_checksums (
+    run_key TEXT NOT NULL,
+    part TEXT NOT NULL,
+    checksum TEXT NOT NULL,
+    PRIMARY KEY (run_key, part)
+)"""
+# The run_checksums part that checksums the runs row (the other parts are array names).
+ROW_PART = "runs"
+
 _CREATE_LEASES = """CREATE TABLE IF NOT EXISTS run_leases (
     run_key TEXT PRIMARY KEY,
     holder TEXT NOT NULL,
@@ -134,6 +155,55 @@ NETWORK_FILESYSTEMS = frozenset(
 
 class StoreError(RuntimeError):
     """The store file is missing, corrupted, foreign or from a newer version (left untouched)."""
+
+
+@dataclass
+class StoreCheck:
+    """What :meth:`ResultsStore.verify` found.
+
+    Attributes:
+        runs: runs in the ``runs`` table.
+        sound: runs whose row and arrays match their checksums.
+        damaged: ``run_key -> what is wrong`` for every run whose data no longer matches, or that
+            the checksum table lists but the store lost.
+        unverified: runs written before checksums (a store never opened for writing since).
+        integrity: the messages of SQLite's ``PRAGMA integrity_check`` (``[]`` when it passes).
+    """
+
+    runs: int = 0
+    sound: int = 0
+    damaged: dict[str, str] = field(default_factory=dict)
+    unverified: int = 0
+    integrity: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """True when nothing is damaged and SQLite's integrity check passes."""
+        return not self.damaged and not self.integrity
+
+    def summary(self) -> str:
+        """One line: how many runs were checked and what was wrong."""
+        parts = [f"{self.runs} runs checked, {self.sound} sound, {len(self.damaged)} damaged"]
+        if self.unverified:
+            parts.append(f"{self.unverified} written before checksums (not verifiable)")
+        if self.integrity:
+            parts.append(f"SQLite integrity check failed ({'; '.join(self.integrity[:3])})")
+        return ", ".join(parts)
+
+
+def array_checksum(name: str, dtype: str, data: bytes) -> str:
+    """BLAKE2b of one stored array: its name, dtype, length and bytes."""
+    digest = hashlib.blake2b(digest_size=16)
+    for part in (name.encode(), dtype.encode(), str(len(data)).encode(), data):
+        digest.update(len(part).to_bytes(8, "little"))
+        digest.update(part)
+    return digest.hexdigest()
+
+
+def row_checksum(row: dict[str, Any]) -> str:
+    """BLAKE2b of one ``runs`` row as SQLite returns it (column name -> value; a BLOB where text belongs hashes too)."""
+    text = json.dumps(row, sort_keys=True, separators=(",", ":"), default=repr)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 class NetworkFilesystemWarning(UserWarning):
@@ -233,13 +303,16 @@ class ResultsStore:
             self._connection = sqlite3.connect(self.path, timeout=30.0)
         except sqlite3.Error as error:
             raise StoreError(self._unopenable(error)) from error
+        self.damaged: dict[str, str] = {}
         try:
             self._open()
             if create:
                 with self._connection:
                     self._connection.execute(_CREATE_LEASES)
-            tables = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'run_leases'"
-            self._has_leases = self._connection.execute(tables).fetchone() is not None
+                if not self._has_table("run_checksums"):
+                    self._add_checksums()
+            self._has_leases = self._has_table("run_leases")
+            self._has_checksums = self._has_table("run_checksums")
         except sqlite3.OperationalError as error:
             self._connection.close()
             raise StoreError(self._unopenable(error)) from error
@@ -251,6 +324,35 @@ class ResultsStore:
         except StoreError:
             self._connection.close()
             raise
+
+    def _has_table(self, name: str) -> bool:
+        query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+        return self._connection.execute(query, (name,)).fetchone() is not None
+
+    def _add_checksums(self) -> None:
+        """Give a store written before checksums its checksum table, over its runs as they are now."""
+        problems = [row[0] for row in self._connection.execute("PRAGMA integrity_check")]
+        if problems != ["ok"]:
+            raise StoreError(
+                f"{str(self.path)!r} fails SQLite's integrity check ({'; '.join(problems[:3])}); it was not "
+                "modified. See `tbg verify --store`"
+            )
+        with self._connection:
+            self._connection.execute(_CREATE_CHECKSUMS)
+            for (key,) in self._connection.execute("SELECT run_key FROM runs").fetchall():
+                self._write_checksums(key)
+
+    def _write_checksums(self, key: str) -> None:
+        """Checksum the row and arrays of run ``key`` as stored (inside the caller's transaction)."""
+        rows = [(key, ROW_PART, row_checksum(self._row(key)))]
+        arrays = self._connection.execute("SELECT name, dtype, data FROM run_arrays WHERE run_key = ?", (key,))
+        rows += [(key, name, array_checksum(name, dtype, data)) for name, dtype, data in arrays]
+        self._connection.executemany("INSERT OR REPLACE INTO run_checksums VALUES (?, ?, ?)", rows)
+
+    def _row(self, key: str) -> dict[str, Any]:
+        cursor = self._connection.execute("SELECT * FROM runs WHERE run_key = ?", (key,))
+        names = [column[0] for column in cursor.description]
+        return dict(zip(names, cursor.fetchone(), strict=True))
 
     def _make_folder(self) -> None:
         folder = self.path.parent
@@ -302,8 +404,9 @@ class ResultsStore:
                 "it was not modified. Pass another --store path."
             )
         row = cursor.execute("SELECT version FROM tbg_schema").fetchone()
-        if row is None:
-            raise StoreError(f"{str(self.path)!r} has an empty tbg_schema table (corrupted store); it was not modified")
+        if row is None or not isinstance(row[0], int):
+            found = "an empty tbg_schema table" if row is None else f"schema version {row[0]!r}"
+            raise StoreError(f"{str(self.path)!r} has {found} (corrupted store); it was not modified")
         self.schema_version = int(row[0])
         if self.schema_version > SCHEMA_VERSION:
             raise StoreError(
@@ -321,7 +424,7 @@ class ResultsStore:
         with connection:
             connection.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-            for statement in _CREATE:
+            for statement in (*_CREATE, _CREATE_CHECKSUMS):
                 connection.execute(statement)
             connection.execute(
                 "INSERT INTO tbg_schema VALUES (?, ?, ?)",
@@ -388,6 +491,8 @@ class ResultsStore:
                     for name in ARRAY_NAMES
                 ],
             )
+            if self._has_checksums:
+                self._write_checksums(spec.key)
         return True
 
     # ------------------------------------------------------------------ leases (concurrent `tbg run`s)
@@ -449,54 +554,169 @@ class ResultsStore:
                 self._connection.execute("DELETE FROM run_leases WHERE holder = ? AND run_key = ?", (holder.id, key))
 
     def relabel(self, runs: Iterable[RunSpec]) -> int:
-        """Give stored runs the task and agent labels of ``runs`` (labels follow the spec); returns rows changed."""
-        rows = [(run.task_label or run.env_id, run.agent_label or run.agent, run.key) for run in runs]
+        """Give stored runs the task and agent labels of ``runs`` (labels follow the spec); returns rows changed.
+
+        A run whose row no longer matches its checksum keeps its labels (it stays reported as damaged).
+        """
+        changed = 0
         with self._connection:
-            cursor = self._connection.executemany(
-                "UPDATE runs SET task_label = ?, agent_label = ? WHERE run_key = ? "
-                "AND (task_label IS NOT ? OR agent_label IS NOT ?)",
-                [(task, agent, key, task, agent) for task, agent, key in rows],
-            )
-        return max(0, cursor.rowcount)
+            for run in runs:
+                task, agent = run.task_label or run.env_id, run.agent_label or run.agent
+                found = self._connection.execute(
+                    "SELECT 1 FROM runs WHERE run_key = ? AND (task_label IS NOT ? OR agent_label IS NOT ?)",
+                    (run.key, task, agent),
+                ).fetchone()
+                if found is None:
+                    continue
+                if self._has_checksums and self._checksums(run.key).get(ROW_PART) != row_checksum(self._row(run.key)):
+                    continue
+                self._connection.execute(
+                    "UPDATE runs SET task_label = ?, agent_label = ? WHERE run_key = ?", (task, agent, run.key)
+                )
+                if self._has_checksums:
+                    self._connection.execute(
+                        "UPDATE run_checksums SET checksum = ? WHERE run_key = ? AND part = ?",
+                        (row_checksum(self._row(run.key)), run.key, ROW_PART),
+                    )
+                changed += 1
+        return changed
+
+    def _checksums(self, key: str) -> dict[str, str]:
+        query = "SELECT part, checksum FROM run_checksums WHERE run_key = ?"
+        return dict(self._connection.execute(query, (key,)).fetchall())
 
     def records(self, keys: Iterable[str] | None = None) -> Iterator[RunRecord]:
-        """Every stored run (or those with ``keys``), in insertion order."""
+        """Every sound stored run (or those with ``keys``), in insertion order.
+
+        Each run is checked against its checksums as it is read. A damaged run is left out and
+        listed in :attr:`damaged` (``run_key -> what is wrong``), as is a run that the checksum
+        table lists but the store has lost; :attr:`damaged` is reset by each call.
+
+        Raises:
+            StoreError: SQLite cannot read the file (a damaged page in the store's structure).
+        """
         wanted = None if keys is None else set(keys)
+        self.damaged = {}
         try:
-            rows = self._connection.execute("SELECT * FROM runs ORDER BY rowid").fetchall()
-            names = [column[0] for column in self._connection.execute("SELECT * FROM runs LIMIT 0").description]
+            rows, names, checksums = self._snapshot()
+            listed = set()
             for row in rows:
                 values = dict(zip(names, row, strict=True))
-                if wanted is not None and values["run_key"] not in wanted:
+                key = values["run_key"]
+                listed.add(key)
+                if wanted is not None and key not in wanted:
                     continue
-                yield self._record(values)
-        except (sqlite3.DatabaseError, ValueError, KeyError) as error:
-            raise StoreError(f"cannot read {str(self.path)!r}: {error}") from error
+                arrays = {
+                    name: (dtype, data)
+                    for name, dtype, data in self._connection.execute(
+                        "SELECT name, dtype, data FROM run_arrays WHERE run_key = ?", (key,)
+                    )
+                }
+                problem = None if checksums is None else _damage(values, arrays, checksums.get(key))
+                if problem is None:
+                    try:
+                        record = _record(values, arrays)
+                    except (ValueError, KeyError, TypeError) as error:
+                        problem = str(error)
+                if problem is not None:
+                    self.damaged[str(key)] = problem
+                    continue
+                yield record
+            for key in sorted(set(checksums or ()) - listed):
+                if wanted is None or key in wanted:
+                    self.damaged[key] = "listed in the checksum table but missing from the store (a damaged page)"
+        except sqlite3.DatabaseError as error:
+            raise StoreError(
+                f"cannot read {str(self.path)!r} ({error}); the store is damaged. Run `tbg verify --store {self.path}`"
+            ) from error
 
-    def _record(self, values: dict[str, Any]) -> RunRecord:
-        spec = RunSpec(
-            env_id=values["env_id"],
-            env_kwargs=json.loads(values["env_kwargs"]),
-            agent=values["agent"],
-            agent_kwargs=json.loads(values["agent_kwargs"]),
-            seed=int(values["seed"]),
-            rounds=int(values["rounds"]),
-            task_label=values["task_label"],
-            agent_label=values["agent_label"],
-        )
-        if spec.key != values["run_key"]:
-            raise ValueError(f"run {values['run_key']} does not match the hash of its own fields")
-        metadata = json.loads(values["metadata"])
-        metadata.update({name: values.get(name) for name in METADATA_COLUMNS})
-        arrays = {}
-        for name, dtype, data in self._connection.execute(
-            "SELECT name, dtype, data FROM run_arrays WHERE run_key = ?", (values["run_key"],)
-        ):
-            arrays[name] = np.frombuffer(data, dtype=dtype).astype(np.float64)
-        return RunRecord(spec=spec, arrays=arrays, metadata=metadata)
+    def _snapshot(self) -> tuple[list[tuple[Any, ...]], list[str], dict[str, dict[str, str]] | None]:
+        """The runs rows, their column names and the checksums (None before checksums), in one read transaction."""
+        connection = self._connection
+        own = not connection.in_transaction
+        if own:
+            connection.execute("BEGIN")
+        try:
+            cursor = connection.execute("SELECT * FROM runs ORDER BY rowid")
+            names = [column[0] for column in cursor.description]
+            rows = cursor.fetchall()
+            checksums: dict[str, dict[str, str]] | None = None
+            if self._has_checksums:
+                checksums = {}
+                for key, part, checksum in connection.execute("SELECT run_key, part, checksum FROM run_checksums"):
+                    checksums.setdefault(str(key), {})[str(part)] = checksum
+        finally:
+            if own:
+                connection.rollback()
+        return rows, names, checksums
+
+    def verify(self) -> StoreCheck:
+        """Check every run against its checksums and the file with SQLite's ``PRAGMA integrity_check``.
+
+        Returns:
+            What was found (see :class:`StoreCheck`); nothing is changed.
+        """
+        check = StoreCheck()
+        try:
+            problems = [str(row[0]) for row in self._connection.execute("PRAGMA integrity_check")]
+            check.integrity = [] if problems == ["ok"] else problems
+            check.runs = len(self)
+            sound = sum(1 for _ in self.records())
+        except (sqlite3.DatabaseError, StoreError) as error:
+            check.integrity.append(str(error))
+            return check
+        check.damaged = dict(self.damaged)
+        if self._has_checksums:
+            check.sound = sound
+        else:
+            check.unverified = sound
+        return check
 
     def raw_rows(self) -> list[tuple[Any, ...]]:
         """Every row of ``runs`` and ``run_arrays`` exactly as stored (for byte-level comparisons)."""
         runs = self._connection.execute("SELECT * FROM runs ORDER BY run_key").fetchall()
         arrays = self._connection.execute("SELECT * FROM run_arrays ORDER BY run_key, name").fetchall()
         return runs + arrays
+
+
+def _damage(
+    values: dict[str, Any], arrays: dict[str, tuple[str, bytes]], checksums: dict[str, str] | None
+) -> str | None:
+    """What is wrong with one run read from the store (None when its row and arrays match ``checksums``)."""
+    if not checksums or ROW_PART not in checksums:
+        return "it has no checksums (a damaged page)"
+    if checksums[ROW_PART] != row_checksum(values):
+        return "its runs row does not match its checksum"
+    for name in sorted((checksums.keys() - {ROW_PART}) | arrays.keys()):
+        if name not in arrays:
+            return f"its array {name!r} is missing"
+        if name not in checksums:
+            return f"its array {name!r} has no checksum"
+        dtype, data = arrays[name]
+        if (
+            not isinstance(dtype, str)
+            or not isinstance(data, bytes)
+            or checksums[name] != array_checksum(name, dtype, data)
+        ):
+            return f"its array {name!r} does not match its checksum"
+    return None
+
+
+def _record(values: dict[str, Any], arrays: dict[str, tuple[str, bytes]]) -> RunRecord:
+    """The run of one ``runs`` row and its arrays (``name -> (dtype, bytes)``)."""
+    spec = RunSpec(
+        env_id=values["env_id"],
+        env_kwargs=json.loads(values["env_kwargs"]),
+        agent=values["agent"],
+        agent_kwargs=json.loads(values["agent_kwargs"]),
+        seed=int(values["seed"]),
+        rounds=int(values["rounds"]),
+        task_label=values["task_label"],
+        agent_label=values["agent_label"],
+    )
+    if spec.key != values["run_key"]:
+        raise ValueError(f"run {values['run_key']} does not match the hash of its own fields")
+    metadata = json.loads(values["metadata"])
+    metadata.update({name: values.get(name) for name in METADATA_COLUMNS})
+    decoded = {name: np.frombuffer(data, dtype=dtype).astype(np.float64) for name, (dtype, data) in arrays.items()}
+    return RunRecord(spec=spec, arrays=decoded, metadata=metadata)
