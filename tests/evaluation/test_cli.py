@@ -121,7 +121,7 @@ def test_report_renders_a_store_written_by_an_older_run(tmp_path: Path, capsys: 
     assert "## TLB small" in out and "## TMAB table" in out and "oracle_greedy" in out
     assert (tmp_path / "report" / "leaderboard.html").stat().st_size > 0
     only_spec = ["--spec", str(DATA / "fixture_spec.toml")]
-    assert main(["report", "--store", str(store), *only_spec, "--out", str(tmp_path)]) == 0
+    assert main(["report", "--store", str(store), *only_spec, "--out", str(tmp_path / "only")]) == 0
     assert "8 runs." in capsys.readouterr().out
 
 

@@ -156,6 +156,30 @@ def test_kill_9_of_tbg_run_takes_its_local_ray_down(tmp_path: Path, ray_environm
                 os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_sigterm_under_ray_says_finished_runs_are_saved_as_the_local_backend_does(
+    tmp_path: Path, ray_environment: None
+) -> None:
+    spec = long_spec(tmp_path / "spec.toml", seeds=2, rounds=200_000)
+    command = [sys.executable, "-m", "tokenized_bandit_gym.evaluation.cli", "run", str(spec), "--backend", "ray"]
+    command += ["--store", str(tmp_path / "r.sqlite"), "--no-progress", "--no-report"]
+    process = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not any("_ray_task" in command_line(pid) for pid in descendants(process.pid)):
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"no Ray worker started a run: {process.stderr.read()[-2000:]}")  # type: ignore[union-attr]
+            time.sleep(0.2)
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 128 + signal.SIGTERM, stderr[-2000:]
+    assert "finished runs are saved" in stderr and "Traceback" not in stderr, stderr[-2000:]
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import resource
 import shutil
 import signal
 import sqlite3
@@ -18,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.evaluation.records import make_record
 from tests.evaluation.test_resume import write_spec
@@ -265,3 +267,148 @@ def test_relabelling_keeps_checksums_valid_but_never_blesses_a_damaged_row(tmp_p
         assert opened.relabel(renamed) == 1
         assert [record.spec.task_label for record in opened.records()] == ["Renamed"]
         assert list(opened.damaged) == [records[0].spec.key]
+
+
+def run_tbg_with_file_size_limit(arguments: list[str], limit_bytes: int) -> subprocess.CompletedProcess[str]:
+    """`tbg ARGUMENTS` in a process whose files cannot grow past ``limit_bytes`` (a full disk, RLIMIT_FSIZE)."""
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit_bytes, limit_bytes))
+
+    command = [sys.executable, "-m", "tokenized_bandit_gym.evaluation.cli", *arguments]
+    environment = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run(
+        command, cwd=REPO, env=environment, preexec_fn=limit, capture_output=True, text=True, timeout=300
+    )
+
+
+def ends_with_one_error_line(stderr: str) -> bool:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    return bool(lines) and lines[-1].startswith("tbg: error: ") and "Traceback" not in stderr
+
+
+@pytest.mark.slow
+def test_a_full_disk_during_tbg_run_ends_with_one_line_and_loses_no_committed_run(tmp_path: Path) -> None:
+    spec = write_spec(tmp_path / "spec.toml", rounds=2000, seeds=40)
+    store = tmp_path / "full.sqlite"
+    arguments = ["run", str(spec), "--store", str(store), "--workers", "1", "--no-progress", "--no-report"]
+    finished = run_tbg_with_file_size_limit(arguments, 400_000)
+    assert finished.returncode == 2, finished.stderr[-2000:]
+    assert ends_with_one_error_line(finished.stderr), finished.stderr[-2000:]
+    with ResultsStore(store, create=False) as reader:
+        check = reader.verify()
+    assert check.ok and 0 < check.sound < 40, check.summary()
+
+
+def test_a_full_disk_while_the_report_is_written_leaves_the_old_report_whole(tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    with ResultsStore(store) as opened:
+        for seed in range(2):
+            opened.add(make_record("Task", "agent", seed, [0.5] * 20))
+    out = tmp_path / "report"
+    assert main(["report", "--store", str(store), "--out", str(out)]) == 0
+    before = {item.name: item.read_bytes() for item in out.iterdir()}
+    finished = run_tbg_with_file_size_limit(["report", "--store", str(store), "--out", str(out)], 20_000)
+    assert finished.returncode == 2 and ends_with_one_error_line(finished.stderr), finished.stderr[-2000:]
+    assert {item.name: item.read_bytes() for item in out.iterdir()} == before
+    assert [item.name for item in tmp_path.iterdir() if item.name.startswith(".")] == []  # no partial folder left
+
+
+def test_ctrl_c_during_a_report_leaves_the_old_report_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tokenized_bandit_gym.evaluation import leaderboard_report
+
+    store = tmp_path / "s.sqlite"
+    with ResultsStore(store) as opened:
+        opened.add(make_record("Task", "agent", 0, [0.5] * 20))
+    out = tmp_path / "report"
+    assert main(["report", "--store", str(store), "--out", str(out)]) == 0
+    before = {item.name: item.read_bytes() for item in out.iterdir()}
+    with ResultsStore(store) as opened:
+        opened.add(make_record("Task", "agent", 1, [0.25] * 20))
+    original = leaderboard_report.write_report
+
+    def interrupted(leaderboard: object, out_dir: Path) -> None:
+        original(leaderboard, out_dir)  # every new file is written, then Ctrl-C
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(leaderboard_report, "write_report", interrupted)
+    capsys.readouterr()
+    assert main(["report", "--store", str(store), "--out", str(out)]) == 130
+    assert (
+        capsys.readouterr().err.strip()
+        == "tbg: error: interrupted; no report was written (an earlier one is unchanged)"
+    )
+    assert {item.name: item.read_bytes() for item in out.iterdir()} == before
+    monkeypatch.setattr(leaderboard_report, "write_report", original)
+    assert main(["report", "--store", str(store), "--out", str(out)]) == 0
+    assert "2 runs" in (out / "leaderboard.md").read_text()
+
+
+def test_a_report_never_replaces_a_folder_holding_other_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "s.sqlite"
+    with ResultsStore(store) as opened:
+        opened.add(make_record("Task", "agent", 0, [0.5] * 20))
+    assert main(["report", "--store", str(store), "--out", str(tmp_path)]) == 2
+    assert "holds files that are not a report" in capsys.readouterr().err
+    assert sorted(item.name for item in tmp_path.iterdir()) == ["s.sqlite"]
+
+
+def test_a_read_only_store_and_sqlite_write_errors_end_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "s.sqlite"
+    with ResultsStore(store):
+        pass
+    spec = write_spec(tmp_path / "spec.toml", rounds=5, seeds=1)
+    arguments = ["run", str(spec), "--store", str(store), "--workers", "1", "--no-progress", "--no-report"]
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: mode & os.W_OK == 0 and real_access(path, mode))
+    assert main(arguments) == 2
+    assert "is read-only" in capsys.readouterr().err
+    monkeypatch.setattr(os, "access", real_access)
+
+    def full(self: ResultsStore, record: RunRecord) -> bool:
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(ResultsStore, "add", full)
+    assert main(arguments) == 2
+    assert ends_with_one_error_line(capsys.readouterr().err)
+
+
+def test_labels_with_newlines_and_pipes_keep_every_markdown_table_row_whole(tmp_path: Path) -> None:
+    from tokenized_bandit_gym.evaluation.leaderboard import build_leaderboard
+    from tokenized_bandit_gym.evaluation.leaderboard_report import markdown_report
+
+    records = [make_record("Task\nsecond line", "agent | one\r\nb", seed, [0.5] * 10) for seed in range(2)]
+    records += [make_record("Task\nsecond line", "other", seed, [0.25] * 10) for seed in range(2)]
+    text = markdown_report(build_leaderboard(records))
+    table_lines = [line for line in text.splitlines() if line.startswith("|")]
+    assert table_lines
+    for line in table_lines:
+        assert line.endswith("|"), line
+    assert len(table_lines) > 4 and "agent \\| one<br>b" in text
+    assert not any(line.startswith(("second line", "b")) for line in text.splitlines()), "a label split a line"
+    for table in text.split("\n\n"):
+        rows = [line.replace("\\|", "") for line in table.splitlines() if line.startswith("|")]
+        assert len({row.count("|") for row in rows}) <= 1, table  # every row of a table has as many cells
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a torch without a usable CUDA device")
+def test_check_model_on_a_missing_cuda_device_ends_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check-model", "stories260K", "--device", "cuda"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tbg check-model: error: device='cuda' is not available") and "Traceback" not in err
+
+
+def test_a_binary_queries_file_is_named_in_a_clear_error(tmp_path: Path) -> None:
+    from tokenized_bandit_gym.llm.query_sources import resolve_queries
+
+    for name in ("queries.txt", "queries.csv", "queries.jsonl"):
+        path = tmp_path / name
+        path.write_bytes(b"\xff\xfe\x00\x01binary\x80")
+        with pytest.raises(ValueError, match=f"the query file '{path}' is not UTF-8 text"):
+            resolve_queries(str(path))

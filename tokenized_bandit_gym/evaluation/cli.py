@@ -15,10 +15,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import signal
+import sqlite3
 import sys
+import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -41,8 +45,13 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM reached ``tbg run``: handled like Ctrl-C (runs in progress stop, finished ones are kept)."""
 
 
+# Set when SIGTERM reached `tbg run`: a backend may turn the Terminated it raised into a plain KeyboardInterrupt.
+_sigterm_received = threading.Event()
+
+
 def _raise_terminated(signum: int, frame: object) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second SIGTERM must not cut the clean shutdown short
+    _sigterm_received.set()
     raise Terminated
 
 
@@ -52,6 +61,7 @@ def _sigterm_interrupts() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():  # signal handlers live in the main thread
         yield
         return
+    _sigterm_received.clear()
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         yield
@@ -60,18 +70,69 @@ def _sigterm_interrupts() -> Iterator[None]:
 
 
 def check_output_folder(out: Path) -> None:
-    """Raise :class:`OutputError` unless ``out`` is, or can be created as, a writable folder (checked before runs)."""
+    """Raise :class:`OutputError` unless ``out`` is, or can be created as, a writable folder (checked before runs).
+
+    An existing ``out`` must be empty or hold a report (its ``leaderboard.html``), since a new report replaces
+    the whole folder (see :func:`write_report_atomically`).
+    """
     if out.exists():
         if not out.is_dir():
             raise OutputError(f"--out {str(out)!r} is an existing file, not a folder; pass a folder for the report")
-        if not os.access(out, os.W_OK | os.X_OK):
-            raise OutputError(f"--out {str(out)!r} is a folder that is not writable")
+        if not os.access(out, os.W_OK | os.X_OK) or not os.access(out.absolute().parent, os.W_OK | os.X_OK):
+            raise OutputError(f"--out {str(out)!r} is a folder that is not writable (it and its parent must be)")
+        if any(out.iterdir()) and not (out / "leaderboard.html").is_file():
+            raise OutputError(
+                f"--out {str(out)!r} holds files that are not a report; a report replaces its folder whole. "
+                "Pass a new or empty folder"
+            )
         return
     ancestor = out.absolute().parent
     while not ancestor.exists():
         ancestor = ancestor.parent
     if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
         raise OutputError(f"--out {str(out)!r} cannot be created: {str(ancestor)!r} is not a writable folder")
+
+
+def write_report_atomically(leaderboard: object, out: Path) -> dict[str, Path]:
+    """Write the report into a temporary folder beside ``out``, then rename it into place.
+
+    An interrupted or failed write (Ctrl-C, a full disk) leaves ``out`` as it was: never a mix of old
+    and new files. A folder already at ``out`` is replaced when every file in it is one the new report
+    also writes (an older report); otherwise :class:`OutputError` is raised and nothing changes.
+
+    Returns:
+        Output name -> path, as :func:`~tokenized_bandit_gym.evaluation.leaderboard_report.write_report`.
+    """
+    from tokenized_bandit_gym.evaluation.leaderboard_report import write_report
+
+    target = out.absolute()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent))
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(staging, (target.stat().st_mode if target.is_dir() else 0o777 & ~umask) & 0o7777)
+        paths = write_report(leaderboard, staging)  # type: ignore[arg-type]
+        if target.exists():
+            foreign = sorted({item.name for item in target.iterdir()} - {item.name for item in staging.iterdir()})
+            if foreign:
+                raise OutputError(
+                    f"--out {str(out)!r} holds files that are not part of a report ({', '.join(foreign[:5])}); "
+                    "a report replaces its folder whole. Pass a new or empty folder"
+                )
+            previous = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.old"
+            os.rename(target, previous)
+            try:
+                os.rename(staging, target)
+            except BaseException:
+                os.rename(previous, target)
+                raise
+            shutil.rmtree(previous, ignore_errors=True)
+        else:
+            os.rename(staging, target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return {name: out / path.relative_to(staging) for name, path in paths.items()}
 
 
 def _positive_int(text: str) -> int:
@@ -178,7 +239,7 @@ def _report(store: object, runs: list[RunSpec] | None, title: str, out: Path, sp
     import dataclasses
 
     from tokenized_bandit_gym.evaluation.leaderboard import build_leaderboard
-    from tokenized_bandit_gym.evaluation.leaderboard_report import markdown_report, write_report
+    from tokenized_bandit_gym.evaluation.leaderboard_report import markdown_report
 
     wanted = None if runs is None else {run.key: run for run in runs}
     records = [
@@ -193,7 +254,7 @@ def _report(store: object, runs: list[RunSpec] | None, title: str, out: Path, sp
         return damaged
     leaderboard = build_leaderboard(records, title=title, spec=spec)  # type: ignore[arg-type]
     print(markdown_report(leaderboard))
-    paths = write_report(leaderboard, out)
+    paths = write_report_atomically(leaderboard, out)
     print(f"report written to {out}/ ({paths['html'].name}, {paths['markdown'].name}, plots, CSV, JSON)")
     return damaged
 
@@ -265,7 +326,8 @@ def _run_and_report(args: argparse.Namespace, spec: LeaderboardSpec, runs: list[
                 "rerun the same command to resume",
                 file=sys.stderr,
             )
-            return EXIT_TERMINATED if isinstance(interruption, Terminated) else EXIT_INTERRUPTED
+            terminated = isinstance(interruption, Terminated) or _sigterm_received.is_set()
+            return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
         elsewhere = f", {summary.stored_elsewhere} stored by other processes" if summary.stored_elsewhere else ""
         if summary.discarded:
             elsewhere += f", {summary.discarded} played here too after their lease expired (discarded)"
@@ -324,6 +386,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SpecError, StoreError, RayUnavailableError, OutputError) as error:
         print(f"tbg: error: {error}", file=sys.stderr)
         return 2
+    except sqlite3.Error as error:  # a full disk or a read-only store while runs are stored
+        store = getattr(args, "store", "the results store")
+        print(
+            f"tbg: error: cannot write to {str(store)!r}: {error}; the runs it committed before are saved",
+            file=sys.stderr,
+        )
+        return 2
+    except OSError as error:  # a full disk or a vanished folder while the report is written
+        where = f" {error.filename!r}" if error.filename else ""
+        print(f"tbg: error: cannot write{where}: {error.strerror or error}; no report was written", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # Ctrl-C outside the runs (those print their own line)
+        unchanged = "; no report was written (an earlier one is unchanged)" if args.command in ("run", "report") else ""
+        print(f"\ntbg: error: interrupted{unchanged}", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

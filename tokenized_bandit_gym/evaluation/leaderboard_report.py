@@ -59,13 +59,20 @@ def _interval(low: float, high: float, digits: int = 2) -> str:
     return f"[{_number(low, digits)}, {_number(high, digits)}]"
 
 
-def _markdown(header: list[str], body: list[list[str]]) -> str:
-    def escape(cell: str) -> str:
-        return cell.replace("|", "\\|")
+def markdown_cell(text: str) -> str:
+    """``text`` for one Markdown table cell: pipes escaped, line breaks as ``<br>`` (a raw one would split the row)."""
+    return text.replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>").replace("\r", "<br>")
 
-    lines = ["| " + " | ".join(escape(cell) for cell in header) + " |"]
+
+def markdown_line(text: str) -> str:
+    """``text`` for one Markdown heading line: line breaks become spaces."""
+    return " ".join(text.splitlines())
+
+
+def _markdown(header: list[str], body: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(markdown_cell(cell) for cell in header) + " |"]
     lines.append("|" + "|".join("---" if index < 2 else "---:" for index in range(len(header))) + "|")
-    lines.extend("| " + " | ".join(escape(cell) for cell in row) + " |" for row in body)
+    lines.extend("| " + " | ".join(markdown_cell(cell) for cell in row) + " |" for row in body)
     return "\n".join(lines)
 
 
@@ -147,14 +154,14 @@ def _provenance_lines(leaderboard: Leaderboard) -> list[str]:
 
 def markdown_report(leaderboard: Leaderboard) -> str:
     """The leaderboard as Markdown: the cross-task table, one table per task, P(improvement)."""
-    parts = [f"# {leaderboard.title}", "", f"{leaderboard.runs_summary}. {_EXPLANATION}"]
+    parts = [f"# {markdown_line(leaderboard.title)}", "", f"{leaderboard.runs_summary}. {_EXPLANATION}"]
     provenance = _provenance_lines(leaderboard)
     if provenance:
         parts.extend(["", "Provenance of the runs: " + "; ".join(provenance) + "."])
     for title, note, header, body, _ in _tables(leaderboard):
         caveat = leaderboard.caveats.get(title)
         note += f" Caveat: {caveat}" if caveat else ""
-        parts.extend(["", f"## {title}", "", note, "", _markdown(header, body)])
+        parts.extend(["", f"## {markdown_line(title)}", "", markdown_line(note), "", _markdown(header, body)])
     return "\n".join(parts) + "\n"
 
 

@@ -17,8 +17,10 @@ running, reparented to PID 1.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Iterator, Sequence
@@ -89,8 +91,6 @@ def reap_when_parent_dies(parent: int, interval: float = 0.5) -> None:
     Run in its own process (``python -m tokenized_bandit_gym.evaluation.ray_backend PID``) started by
     the driver before ``ray.init``; it excludes itself.
     """
-    import signal
-
     me = os.getpid()
     before = _descendants(parent)  # the parent's other children are not Ray's: leave them be
     print("ready", flush=True)  # the parent starts Ray only now
@@ -155,12 +155,18 @@ def run_ray(
     if started_here:
         local = address is None and not os.environ.get("RAY_ADDRESS")
         reaper = _start_reaper() if local else None
+        # ray.init installs its own SIGTERM handler (exit 1 and a C++ stack dump); `tbg run`'s handler,
+        # which stops the runs in progress and says that finished runs are saved, is put back.
+        main_thread = threading.current_thread() is threading.main_thread()
+        sigterm_handler = signal.getsignal(signal.SIGTERM) if main_thread else None
         ray.init(
             address=address,
             include_dashboard=False,
             log_to_driver=False,
             runtime_env={"env_vars": dict(THREAD_ENVIRONMENT)},
         )
+        if main_thread and sigterm_handler is not None:
+            signal.signal(signal.SIGTERM, sigterm_handler)
     remote = ray.remote(num_cpus=1, max_retries=3)(_ray_task)
     capacity = max(1, int(ray.cluster_resources().get("CPU", 1)))
     references: dict[Any, RunSpec] = {}

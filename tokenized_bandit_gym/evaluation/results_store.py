@@ -46,9 +46,11 @@ import json
 import os
 import socket
 import sqlite3
+import threading
 import time
 import uuid
 import warnings
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -64,7 +66,12 @@ SCHEMA_VERSION = 1
 APPLICATION = "tokenized-bandit-gym results store"
 # PRAGMA application_id, the 4 bytes "TBG1": marks the file as ours in the SQLite header.
 APPLICATION_ID = 0x54424731
+_SQLITE_HEADER = b"SQLite format 3\x00"
 _ARRAY_DTYPE = "<f8"
+# The files (device, inode) that stores of this process hold connections to, with how many: such a file is
+# never opened any other way in this process (see ResultsStore._check_header).
+_CONNECTED_FILES: Counter[tuple[int, int]] = Counter()
+_CONNECTED_LOCK = threading.Lock()
 # The metadata keys stored in their own columns (the rest goes to the metadata JSON column).
 METADATA_COLUMNS = (
     "package_version",
@@ -258,6 +265,11 @@ def process_alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def _file_identity(path: Path) -> tuple[int, int]:
+    status = path.stat()
+    return status.st_dev, status.st_ino
+
+
 class LeaseHolder:
     """Who claims runs: one per ``tbg run`` process (hostname, pid and a random id)."""
 
@@ -286,7 +298,13 @@ class ResultsStore:
         if not exists and not create:
             raise StoreError(f"no results store at {str(self.path)!r}; run `tbg run SPEC --store {self.path}` first")
         if exists:
-            self._check_header()
+            if self.path.is_dir():
+                raise StoreError(f"{str(self.path)!r} is a directory, not a results store file")
+            if create and not os.access(self.path, os.W_OK):
+                raise StoreError(
+                    f"the results store {str(self.path)!r} is read-only; `tbg run` stores runs in it "
+                    "(`tbg report` and `tbg verify` only read it). Make it writable or pass another --store"
+                )
         else:
             self._make_folder()
         if create:
@@ -299,10 +317,15 @@ class ResultsStore:
                     NetworkFilesystemWarning,
                     stacklevel=2,
                 )
-        try:
-            self._connection = sqlite3.connect(self.path, timeout=30.0)
-        except sqlite3.Error as error:
-            raise StoreError(self._unopenable(error)) from error
+        self._file: tuple[int, int] | None = None
+        with _CONNECTED_LOCK:
+            if exists:
+                self._check_header()
+            try:
+                self._connection = sqlite3.connect(self.path, timeout=30.0)
+            except sqlite3.Error as error:
+                raise StoreError(self._unopenable(error)) from error
+            self._register()
         self.damaged: dict[str, str] = {}
         try:
             self._open()
@@ -314,15 +337,15 @@ class ResultsStore:
             self._has_leases = self._has_table("run_leases")
             self._has_checksums = self._has_table("run_checksums")
         except sqlite3.OperationalError as error:
-            self._connection.close()
+            self.close()
             raise StoreError(self._unopenable(error)) from error
         except sqlite3.DatabaseError as error:
-            self._connection.close()
+            self.close()
             raise StoreError(
                 f"{str(self.path)!r} is not a readable results store ({error}); it was not modified"
             ) from error
         except StoreError:
-            self._connection.close()
+            self.close()
             raise
 
     def _has_table(self, name: str) -> bool:
@@ -376,12 +399,31 @@ class ResultsStore:
         )
 
     def _check_header(self) -> None:
-        # Only stat() here: the header is read through SQLite (see _open). A plain open()/close() of the
-        # file in a process that holds a connection to it drops that process's POSIX locks, and the next
-        # process to close the store then deletes the live WAL ("How To Corrupt An SQLite Database File",
-        # section 2.2). The lease heartbeat opens a second store in the writer's process.
-        if self.path.is_dir():
-            raise StoreError(f"{str(self.path)!r} is a directory, not a results store file")
+        """Refuse a file that does not start as an SQLite database (SQLite would take a short one for an empty one).
+
+        The header is read with a plain ``open()`` only while no store of this process holds a connection to
+        the file: closing any descriptor of a file drops every POSIX lock the process holds on it, and the
+        next process to close the store then deletes the live WAL ("How To Corrupt An SQLite Database File",
+        section 2.2). The lease heartbeat opens a second store in the writer's process; that one relies on
+        the first one's check and on SQLite's own (``file is not a database``, see :meth:`_open`).
+        """
+        if _file_identity(self.path) in _CONNECTED_FILES:
+            return
+        with self.path.open("rb") as handle:
+            header = handle.read(len(_SQLITE_HEADER))
+        if header and header != _SQLITE_HEADER:
+            raise StoreError(
+                f"{str(self.path)!r} is not an SQLite database (foreign or corrupted file); "
+                "it was not modified. Pass another --store path."
+            )
+
+    def _register(self) -> None:
+        """Count this connection in :data:`_CONNECTED_FILES` (called with :data:`_CONNECTED_LOCK` held)."""
+        try:
+            self._file = _file_identity(self.path)
+        except OSError:
+            return
+        _CONNECTED_FILES[self._file] += 1
 
     def _open(self) -> None:
         cursor = self._connection.cursor()
@@ -435,6 +477,12 @@ class ResultsStore:
     def close(self) -> None:
         """Close the connection (finished runs are already committed)."""
         self._connection.close()
+        with _CONNECTED_LOCK:
+            if self._file is not None:
+                _CONNECTED_FILES[self._file] -= 1
+                if _CONNECTED_FILES[self._file] <= 0:
+                    del _CONNECTED_FILES[self._file]
+                self._file = None
 
     def __enter__(self) -> ResultsStore:
         return self

@@ -81,11 +81,11 @@ def load_language_model(
         raise TypeError(f"trust_remote_code must be a bool, got {trust_remote_code!r}")
     if not isinstance(attn_implementation, str):
         raise TypeError(f"attn_implementation must be a string such as 'auto', got {attn_implementation!r}")
-    import torch
+    from tokenized_bandit_gym.core.validation import check_device
 
     name = resolve_model_source(model)
     torch_dtype = resolve_dtype(dtype)
-    return _load(name, torch_dtype, str(torch.device(device)), trust_remote_code, attn_implementation)
+    return _load(name, torch_dtype, str(check_device(device)), trust_remote_code, attn_implementation)
 
 
 @functools.lru_cache(maxsize=4)

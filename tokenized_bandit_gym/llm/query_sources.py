@@ -249,12 +249,18 @@ def resolve_queries(
             raise ValueError(f"query_column={query_column!r} applies to a .csv file, not {os.fspath(path)!r}")
         if query_field is not None and not is_jsonl:
             raise ValueError(f"query_field={query_field!r} applies to a .jsonl(.gz) file, not {os.fspath(path)!r}")
-        if is_csv:
-            result = csv_queries(path, query_column)
-        elif is_jsonl:
-            result = jsonl_queries(path, query_field)
-        else:
-            result = text_file_queries(path)
+        try:
+            if is_csv:
+                result = csv_queries(path, query_column)
+            elif is_jsonl:
+                result = jsonl_queries(path, query_field)
+            else:
+                result = text_file_queries(path)
+        except UnicodeDecodeError as error:
+            raise ValueError(
+                f"the query file {os.fspath(path)!r} is not UTF-8 text (byte "
+                f"{error.object[error.start : error.start + 1]!r} at offset {error.start})"
+            ) from error
     elif isinstance(queries, Sequence):
         if not all(isinstance(query, str) for query in queries):
             raise TypeError("queries must be a sequence of strings")
