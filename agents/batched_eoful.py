@@ -9,8 +9,11 @@ import torch
 
 from tokenized_bandit_gym.agents.eoful import EOFUL
 from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence
-from tokenized_bandit_gym.core.validation import check_int
+from tokenized_bandit_gym.core.validation import check_batch_memory, check_int
 from tokenized_bandit_gym.task import Task
+
+# A buffered round holds the response's embedding (d,) and its reward: at least 4 bytes a number.
+BUFFERED_BYTES_PER_DIMENSION = 4
 
 
 class BatchedEOFUL:
@@ -39,6 +42,7 @@ class BatchedEOFUL:
 
     def __init__(self, batch_size: int = 1, **eoful_kwargs: Any) -> None:
         self.batch_size = check_int("batch_size", batch_size, minimum=1)
+        check_batch_memory(self.batch_size, BUFFERED_BYTES_PER_DIMENSION * 2)  # d >= 1; reset() checks with d
         self.eoful = EOFUL(**eoful_kwargs)
         self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._pending_rounds = 0
@@ -54,6 +58,7 @@ class BatchedEOFUL:
         """Start from ``Sigma_1 = lambda I``, ``theta_hat_1 = 0``, ``C_1 = {0}``."""
         check_int("num_envs", num_envs, minimum=1)
         self.eoful.reset(task, seed)
+        check_batch_memory(self.batch_size, BUFFERED_BYTES_PER_DIMENSION * (self.confidence.dim + 1))
         self._pending, self._pending_rounds = [], 0
 
     def act_batch(self, observations: dict[str, Any], infos: dict[str, Any], needs_action: Any) -> Any:

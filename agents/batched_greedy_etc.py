@@ -8,9 +8,12 @@ import numpy as np
 import torch
 
 from tokenized_bandit_gym.agents.greedy_etc import GreedyETC
-from tokenized_bandit_gym.core.validation import check_int
+from tokenized_bandit_gym.core.validation import check_batch_memory, check_int
 from tokenized_bandit_gym.host_array import as_host_array
 from tokenized_bandit_gym.task import Task
+
+# A buffered round holds its level and arm (int64) and its reward (float64).
+BUFFERED_BYTES_PER_ROUND = 24
 
 
 class BatchedGreedyETC:
@@ -48,6 +51,7 @@ class BatchedGreedyETC:
 
     def __init__(self, batch_size: int = 1, **etc_kwargs: Any) -> None:
         self.batch_size = check_int("batch_size", batch_size, minimum=1)
+        check_batch_memory(self.batch_size, BUFFERED_BYTES_PER_ROUND)
         self.etc = GreedyETC(**etc_kwargs)
         self._task: Task | None = None
         self._row_arm = np.zeros(0, dtype=np.int64)  # (N,) token index explored by the row's round, -1 none

@@ -136,14 +136,15 @@ def instance_memory_bytes(
     vectors ``2 x (n, d)`` and the position vectors ``(L, d)`` (float64 while drawn), the token
     gains ``(n,)``, the query pool ``(Q, Lq)`` (int64, three copies while drawn), the action-mask
     table (``(L + 2, L)`` int64 states, ``(L + 2, n)`` bool and int8), the observed candidate
-    embeddings ``(n, d)`` (float32) and the vocabulary ``(n,)`` (int64). ``float_bytes`` (the
-    instance dtype's size) adds the copy of the token vectors when it is not float64.
+    embeddings ``(n, d)`` (float32) with their observation space's bounds (``low`` and ``high``
+    float32, ``bounded_below`` and ``bounded_above`` bool) and the vocabulary ``(n,)`` (int64).
+    ``float_bytes`` (the instance dtype's size) adds the copy of the token vectors when it is not float64.
     """
     n, length, d = vocab_size, max_length, embedding_dim
     parameters = 8 * (2 * n * d + length * d + n) + (float_bytes * n * d if float_bytes != 8 else 0)
     query_pool = 3 * 8 * num_queries * query_length
     mask_table = 8 * (length + 2) * length + 2 * (length + 2) * n
-    observation = 4 * n * d
+    observation = (4 + 2 * 4 + 2) * n * d
     return parameters + query_pool + mask_table + observation + 8 * n
 
 

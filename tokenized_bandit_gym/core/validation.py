@@ -116,6 +116,10 @@ def available_memory_bytes() -> int | None:
 def check_memory(what: str, needed_bytes: int, available: int | None = None) -> None:
     """Raise before allocating when ``what`` needs more memory than this machine has available.
 
+    The one memory guard of the package: the instance sizes, the vector env's ``num_envs``, a
+    spec's seeds, rounds and file size, a batched agent's ``batch_size`` and the query length all
+    compute a lower bound of the bytes they would allocate and pass it here.
+
     Args:
         what: the arguments that size it, e.g. ``"vocab_size=1000000000, embedding_dim=16"``.
         needed_bytes: a lower bound of the bytes it allocates.
@@ -127,9 +131,18 @@ def check_memory(what: str, needed_bytes: int, available: int | None = None) -> 
     budget = available_memory_bytes() if available is None else available
     if budget is not None and needed_bytes > budget:
         raise ValueError(
-            f"{what}: the instance would need at least {needed_bytes / 2**30:,.1f} GiB of memory, "
+            f"{what}: would need at least {needed_bytes / 2**30:,.1f} GiB of memory, "
             f"more than the {budget / 2**30:,.1f} GiB available; choose smaller sizes"
         )
+
+
+def check_batch_memory(batch_size: int, bytes_per_round: int) -> None:
+    """:func:`check_memory` for a batched agent that buffers ``batch_size`` rounds between updates.
+
+    Raises:
+        ValueError: naming ``batch_size`` and the memory its buffer would need.
+    """
+    check_memory(f"batch_size={batch_size} (rounds buffered between updates)", batch_size * bytes_per_round)
 
 
 def check_dtype(value: object) -> torch.dtype:

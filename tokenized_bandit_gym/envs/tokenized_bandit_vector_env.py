@@ -8,17 +8,32 @@ from typing import Any, ClassVar
 
 import numpy as np
 import torch
+from gymnasium import spaces
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from tokenized_bandit_gym.core.round_buffer import RoundBuffer
-from tokenized_bandit_gym.core.validation import check_choice, check_int
+from tokenized_bandit_gym.core.validation import check_choice, check_int, check_memory
 from tokenized_bandit_gym.envs.env_contract import forced_and_refused
 from tokenized_bandit_gym.envs.round_batch import RoundBatch
 from tokenized_bandit_gym.envs.tokenized_bandit_env import TokenizedBanditEnv
 from tokenized_bandit_gym.host_array import as_host_array
 
 ARRAY_BACKENDS = ("numpy", "torch")
+
+
+def vector_env_memory_bytes(num_envs: int, single_observation_space: spaces.Dict, round_buffer: int) -> int:
+    """A lower bound of the bytes a native vector env of ``num_envs`` rows allocates when it is made.
+
+    Counts, per row: the observation (once in the round batch, once returned), the batched
+    observation space's ``low`` and ``high`` (each at least as large as the observation), and the
+    rounds drawn ahead (``round_buffer`` query indices and noise draws, 8 bytes each).
+    """
+    check_int("round_buffer", round_buffer, minimum=2)
+    row = sum(
+        int(np.prod(space.shape)) * np.dtype(space.dtype).itemsize for space in single_observation_space.spaces.values()
+    )
+    return num_envs * (4 * row + 16 * round_buffer)
 
 
 class TokenizedBanditVectorEnv(VectorEnv):
@@ -91,6 +106,8 @@ class TokenizedBanditVectorEnv(VectorEnv):
         self.strict_actions = template.strict_actions
         self.single_observation_space = template.observation_space
         self.single_action_space = template.action_space
+        needed = vector_env_memory_bytes(self.num_envs, self.single_observation_space, round_buffer)
+        check_memory(f"num_envs={self.num_envs} (of {type(self).__name__})", needed)
         self.observation_space = batch_space(self.single_observation_space, self.num_envs)
         self.action_space = batch_space(self.single_action_space, self.num_envs)
         self.device = self.problem.device

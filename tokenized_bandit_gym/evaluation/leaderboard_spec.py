@@ -39,6 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tokenized_bandit_gym.core.validation import check_memory
+from tokenized_bandit_gym.evaluation.run_record import ARRAY_NAMES
 from tokenized_bandit_gym.evaluation.run_spec import RunSpec, canonical_json
 
 if sys.version_info >= (3, 11):
@@ -47,6 +49,11 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 _TOP_KEYS = {"title", "rounds", "seeds", "task", "agent"}
+# Lower bounds of the memory the sizes of a spec take, checked with core.validation.check_memory.
+RUN_BYTES = 512  # one RunSpec of a sweep (a frozen dataclass, its kwargs and key) while the sweep is listed
+ROUND_BYTES = 8 * len(ARRAY_NAMES)  # one round of one run: a float64 in each per-round array
+SPEC_FILE_BYTES_PER_BYTE = 16  # the TOML text and the Python objects parsed from it, per byte of the file
+SPEC_FILE_MAX_BYTES = 16 * 2**20  # a spec is a few kilobytes; nothing larger is read
 _TASK_KEYS = {"id", "kwargs", "label", "rounds", "horizons", "caveat"}
 _AGENT_KEYS = {"name", "kwargs", "label", "tasks", "reference", "theory_exponent"}
 
@@ -135,6 +142,18 @@ def load_spec(path: str | Path, check_registry: bool = True) -> LeaderboardSpec:
     """
     path = Path(path)
     try:
+        if path.exists() and not path.is_file():
+            raise SpecError(
+                f"cannot read spec file {str(path)!r}: it is not a regular file (a folder or a device); "
+                "a spec is a TOML file"
+            )
+        size = path.stat().st_size
+        if size > SPEC_FILE_MAX_BYTES:
+            raise SpecError(
+                f"spec file {str(path)!r} is {size:,} bytes; a spec is a TOML file of a few kilobytes "
+                f"(at most {SPEC_FILE_MAX_BYTES:,} bytes are read)"
+            )
+        _check_spec_memory(f"spec file {str(path)!r} of {size:,} bytes", size * SPEC_FILE_BYTES_PER_BYTE)
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise SpecError(f"cannot read spec file {str(path)!r}: {error}") from error
@@ -148,6 +167,14 @@ def load_spec(path: str | Path, check_registry: bool = True) -> LeaderboardSpec:
     except tomllib.TOMLDecodeError as error:
         raise SpecError(f"spec file {str(path)!r} is not valid TOML: {error}") from error
     return parse_spec(data, source=str(path), check_registry=check_registry)
+
+
+def _check_spec_memory(what: str, needed_bytes: int) -> None:
+    """:func:`~tokenized_bandit_gym.core.validation.check_memory`, raising :class:`SpecError`."""
+    try:
+        check_memory(what, needed_bytes)
+    except ValueError as error:
+        raise SpecError(str(error)) from error
 
 
 def _check_int(where: str, value: object, minimum: int) -> int:
@@ -224,11 +251,13 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>", check_registry: 
     if "rounds" not in data:
         raise SpecError("missing field 'rounds' (the number of rounds T per run)")
     rounds = _check_int("rounds", data["rounds"], 1)
+    _check_spec_memory(f"rounds={rounds} (the per-round arrays of one run)", rounds * ROUND_BYTES)
     if "seeds" not in data:
         raise SpecError("missing field 'seeds' (a list of seeds, or their number)")
     raw_seeds = data["seeds"]
     if isinstance(raw_seeds, int) and not isinstance(raw_seeds, bool):
-        seeds = tuple(range(_check_int("seeds", raw_seeds, 1)))
+        _check_spec_memory(f"seeds={raw_seeds} (one run per seed)", _check_int("seeds", raw_seeds, 1) * RUN_BYTES)
+        seeds = tuple(range(raw_seeds))
     elif isinstance(raw_seeds, list) and raw_seeds:
         seeds = tuple(_check_int(f"seeds[{index}]", seed, 0) for index, seed in enumerate(raw_seeds))
         if len(set(seeds)) != len(seeds):
@@ -246,6 +275,7 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>", check_registry: 
         kwargs = _check_kwargs(f"{where}.kwargs", entry.get("kwargs", {}))
         label = _check_str(f"{where}.label", entry.get("label", _default_label(env_id, kwargs)))
         task_rounds = _check_int(f"{where}.rounds", entry.get("rounds", rounds), 1)
+        _check_spec_memory(f"{where}.rounds={task_rounds} (the per-round arrays of one run)", task_rounds * ROUND_BYTES)
         if label in {task.label for task in tasks}:
             raise SpecError(f"{where}.label {label!r} is used by another task; give each task its own label")
         for other, task in enumerate(tasks):
@@ -324,6 +354,10 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>", check_registry: 
             )
         )
 
+    runs = len(tasks) * len(agent_entries) * len(seeds)
+    _check_spec_memory(
+        f"{len(tasks)} tasks x {len(agent_entries)} agents x {len(seeds)} seeds = {runs:,} runs", runs * RUN_BYTES
+    )
     spec = LeaderboardSpec(
         rounds=rounds, seeds=seeds, tasks=tuple(tasks), agents=tuple(agent_entries), title=title, source=source
     )

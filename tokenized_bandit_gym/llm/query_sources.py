@@ -11,6 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
+from tokenized_bandit_gym.core.validation import check_memory
+
+# What a Hugging Face tokenizer holds per character of the text it tokenizes (ids, offsets, token
+# strings; measured at about 160 bytes on a byte-level BPE): a lower bound for the memory guard.
+TOKENIZER_BYTES_PER_CHARACTER = 128
+
 STORY_OPENINGS: tuple[str, ...] = (
     "Once upon a time, there was a little girl named Lily.",
     "One day, a big dog found a red ball in the park.",
@@ -269,4 +275,9 @@ def resolve_queries(
         raise TypeError(f"queries must be None, a source name, a path or a sequence of strings, got {queries!r}")
     if not result:
         raise ValueError(f"the query source {queries!r} holds no queries")
+    longest = max(range(len(result)), key=lambda index: len(result[index]))
+    check_memory(
+        f"query {longest} of the query source ({len(result[longest]):,} characters, tokenized whole)",
+        len(result[longest]) * TOKENIZER_BYTES_PER_CHARACTER,
+    )
     return result
