@@ -13,7 +13,7 @@ Schema (version 1)::
          transformers_version, device, wall_time, started_at, finished_at, metadata JSON)
     run_arrays(run_key, name, dtype, data BLOB)          -- (T,) little-endian float64 per array
 
-    run_checksums(run_key, part, checksum)              -- BLAKE2b of the runs row and of each array
+    run_checksums(run_key, part, checksum)              -- SHA-256 of the runs row and of each array
     run_leases(run_key PRIMARY KEY, holder, hostname, pid, heartbeat)  -- runs being played now
 
 Every run is written with its checksums in one transaction (``part`` is ``"runs"`` for the row,
@@ -199,8 +199,8 @@ class StoreCheck:
 
 
 def array_checksum(name: str, dtype: str, data: bytes) -> str:
-    """BLAKE2b of one stored array: its name, dtype, length and bytes."""
-    digest = hashlib.blake2b(digest_size=16)
+    """SHA-256 of one stored array: its name, dtype, length and bytes."""
+    digest = hashlib.sha256()
     for part in (name.encode(), dtype.encode(), str(len(data)).encode(), data):
         digest.update(len(part).to_bytes(8, "little"))
         digest.update(part)
@@ -208,9 +208,9 @@ def array_checksum(name: str, dtype: str, data: bytes) -> str:
 
 
 def row_checksum(row: dict[str, Any]) -> str:
-    """BLAKE2b of one ``runs`` row as SQLite returns it (column name -> value; a BLOB where text belongs hashes too)."""
+    """SHA-256 of one ``runs`` row as SQLite returns it (column name -> value; a BLOB where text belongs hashes too)."""
     text = json.dumps(row, sort_keys=True, separators=(",", ":"), default=repr)
-    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class NetworkFilesystemWarning(UserWarning):
