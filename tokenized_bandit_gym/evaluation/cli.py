@@ -19,7 +19,6 @@ import shutil
 import signal
 import sqlite3
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -107,11 +106,11 @@ def write_report_atomically(leaderboard: object, out: Path) -> dict[str, Path]:
 
     target = out.absolute()
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent))
+    staging = target.parent / f".{target.name}.{uuid.uuid4().hex[:8]}.partial"
+    staging.mkdir()  # the mode a new folder gets here (umask applied)
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(staging, (target.stat().st_mode if target.is_dir() else 0o777 & ~umask) & 0o7777)
+        if target.is_dir():
+            os.chmod(staging, target.stat().st_mode & 0o7777)
         paths = write_report(leaderboard, staging)  # type: ignore[arg-type]
         if target.exists():
             foreign = sorted({item.name for item in target.iterdir()} - {item.name for item in staging.iterdir()})
@@ -173,7 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
         "report",
         help="tables and plots from a results store",
         description="Print the leaderboard of every run in the store and write Markdown, HTML, PNG/SVG plots, "
-        "CSV and JSON to --out.",
+        "CSV and JSON to --out (written beside it and renamed into place). Runs that fail their checksums are "
+        "left out and named; the status is then 1.",
     )
     report.add_argument(
         "--store", type=Path, default=Path(DEFAULT_STORE), help=f"results store (default {DEFAULT_STORE})"
