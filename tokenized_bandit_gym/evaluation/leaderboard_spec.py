@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tokenized_bandit_gym.core.validation import check_memory
 from tokenized_bandit_gym.evaluation.run_record import ARRAY_NAMES
 from tokenized_bandit_gym.evaluation.run_spec import RunSpec, canonical_json
 
@@ -171,6 +170,8 @@ def load_spec(path: str | Path, check_registry: bool = True) -> LeaderboardSpec:
 
 def _check_spec_memory(what: str, needed_bytes: int) -> None:
     """:func:`~tokenized_bandit_gym.core.validation.check_memory`, raising :class:`SpecError`."""
+    from tokenized_bandit_gym.core.validation import check_memory  # imports torch: not at `tbg --help`
+
     try:
         check_memory(what, needed_bytes)
     except ValueError as error:
