@@ -63,6 +63,7 @@ def test_forked_child_runs_torch_on_one_thread_and_the_parent_keeps_its_own() ->
     assert output.split() == ["1", "2"]
 
 
+@pytest.mark.slow  # every id, the LLM ones at their default size: about 40 s on a busy 2-core machine
 def test_async_make_vec_steps_every_id_in_a_fresh_process() -> None:
     """``gym.make_vec(id, 2, vectorization_mode="async")`` with the default fork start method, every id."""
     output = run_fresh(
@@ -81,16 +82,18 @@ def test_async_make_vec_steps_every_id_in_a_fresh_process() -> None:
     assert output.split() == [word for env_id in ENV_IDS for word in ("stepped", env_id)]
 
 
-@pytest.mark.parametrize("env_id", ["TokenizedLinearBandit-v0", "TokenizedAlignment-v0"])
-def test_fork_context_after_the_parent_stepped_an_env(env_id: str) -> None:
+@pytest.mark.parametrize(
+    ("env_id", "kwargs"), [("TokenizedLinearBandit-v0", {}), ("TokenizedAlignment-v0", {"max_length": 5, "top_k": 4})]
+)
+def test_fork_context_after_the_parent_stepped_an_env(env_id: str, kwargs: dict[str, int]) -> None:
     output = run_fresh(
         f"""
         import gymnasium as gym, tokenized_bandit_gym
         from gymnasium.vector import AsyncVectorEnv
-        env = gym.make({env_id!r})
+        env = gym.make({env_id!r}, **{kwargs!r})
         env.reset(seed=0)
         env.step(0)
-        envs = AsyncVectorEnv([lambda: gym.make({env_id!r})] * 2, context="fork")
+        envs = AsyncVectorEnv([lambda: gym.make({env_id!r}, **{kwargs!r})] * 2, context="fork")
         envs.reset(seed=1)
         envs.step([0, 0])
         envs.close()
