@@ -63,6 +63,20 @@ def test_forked_child_runs_torch_on_one_thread_and_the_parent_keeps_its_own() ->
     assert output.split() == ["1", "2"]
 
 
+def test_fork_hook_imports_no_torch_into_a_child_whose_parent_had_none() -> None:
+    output = run_fresh(
+        """
+        import os, sys, tokenized_bandit_gym
+        child = os.fork()
+        if child == 0:
+            os._exit(0 if "torch" not in sys.modules else 1)
+        print(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]), "torch" in sys.modules)
+        """,
+        timeout_s=60,
+    )
+    assert output.split() == ["0", "False"]
+
+
 @pytest.mark.slow  # every id, the LLM ones at their default size: about 40 s on a busy 2-core machine
 def test_async_make_vec_steps_every_id_in_a_fresh_process() -> None:
     """``gym.make_vec(id, 2, vectorization_mode="async")`` with the default fork start method, every id."""
