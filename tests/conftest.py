@@ -6,15 +6,11 @@ import os
 from pathlib import Path
 
 import pytest
-import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-
-# Tiny tensors: thread start-up costs more than the work on a 2-core machine.
-torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="session")

@@ -8,11 +8,21 @@ there, and on a busy machine the threads wait on each other (the LLM examples an
 leaderboard's runs set :data:`THREAD_ENVIRONMENT` in their workers. A user who sets
 ``OMP_NUM_THREADS`` (or ``MKL_NUM_THREADS``) keeps what they set; a script's ``--threads`` option
 passes its value here. Importing this module imports no torch.
+
+Forked children: GNU OpenMP cannot use a thread pool it inherited through ``fork``, so a child whose
+parent had run one multi-threaded torch op (building an env does) hangs at its first parallel op.
+Importing the package registers :func:`use_one_thread_in_forked_child` with
+:func:`os.register_at_fork`, so every forked child that inherits torch (Gymnasium's
+``AsyncVectorEnv``, SB3's ``SubprocVecEnv``, Tianshou's ``SubprocVectorEnv``, a
+``multiprocessing`` pool under the ``fork`` start method) runs torch on one intra-op thread, as
+PyTorch's own ``DataLoader`` workers do. The parent keeps its threads, and a child started with
+``spawn`` or ``forkserver`` is a fresh interpreter with torch's defaults.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 # Torch intra-op threads for small work when the user set no thread variable.
 SMALL_WORK_THREADS = 1
@@ -43,3 +53,20 @@ def use_small_work_threads(threads: int | None = None) -> int:
     elif not any(os.environ.get(name) for name in USER_THREAD_VARIABLES):
         torch.set_num_threads(SMALL_WORK_THREADS)
     return torch.get_num_threads()
+
+
+def use_one_thread_in_forked_child() -> None:
+    """Set torch's intra-op threads to one in a forked child, where the parent's OpenMP pool cannot run.
+
+    Registered by ``import tokenized_bandit_gym`` as an ``after_in_child`` fork hook. It imports
+    nothing: a parent that had not imported torch passed on no thread pool.
+    """
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
+def register_fork_hook() -> None:
+    """Register :func:`use_one_thread_in_forked_child` to run in every forked child (where ``fork`` exists)."""
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=use_one_thread_in_forked_child)

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import pickle
 import warnings
+from collections.abc import Iterator
 
+import cloudpickle
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -13,9 +16,22 @@ from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import tokenized_bandit_gym
-from tokenized_bandit_gym.registration import SYNTHETIC_ENVS
+from tokenized_bandit_gym.registration import LLM_ENVS, SYNTHETIC_ENVS
+from tokenized_bandit_gym.threads import use_small_work_threads
 
 ENV_IDS = [env_id for env_id in tokenized_bandit_gym.registered_ids() if env_id in SYNTHETIC_ENVS]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _small_work_threads() -> Iterator[None]:
+    """What the README tells a script to do (``use_small_work_threads()``), given back after this module.
+
+    With torch's default threads the LLM ids' steps run 10-30x slower on a busy machine.
+    """
+    threads = torch.get_num_threads()
+    use_small_work_threads()
+    yield
+    torch.set_num_threads(threads)
 
 
 def play(env: gym.Env, seed: int, policy_seed: int, rounds: int = 3) -> list:
@@ -92,12 +108,78 @@ def test_common_random_numbers_under_different_actions(env_id: str) -> None:
     assert_same(first, second)
 
 
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_pickled_env_continues_identically(env_id: str) -> None:
-    env = gym.make(env_id)
-    env.reset(seed=3)
-    copy = pickle.loads(pickle.dumps(env))
-    assert_same(play(env, seed=5, policy_seed=0), play(copy, seed=5, policy_seed=0))
+# How an env travels: pickle (multiprocessing), cloudpickle (SuperSuit, Ray, Tianshou workers), deepcopy.
+COPIERS = {
+    "pickle": lambda env: pickle.loads(pickle.dumps(env)),
+    "cloudpickle": lambda env: cloudpickle.loads(cloudpickle.dumps(env)),
+    "deepcopy": copy.deepcopy,
+}
+SMALL_LLM = {"max_length": 5, "top_k": 4}
+
+
+def small_kwargs(env_id: str) -> dict:
+    return dict(SMALL_LLM) if env_id in LLM_ENVS else {}
+
+
+def carry_on(env: gym.Env, policy_seed: int, rounds: int = 3) -> list:
+    """Finish the round in progress, then play ``rounds`` more without reseeding (the env's own streams go on)."""
+    rng = np.random.default_rng(policy_seed)
+    trajectory = []
+    for round_index in range(rounds + 1):
+        if round_index:
+            observation, info = env.reset()
+            trajectory.append(("reset", info, observation))
+        terminated = False
+        while not terminated:
+            action = int(rng.choice(np.flatnonzero(env.get_wrapper_attr("action_masks")())))
+            observation, reward, terminated, _, info = env.step(action)
+            trajectory.append((action, reward, observation, info))
+    return trajectory
+
+
+@pytest.mark.parametrize("copier", sorted(COPIERS))
+@pytest.mark.parametrize("env_id", tokenized_bandit_gym.registered_ids())
+def test_copied_env_continues_identically_from_mid_round(env_id: str, copier: str) -> None:
+    """Every id, the LLM ones included (rebuilt from their recipe, with their round state and streams)."""
+    env = gym.make(env_id, **small_kwargs(env_id))
+    observation, _ = env.reset(seed=3)
+    not_eos = observation["candidate_tokens"] != env.unwrapped.eos_token_id
+    env.step(int(np.flatnonzero(observation["action_mask"].astype(bool) & not_eos)[0]))  # the round goes on
+    copied = COPIERS[copier](env)
+    assert copied.unwrapped is not env.unwrapped
+    assert_same(carry_on(copied, policy_seed=0), carry_on(env, policy_seed=0))
+
+
+@pytest.mark.parametrize("env_id", tokenized_bandit_gym.registered_ids())
+def test_copied_native_vector_env_continues_identically(env_id: str) -> None:
+    envs = gym.make_vec(env_id, 3, **small_kwargs(env_id))
+    observation, _ = envs.reset(seed=4)
+    envs.step(np.asarray(observation["action_mask"]).argmax(axis=1))
+    copied = cloudpickle.loads(cloudpickle.dumps(envs))
+    for _ in range(8):
+        actions = np.asarray(observation["action_mask"]).argmax(axis=1)
+        observation, *rest = envs.step(actions)
+        assert_same([observation, *rest], list(copied.step(actions)))
+
+
+@pytest.mark.parametrize("env_id", sorted(LLM_ENVS))
+def test_pickled_llm_env_holds_no_weights(env_id: str) -> None:
+    env = gym.make(env_id, **SMALL_LLM)
+    env.reset(seed=0)
+    model = env.unwrapped.problem.model
+    weight_bytes = sum(parameter.numel() * parameter.element_size() for parameter in model.parameters())
+    assert len(cloudpickle.dumps(env)) < weight_bytes / 4
+
+
+def test_llm_env_over_a_loaded_model_refuses_to_pickle() -> None:
+    from tokenized_bandit_gym.llm.load_language_model import load_language_model
+
+    model, tokenizer = load_language_model()
+    env = gym.make("TokenizedAlignment-v0", model=model, tokenizer=tokenizer, **SMALL_LLM)
+    with pytest.raises(TypeError, match="model passed in loaded cannot be pickled"):
+        pickle.dumps(env)
+    with pytest.raises(TypeError, match="hub name or a local path"):
+        copy.deepcopy(env)
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)

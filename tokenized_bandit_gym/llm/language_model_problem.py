@@ -19,7 +19,7 @@ the next distribution: the next step only runs the next candidates.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -30,6 +30,9 @@ from tokenized_bandit_gym.llm.language_model_head import LanguageModelHead
 from tokenized_bandit_gym.llm.language_model_state import KeyValues, LanguageModelState
 from tokenized_bandit_gym.llm.transformers_decoder_forward import TransformersDecoderForward
 from tokenized_bandit_gym.llm.value_map import ValueMap
+
+if TYPE_CHECKING:
+    from tokenized_bandit_gym.llm.make_language_model_problem import LanguageModelRecipe
 
 POOLING_SPANS = ("query_response", "response")
 CANDIDATE_BATCHING = ("auto", "mask", "expand")
@@ -91,6 +94,8 @@ class LanguageModelProblem:
 
     fixed_length = False
     ddmc = False
+    recipe: LanguageModelRecipe | None = None
+    """How to rebuild this problem (set by ``make_language_model_problem`` for a model named by hub name or path)."""
 
     def __init__(
         self,
@@ -752,3 +757,28 @@ class LanguageModelProblem:
         utility = torch.tensor([table[key][0] for key in keys], dtype=torch.float64, device=self.device)
         responses = torch.stack([table[key][1] for key in keys])  # (B, L)
         return DecodedResponses(utility, responses)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle (and copy) as the :attr:`recipe` and the cached benchmarks, never the model's weights.
+
+        Raises:
+            TypeError: the problem has no recipe (its model was passed in loaded, not by name or path).
+        """
+        if self.recipe is None:
+            raise TypeError(
+                "an LLM problem over a model passed in loaded cannot be pickled or copied (that would copy its "
+                "weights): make the env with model= a hub name or a local path instead"
+            )
+        return (_rebuilt_problem, (self.recipe, self._greedy, self._beam))
+
+
+def _rebuilt_problem(
+    recipe: LanguageModelRecipe,
+    greedy: dict[int, tuple[float, torch.Tensor]],
+    beam: dict[tuple[int, int], tuple[float, torch.Tensor]],
+) -> LanguageModelProblem:
+    """Unpickle a problem: build it from ``recipe`` and keep the benchmarks it had already computed."""
+    problem = recipe.build()
+    problem._greedy.update(greedy)
+    problem._beam.update(beam)
+    return problem

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -76,4 +77,51 @@ def make_language_model_problem(
         generator = torch.Generator().manual_seed(seed)
         direction = torch.randn(hidden, generator=generator, dtype=torch.float64)
         latent = direction / direction.norm()
-    return LanguageModelProblem(language_model, tokenizer, texts, theta=latent, **problem_kwargs)
+    if isinstance(model, torch.nn.Module):  # passed in loaded: nothing to rebuild it from, so no recipe
+        return LanguageModelProblem(language_model, tokenizer, texts, theta=latent, **problem_kwargs)
+    recipe = LanguageModelRecipe(
+        model, dtype, device, trust_remote_code, attn_implementation, texts, latent, dict(problem_kwargs)
+    )
+    return recipe.build_with(language_model, tokenizer)
+
+
+@dataclass(frozen=True)
+class LanguageModelRecipe:
+    """What rebuilds a :class:`LanguageModelProblem` over a model loaded by name or path: never its weights.
+
+    A problem pickles (and deep-copies) as its recipe, so an LLM env travels to a worker process
+    as a few strings and small tensors, and the worker loads the model itself (once per process:
+    :func:`~tokenized_bandit_gym.llm.load_language_model.load_language_model` caches it).
+
+    Attributes:
+        model: the hub name or local path the model was loaded from.
+        dtype: the weights' dtype when loading.
+        device: the torch device when loading.
+        trust_remote_code: as passed to transformers.
+        attn_implementation: the attention kernel asked for when loading.
+        queries: the resolved query pool (the texts, so no query file or dataset is read again).
+        theta: the latent ``theta`` ``(d,)`` as resolved (None: the paper's default).
+        problem_kwargs: the remaining :class:`LanguageModelProblem` arguments.
+    """
+
+    model: str | os.PathLike[str]
+    dtype: str | torch.dtype
+    device: str | torch.device
+    trust_remote_code: bool
+    attn_implementation: str
+    queries: list[str]
+    theta: torch.Tensor | Sequence[float] | None
+    problem_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def build(self) -> LanguageModelProblem:
+        """Load the model (or take it from the loader's cache) and build the problem."""
+        language_model, tokenizer = load_language_model(
+            self.model, self.dtype, check_device(self.device), self.trust_remote_code, self.attn_implementation
+        )
+        return self.build_with(language_model, tokenizer)
+
+    def build_with(self, language_model: Any, tokenizer: Any) -> LanguageModelProblem:
+        """The problem over ``language_model`` (loaded from this recipe), remembering the recipe."""
+        problem = LanguageModelProblem(language_model, tokenizer, self.queries, theta=self.theta, **self.problem_kwargs)
+        problem.recipe = self
+        return problem

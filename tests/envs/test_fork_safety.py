@@ -1,0 +1,139 @@
+"""Forked workers never deadlock: each case runs as a user runs it, in a fresh interpreter with torch's default threads.
+
+The parent builds an env (Gymnasium's async vector env does, to read the spaces), which runs
+multi-threaded torch ops; a forked child that then used GNU OpenMP's inherited pool would hang.
+Every script runs under a timeout in its own process group, so a deadlock fails the test instead
+of hanging the run, and no hung worker outlives it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import tokenized_bandit_gym
+
+ENV_IDS = tokenized_bandit_gym.registered_ids()
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_fresh(script: str, timeout_s: float) -> str:
+    """Run ``script`` in a fresh interpreter (nothing set first) and return its stdout; fail on a hang or an error."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(script)],
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group: the forked workers die with it on a timeout
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        pytest.fail(f"deadlock: no end within {timeout_s} s; it printed:\n{stdout}\n{stderr[-2000:]}")
+    assert process.returncode == 0, stderr[-4000:]
+    return stdout
+
+
+def test_forked_child_runs_torch_on_one_thread_and_the_parent_keeps_its_own() -> None:
+    output = run_fresh(
+        """
+        import os, torch, tokenized_bandit_gym
+        torch.set_num_threads(2)
+        torch.ones(1 << 20).sum()  # a parallel op: the parent's OpenMP pool is running
+        read, write = os.pipe()
+        child = os.fork()
+        if child == 0:
+            os.write(write, str(torch.get_num_threads()).encode())
+            torch.ones(1 << 20).sum()
+            os._exit(0)
+        os.waitpid(child, 0)
+        print(os.read(read, 16).decode(), torch.get_num_threads())
+        """,
+        timeout_s=60,
+    )
+    assert output.split() == ["1", "2"]
+
+
+def test_fork_hook_imports_no_torch_into_a_child_whose_parent_had_none() -> None:
+    output = run_fresh(
+        """
+        import os, sys, tokenized_bandit_gym
+        child = os.fork()
+        if child == 0:
+            os._exit(0 if "torch" not in sys.modules else 1)
+        print(os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]), "torch" in sys.modules)
+        """,
+        timeout_s=60,
+    )
+    assert output.split() == ["0", "False"]
+
+
+@pytest.mark.slow  # every id, the LLM ones at their default size: about 40 s on a busy 2-core machine
+def test_async_make_vec_steps_every_id_in_a_fresh_process() -> None:
+    """``gym.make_vec(id, 2, vectorization_mode="async")`` with the default fork start method, every id."""
+    output = run_fresh(
+        f"""
+        import gymnasium as gym, numpy as np, tokenized_bandit_gym
+        for env_id in {ENV_IDS!r}:
+            envs = gym.make_vec(env_id, 2, vectorization_mode="async")
+            observation, _ = envs.reset(seed=0)
+            for _ in range(3):
+                observation, *_ = envs.step(np.asarray(observation["action_mask"]).argmax(axis=1))
+            envs.close()
+            print("stepped", env_id, flush=True)
+        """,
+        timeout_s=240,
+    )
+    assert output.split() == [word for env_id in ENV_IDS for word in ("stepped", env_id)]
+
+
+@pytest.mark.parametrize(
+    ("env_id", "kwargs"), [("TokenizedLinearBandit-v0", {}), ("TokenizedAlignment-v0", {"max_length": 5, "top_k": 4})]
+)
+def test_fork_context_after_the_parent_stepped_an_env(env_id: str, kwargs: dict[str, int]) -> None:
+    output = run_fresh(
+        f"""
+        import gymnasium as gym, tokenized_bandit_gym
+        from gymnasium.vector import AsyncVectorEnv
+        env = gym.make({env_id!r}, **{kwargs!r})
+        env.reset(seed=0)
+        env.step(0)
+        envs = AsyncVectorEnv([lambda: gym.make({env_id!r}, **{kwargs!r})] * 2, context="fork")
+        envs.reset(seed=1)
+        envs.step([0, 0])
+        envs.close()
+        print("stepped")
+        """,
+        timeout_s=120,
+    )
+    assert output.split() == ["stepped"]
+
+
+@pytest.mark.slow  # importing Tianshou takes about 10 s
+def test_tianshou_subproc_vector_env_steps_after_the_parent_stepped_an_env() -> None:
+    pytest.importorskip("tianshou")
+    output = run_fresh(
+        """
+        import gymnasium as gym, tokenized_bandit_gym
+        from tianshou.env import SubprocVectorEnv
+        env = gym.make("TokenizedLinearBandit-v0")
+        env.reset(seed=0)
+        env.step(0)
+        envs = SubprocVectorEnv([lambda: gym.make("TokenizedLinearBandit-v0")] * 2)
+        envs.reset()
+        envs.step([0, 0])
+        envs.close()
+        print("stepped")
+        """,
+        timeout_s=120,
+    )
+    assert output.split() == ["stepped"]
