@@ -94,10 +94,12 @@ def main(args: Args) -> dict[str, float]:
         algorithm = PPO(policy=policy, critic=DiscreteCritic(preprocess_net=features), optim=optim, gamma=1.0)
     else:
         raise ValueError(f"algorithm must be 'dqn' or 'ppo', got {args.algorithm!r}")
-    collector = Collector[CollectStats](algorithm, envs, VectorReplayBuffer(args.steps, args.num_envs))
+    collector = Collector[CollectStats](algorithm, envs, VectorReplayBuffer(max(args.steps, 512), args.num_envs))
     shared = {"training_collector": collector, "max_epochs": 1, "epoch_num_steps": args.steps, "show_progress": False}
     if args.algorithm == "dqn":
-        params: Any = OffPolicyTrainerParams(**shared, collection_step_num_env_steps=16, batch_size=32)
+        params: Any = OffPolicyTrainerParams(
+            **shared, collection_step_num_env_steps=16, batch_size=32, update_step_num_gradient_steps_per_sample=0.25
+        )
     else:
         params = OnPolicyTrainerParams(**shared, collection_step_num_env_steps=256, batch_size=64)
     algorithm.run_training(params)
