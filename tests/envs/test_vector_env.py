@@ -545,3 +545,29 @@ def test_every_autoreset_mode_replays_gymnasiums_sync_vector_env(env_id: str, mo
                 _assert_same(observations[key], value, f"step {step} reset observation {key}", atol)
             _assert_vector_infos_equal(infos, expected_infos, atol, f"step {step} reset")
     assert ended >= 4
+
+
+def test_bad_autoreset_mode_and_reset_mask_are_refused_naming_them() -> None:
+    with pytest.raises(ValueError, match="autoreset_mode.*'bogus'"):
+        gym.make_vec("TokenizedMultiArmedBandit-v0", 2, autoreset_mode="bogus")
+    envs = gym.make_vec("TokenizedMultiArmedBandit-v0", 2, autoreset_mode="SameStep")
+    assert envs.unwrapped.autoreset_mode == AutoresetMode.SAME_STEP
+    envs.reset(seed=0)
+    with pytest.raises(TypeError, match="reset_mask"):
+        envs.reset(options={"reset_mask": [True, False]})
+    with pytest.raises(ValueError, match=r"reset_mask.*shape \(2,\)"):
+        envs.reset(options={"reset_mask": np.ones(3, dtype=bool)})
+    with pytest.raises(ValueError, match="reset_mask.*at least one True"):
+        envs.reset(options={"reset_mask": np.zeros(2, dtype=bool)})
+
+
+def test_reset_mask_restarts_only_the_masked_sub_envs() -> None:
+    envs = gym.make_vec("TokenizedLinearBandit-v0", 3, autoreset_mode=AutoresetMode.DISABLED)
+    observations, _ = envs.reset(seed=0)
+    observations, *_ = envs.step(np.asarray(observations["action_mask"]).argmax(1))  # one token each, none ends
+    before = {key: np.copy(value) for key, value in observations.items()}
+    observations, infos = envs.reset(options={"reset_mask": np.array([False, True, False])})
+    assert observations["length"].tolist() == [1, 0, 1]
+    for key in ("response", "query", "candidate_embeddings"):
+        np.testing.assert_array_equal(observations[key][[0, 2]], before[key][[0, 2]])
+    assert infos["_query_index"].tolist() == [False, True, False]

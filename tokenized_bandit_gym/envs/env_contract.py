@@ -66,21 +66,38 @@ class InfoSchema:
     response_logprob: bool = False
 
     def pending(self, num_rows: int | None = None, device: torch.device | None = None) -> dict[str, Any]:
-        """The round summary's fill values, keyed and typed as :func:`round_summary` returns it.
+        """The round summary's fill values (new arrays), keyed and typed as :func:`round_summary` returns it.
 
         Args:
             num_rows: None for the one-round form (Python scalars, ``(L,)`` arrays), else B rows
                 (``(B,)`` and ``(B, L)`` NumPy arrays).
             device: with ``num_rows``, tensors on this device instead of NumPy arrays.
         """
+        if num_rows is None:  # every step of a single env: copies of one template
+            pending = dict(self._one_round_pending)
+            for key in self._one_round_arrays:
+                pending[key] = pending[key].copy()
+            return pending
+        return self._rows_pending(num_rows, device)
+
+    @functools.cached_property
+    def _one_round_pending(self) -> dict[str, Any]:
+        """The one-round fill values, built once (read only: :meth:`pending` copies its arrays)."""
+        return self._rows_pending(None, None)
+
+    @functools.cached_property
+    def _one_round_arrays(self) -> tuple[str, ...]:
+        """The keys of the one-round form's array entries."""
+        return tuple(key for key, value in self._one_round_pending.items() if isinstance(value, np.ndarray))
+
+    def _rows_pending(self, num_rows: int | None, device: torch.device | None) -> dict[str, Any]:
+        """The fill values of :meth:`pending`, built afresh."""
         rows = () if num_rows is None else (num_rows,)
-        floats = {key: np.zeros(rows) if rows else 0.0 for key in _ROUND_VALUE_KEYS}
-        pending: dict[str, Any] = {
-            **floats,
-            "response": np.full((*rows, self.max_length), TOKEN_FILL, dtype=np.int64),
-            "response_length": np.zeros(rows, dtype=np.int64) if rows else 0,
-            "optimal_response": np.full((*rows, self.max_length), TOKEN_FILL, dtype=np.int64),
-        }
+        floats = np.zeros((len(_ROUND_VALUE_KEYS), *rows))  # (5, B) one buffer, one row per entry
+        tokens = np.full((len(_RESPONSE_KEYS), *rows, self.max_length), TOKEN_FILL, dtype=np.int64)  # (2, B, L)
+        pending: dict[str, Any] = dict(zip(_ROUND_VALUE_KEYS, floats if rows else [0.0] * len(floats), strict=True))
+        pending["response"], pending["optimal_response"] = tokens
+        pending["response_length"] = np.zeros(rows, dtype=np.int64) if rows else 0
         if self.response_logprob:
             pending["response_logprob"] = np.zeros(rows) if rows else 0.0
         if self.embedding_dim is not None:

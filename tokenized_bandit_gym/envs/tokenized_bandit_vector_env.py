@@ -279,8 +279,14 @@ class TokenizedBanditVectorEnv(VectorEnv):
         sub-envs that report it, as Gymnasium's vector envs mark them).
         """
         infos: dict[str, Any] = {"query_index": self._copy(self.rounds.queries), "forced_eos": forced_eos, **summary}
-        for key in list(infos):
-            infos[f"_{key}"] = self._copy(present)
+        keys = list(infos)
+        if isinstance(present, np.ndarray):  # one buffer, one row per key: no two masks share memory
+            masks: Any = np.empty((len(keys), self.num_envs), dtype=bool)
+            masks[:] = present
+        else:
+            masks = present.expand(len(keys), self.num_envs).clone()
+        for key, mask in zip(keys, masks, strict=True):
+            infos[f"_{key}"] = mask
         return infos
 
     def _infos_to_backend(self, infos: dict[str, Any]) -> dict[str, Any]:
@@ -401,7 +407,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
 
 
 def _autoreset_mode(mode: object) -> AutoresetMode:
-    """``mode`` as an :class:`AutoresetMode` (its value, e.g. ``"same_step"``, is accepted), or ``ValueError``."""
+    """``mode`` as an :class:`AutoresetMode` (its value, e.g. ``"SameStep"``, is accepted), or ``ValueError``."""
     if isinstance(mode, AutoresetMode):
         return mode
     try:
