@@ -154,10 +154,11 @@ def test_regret_statistics_sum_the_final_infos(env_id):
     env = RegretStatistics(gym.make(env_id))
     rng = np.random.default_rng(0)
     regrets, utilities, optima = [], [], []
-    env.reset(seed=0)
+    _, info = env.reset(seed=0)
     for _ in range(12):
         terminated = False
         while not terminated:
+            assert info["regret_statistics"]["rounds"] == len(regrets)  # in every step's info: one schema
             _, _, terminated, _, info = env.step(int(rng.integers(env.action_space.n)))
         regrets.append(info["regret"])
         utilities.append(info["utility"])
@@ -168,7 +169,7 @@ def test_regret_statistics_sum_the_final_infos(env_id):
         assert stats["cumulative_regret"] == pytest.approx(sum(regrets), abs=1e-12)
         assert stats["cumulative_utility"] == pytest.approx(sum(utilities), abs=1e-12)
         assert stats["cumulative_optimal_utility"] == pytest.approx(sum(optima), abs=1e-12)
-        env.reset()
+        _, info = env.reset()
     assert env.regrets == regrets
     assert env.cumulative_regret == pytest.approx(sum(regrets), abs=1e-12)
 

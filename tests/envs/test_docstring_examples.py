@@ -13,7 +13,11 @@ from tokenized_bandit_gym.registration import SYNTHETIC_ENVS, VECTOR_ENTRY_POINT
 MODULES = sorted(
     {entry_point.split(":")[0] for entry_point, _ in SYNTHETIC_ENVS.values()}
     | {entry_point.split(":")[0] for entry_point in VECTOR_ENTRY_POINTS.values()}
-    | {"tokenized_bandit_gym.adapters.pettingzoo_arena", "tokenized_bandit_gym.adapters.sb3.observation"}
+    | {
+        "tokenized_bandit_gym.adapters.pettingzoo_arena",
+        "tokenized_bandit_gym.adapters.sb3.observation",
+        "tokenized_bandit_gym.wrappers.action_mask_alias",
+    }
 )
 
 

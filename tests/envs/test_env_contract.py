@@ -1,11 +1,14 @@
-"""The env contract on N rows (NumPy full or ended rows only, torch) agrees with one round at a time."""
+"""The env contract on N rows (NumPy full or ended rows only, torch) agrees with one round at a time.
+
+Rows whose round did not end hold the info schema's fill values, with the schema's dtypes.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from tokenized_bandit_gym.envs.env_contract import forced_and_refused, round_summary
+from tokenized_bandit_gym.envs.env_contract import InfoSchema, forced_and_refused, round_summary
 
 
 def test_batched_round_summary_equals_one_round_at_a_time() -> None:
@@ -23,25 +26,23 @@ def test_batched_round_summary_equals_one_round_at_a_time() -> None:
         "optimal_response": rng.integers(0, 7, (n, length)),
         "response_embedding": rng.random((n, d)).astype(np.float32),
     }
+    schema = InfoSchema(length, d)
+    pending, pending_rows = schema.pending(), schema.pending(n)
     index = np.flatnonzero(ended)
-    full = round_summary(**rows, optimal_kind="exact", ended=ended)
-    compact = round_summary(
-        **{key: value[index] for key, value in rows.items()}, optimal_kind="exact", ended=ended, ended_rows=index
-    )
+    full = round_summary(**rows, ended=ended)
+    compact = round_summary(**{key: value[index] for key, value in rows.items()}, ended=ended, ended_rows=index)
     on_device = round_summary(
-        **{key: torch.from_numpy(value) for key, value in rows.items()},
-        optimal_kind="exact",
-        ended=torch.from_numpy(ended),
+        **{key: torch.from_numpy(value) for key, value in rows.items()}, ended=torch.from_numpy(ended)
     )
     for row in range(n):
-        alone = round_summary(**{key: value[row] for key, value in rows.items()}, optimal_kind="exact")
+        alone = round_summary(**{key: value[row] for key, value in rows.items()})
+        assert alone.keys() == pending.keys() == pending_rows.keys()
         for key, value in alone.items():
-            if key == "optimal_kind":
-                continue
-            expected = value if ended[row] else np.zeros_like(value)
+            expected = value if ended[row] else pending[key]
             for batched in (full, compact, on_device):
+                assert batched.keys() == pending.keys()
                 np.testing.assert_array_equal(np.asarray(batched[key][row]), expected)
-                assert np.asarray(batched[key]).dtype == np.asarray(rows.get(key, rows["utility"])).dtype
+                assert np.asarray(batched[key]).dtype == pending_rows[key].dtype
     np.testing.assert_array_equal(full["regret"][index], rows["optimal_utility"][index] - rows["utility"][index])
 
 

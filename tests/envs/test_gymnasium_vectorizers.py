@@ -56,8 +56,9 @@ def test_gymnasium_vectorizers_stack_infos_like_the_native_vector_env(env_id: st
             native_observation, native_rewards, native_terminated, _, native_infos = native.step(actions)
             np.testing.assert_allclose(rewards, native_rewards, rtol=0, atol=atol)
             np.testing.assert_array_equal(terminated, native_terminated)
-            ended = np.asarray(native_infos.get("_response", np.zeros(num_envs, dtype=bool)))
-            np.testing.assert_array_equal(infos.get("_response", np.zeros(num_envs, dtype=bool)), ended)
+            ended = np.asarray(native_infos["round_ended"])
+            np.testing.assert_array_equal(infos["round_ended"], ended)
+            assert infos.keys() == native_infos.keys()
             if not ended.any():
                 continue
             for key in ROUND_KEYS:

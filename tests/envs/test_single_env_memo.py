@@ -37,7 +37,18 @@ class ReferenceShell:
         assert self.streams is not None
         self.query, self.noise = self.streams.draw(self.problem.num_queries, self.noise_model)
         self.state = self.problem.initial_state(torch.tensor([self.query]))
-        return self.observe(), {"query_index": self.query}
+        return self.observe(), {"query_index": int(self.query), "forced_eos": False, **self.pending()}
+
+    def pending(self) -> dict[str, Any]:
+        """The documented fill values of the round's info before it ends."""
+        problem = self.problem
+        length = problem.max_length
+        pending: dict[str, Any] = dict.fromkeys(("utility", "optimal_utility", "regret", "oracle_greedy_utility"), 0.0)
+        pending.update(noise=0.0, response=np.full(length, -1), response_length=0, optimal_response=np.full(length, -1))
+        if isinstance(problem, LinearTokenizedProblem):
+            pending["response_embedding"] = np.zeros(problem.embedding_dim, dtype=np.float32)
+        pending["round_ended"] = False
+        return pending
 
     def candidate_carries(self) -> torch.Tensor:
         state = self.state
@@ -70,7 +81,7 @@ class ReferenceShell:
         carries = self.candidate_carries()
         self.state = problem.advance(self.state, torch.tensor([token]), candidate_carries=carries)
         terminated = bool(self.state.finished[0])
-        info: dict[str, Any] = {"query_index": self.query, "forced_eos": forced_eos}
+        info: dict[str, Any] = {"query_index": int(self.query), "forced_eos": forced_eos, **self.pending()}
         reward = 0.0
         if terminated:
             queries = self.state.queries
@@ -82,11 +93,11 @@ class ReferenceShell:
                 optimal_utility=float(optimum.utility[0]),
                 regret=float(optimum.utility[0]) - utility,
                 oracle_greedy_utility=float(problem.oracle_greedy(queries).utility[0]),
-                optimal_kind="exact",
                 noise=self.noise,
                 response=self.state.tokens[0].numpy().copy(),
                 response_length=length,
                 optimal_response=optimum.responses[0].numpy().copy(),
+                round_ended=True,
             )
             if isinstance(problem, LinearTokenizedProblem):
                 info["response_embedding"] = problem.embedding_of(self.state)[0].to(torch.float32).numpy().copy()

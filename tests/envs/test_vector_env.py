@@ -174,7 +174,7 @@ def test_autoreset_next_step_ignores_action_and_starts_new_round() -> None:
     observations, rewards, terminated, _, infos = envs.step(np.array([eos, 0, 1]))
     assert terminated.tolist() == [True, False, False]
     assert rewards[0] == pytest.approx(infos["utility"][0]) and rewards[1:].tolist() == [0.0, 0.0]
-    assert infos["_regret"].tolist() == [True, False, False]
+    assert infos["round_ended"].tolist() == [True, False, False] and infos["_regret"].all()
     assert observations["length"].tolist() == [1, 1, 1]
     assert observations["action_mask"][0].tolist() == [0] * eos + [1]  # a finished round allows only EOS
     assert not observations["candidate_embeddings"][0].any()
@@ -183,8 +183,9 @@ def test_autoreset_next_step_ignores_action_and_starts_new_round() -> None:
     assert terminated.tolist() == [False, True, True]
     assert rewards[0] == 0.0
     assert observations["length"].tolist() == [0, 2, 2]
-    assert infos["_forced_eos"].tolist() == [False, True, True]
-    assert "regret" in infos and infos["_regret"].tolist() == [False, True, True]
+    assert infos["forced_eos"].tolist() == [False, False, False] and infos["_forced_eos"].all()
+    assert infos["round_ended"].tolist() == [False, True, True]
+    assert infos["regret"][0] == 0.0 and infos["response"][0].tolist() == [-1] * envs.unwrapped.problem.max_length
 
 
 def test_forced_eos_at_last_position_and_strict_actions() -> None:
@@ -301,10 +302,9 @@ def test_torch_backend_matches_numpy_backend_and_stays_on_device(env_id: str) ->
         np.testing.assert_array_equal(rewards.numpy(), numpy_rewards)
         np.testing.assert_array_equal(terminated.numpy(), numpy_terminated)
         for key, value in numpy_infos.items():
-            if key != "optimal_kind":  # an object array with NumPy, a plain string with torch
-                np.testing.assert_array_equal(torch_infos[key].numpy(), value, err_msg=key)
+            np.testing.assert_array_equal(torch_infos[key].numpy(), value, err_msg=key)
         for value in torch_infos.values():
-            assert isinstance(value, str) or value.device == device
+            assert value.device == device
 
 
 @pytest.mark.gpu
@@ -381,14 +381,15 @@ def test_llm_torch_backend_matches_numpy_backend_and_stays_on_device(env_id: str
         assert set(torch_infos) == set(numpy_infos)
         if numpy_terminated.any():
             ended += int(numpy_terminated.sum())
-            # strings cannot be tensors: the text stays a NumPy object array, "" off the ended rows
-            assert isinstance(torch_infos["text"], np.ndarray) and torch_infos["text"].dtype == object
-            assert torch_infos["text"].tolist() == numpy_infos["text"].tolist()
-            assert all(text == "" for text in torch_infos["text"][~numpy_terminated])
-            assert torch_infos["optimal_kind"] == "oracle_greedy"
+            # no strings in info: the text is decoded from the response row, "" from the fill value
+            for row in range(3):
+                text = torch_envs.unwrapped.response_text(torch_infos["response"][row])
+                assert text == numpy_envs.unwrapped.response_text(numpy_infos["response"][row])
+                assert (text == "") if not numpy_terminated[row] else isinstance(text, str)
+            assert torch_envs.unwrapped.optimal_kind == "oracle_greedy"
             np.testing.assert_array_equal(torch_infos["regret"].numpy(), numpy_infos["regret"])
-        for key, value in torch_infos.items():
-            assert isinstance(value, (str, np.ndarray)) and key in ("text", "optimal_kind") or value.device == device
+        for value in torch_infos.values():
+            assert value.device == device
     assert ended > 0
 
 
@@ -474,7 +475,7 @@ def test_no_two_outputs_share_memory_and_none_shares_the_env_state(env_id: str, 
         usable = (eos_actions >= 0) & masks[np.arange(len(masks)), np.maximum(eos_actions, 0)]
         actions = np.where(usable, eos_actions, masks.argmax(axis=1))
         observations, rewards, terminated, truncated, infos = envs.step(actions)
-        ended_steps += "utility" in infos
+        ended_steps += bool(np.asarray(infos["round_ended"]).any())
         outputs = {f"observation {key}": value for key, value in observations.items()}
         outputs.update({f"info {key}": value for key, value in infos.items()})
         outputs.update(rewards=rewards, terminated=terminated, truncated=truncated)
@@ -487,3 +488,86 @@ def test_no_two_outputs_share_memory_and_none_shares_the_env_state(env_id: str, 
                     continue
                 assert not np.shares_memory(views[first], views[second]), (first, second)
     assert ended_steps > 0
+
+
+def _assert_vector_infos_equal(actual: dict[str, Any], expected: dict[str, Any], atol: float, where: str) -> None:
+    """Gymnasium's vector infos, key by key: the same keys and masks, equal values (and dtypes) on the masked rows."""
+    assert actual.keys() == expected.keys(), where
+    for key in (key for key in expected if not key.startswith("_")):
+        mask = np.asarray(expected[f"_{key}"])
+        np.testing.assert_array_equal(np.asarray(actual[f"_{key}"]), mask, err_msg=f"{where} _{key}")
+        if isinstance(expected[key], dict):  # final_info
+            _assert_vector_infos_equal(actual[key], expected[key], atol, f"{where} {key}")
+        elif key == "final_obs":
+            for row in np.flatnonzero(mask):
+                _assert_rows_equal(
+                    {name: value[None] for name, value in actual[key][row].items()}, [expected[key][row]], atol
+                )
+        else:
+            assert np.asarray(actual[key]).dtype == np.asarray(expected[key]).dtype, f"{where} {key}"
+            _assert_same(np.asarray(actual[key])[mask], np.asarray(expected[key])[mask], f"{where} {key}", atol)
+
+
+@pytest.mark.parametrize("mode", list(AutoresetMode), ids=lambda mode: mode.value)
+@pytest.mark.parametrize("env_id", VECTOR_IDS)
+def test_every_autoreset_mode_replays_gymnasiums_sync_vector_env(env_id: str, mode: AutoresetMode) -> None:
+    """Sub-env i is the single env in every autoreset mode: the native env equals SyncVectorEnv over single envs."""
+    atol = FLOAT_ATOL if env_id in LLM_ENVS else 0.0
+    seeds = [3, 11, 12, 40]
+    kwargs = _kwargs(env_id)
+    native = gym.make_vec(env_id, num_envs=len(seeds), autoreset_mode=mode, round_buffer=4, **kwargs)
+    sync = gym.vector.SyncVectorEnv([lambda: gym.make(env_id, **kwargs)] * len(seeds), autoreset_mode=mode)
+    assert native.metadata["autoreset_mode"] == native.unwrapped.autoreset_mode == mode
+    observations, infos = native.reset(seed=seeds)
+    expected_observations, expected_infos = sync.reset(seed=seeds)
+    for key, value in expected_observations.items():
+        _assert_same(observations[key], value, f"reset observation {key}", atol)
+    _assert_vector_infos_equal(infos, expected_infos, atol, "reset")
+    rng = np.random.default_rng(0)
+    eos = native.unwrapped.eos_token_id
+    ended = 0
+    for step in range(40 if atol == 0.0 else 16):
+        actions = _policy_actions(rng, observations["action_mask"], _eos_actions(observations, eos))
+        observations, rewards, terminated, truncated, infos = native.step(actions)
+        expected_observations, expected_rewards, expected_terminated, _, expected_infos = sync.step(actions)
+        for key, value in expected_observations.items():
+            _assert_same(observations[key], value, f"step {step} observation {key}", atol)
+        _assert_same(rewards, expected_rewards, f"step {step} rewards", atol)
+        np.testing.assert_array_equal(terminated, expected_terminated)
+        _assert_vector_infos_equal(infos, expected_infos, atol, f"step {step}")
+        ended += int(terminated.sum())
+        if mode == AutoresetMode.DISABLED and terminated.any():
+            with pytest.raises(ValueError, match="reset_mask"):
+                native.step(actions)
+            observations, infos = native.reset(options={"reset_mask": terminated})
+            expected_observations, expected_infos = sync.reset(options={"reset_mask": terminated.copy()})
+            for key, value in expected_observations.items():
+                _assert_same(observations[key], value, f"step {step} reset observation {key}", atol)
+            _assert_vector_infos_equal(infos, expected_infos, atol, f"step {step} reset")
+    assert ended >= 4
+
+
+def test_bad_autoreset_mode_and_reset_mask_are_refused_naming_them() -> None:
+    with pytest.raises(ValueError, match="autoreset_mode.*'bogus'"):
+        gym.make_vec("TokenizedMultiArmedBandit-v0", 2, autoreset_mode="bogus")
+    envs = gym.make_vec("TokenizedMultiArmedBandit-v0", 2, autoreset_mode="SameStep")
+    assert envs.unwrapped.autoreset_mode == AutoresetMode.SAME_STEP
+    envs.reset(seed=0)
+    with pytest.raises(TypeError, match="reset_mask"):
+        envs.reset(options={"reset_mask": [True, False]})
+    with pytest.raises(ValueError, match=r"reset_mask.*shape \(2,\)"):
+        envs.reset(options={"reset_mask": np.ones(3, dtype=bool)})
+    with pytest.raises(ValueError, match="reset_mask.*at least one True"):
+        envs.reset(options={"reset_mask": np.zeros(2, dtype=bool)})
+
+
+def test_reset_mask_restarts_only_the_masked_sub_envs() -> None:
+    envs = gym.make_vec("TokenizedLinearBandit-v0", 3, autoreset_mode=AutoresetMode.DISABLED)
+    observations, _ = envs.reset(seed=0)
+    observations, *_ = envs.step(np.asarray(observations["action_mask"]).argmax(1))  # one token each, none ends
+    before = {key: np.copy(value) for key, value in observations.items()}
+    observations, infos = envs.reset(options={"reset_mask": np.array([False, True, False])})
+    assert observations["length"].tolist() == [1, 0, 1]
+    for key in ("response", "query", "candidate_embeddings"):
+        np.testing.assert_array_equal(observations[key][[0, 2]], before[key][[0, 2]])
+    assert infos["_query_index"].tolist() == [False, True, False]

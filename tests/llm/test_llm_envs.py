@@ -69,7 +69,14 @@ def play(env: gym.Env[Any, Any], seed: int, policy_seed: int, episodes: int) -> 
             observation, reward, terminated, _, info = env.step(action)
             steps.append((action, reward))
         record.append(
-            (info["query_index"], info["noise"], tuple(info["response"]), info["utility"], info["text"], steps)
+            (
+                info["query_index"],
+                info["noise"],
+                tuple(info["response"]),
+                info["utility"],
+                env.unwrapped.response_text(info["response"]),
+                steps,
+            )
         )
         observation, info = env.reset()
     return record
@@ -105,7 +112,8 @@ def test_alignment_observation_is_the_tlb_reduction() -> None:
     np.testing.assert_allclose(
         info["response_embedding"].astype(np.float64) @ problem.theta.numpy(), info["utility"], atol=1e-4
     )
-    assert isinstance(info["text"], str) and info["optimal_kind"] == "oracle_greedy"
+    assert isinstance(env.unwrapped.response_text(info["response"]), str)
+    assert env.unwrapped.optimal_kind == "oracle_greedy"
 
 
 def test_forced_eos_and_strict_actions() -> None:

@@ -14,7 +14,13 @@ from gymnasium.utils import seeding
 from pettingzoo import ParallelEnv
 
 from tokenized_bandit_gym.core.round_streams import RoundStreams
-from tokenized_bandit_gym.envs.env_contract import check_action, observation_row, step_reward_and_info, summary_row
+from tokenized_bandit_gym.envs.env_contract import (
+    check_action,
+    observation_row,
+    round_start_info,
+    step_reward_and_info,
+    summary_row,
+)
 from tokenized_bandit_gym.host_array import as_host_array
 
 AgentObservation = dict[str, Any]
@@ -50,8 +56,8 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
 
     An agent is terminated when its response is complete and leaves ``agents``; it gets its
     reward and the single env's round summary (``utility``, ``optimal_utility``, ``regret``,
-    ``oracle_greedy_utility``, ``optimal_kind``, ``noise``, ``response`` padded to L,
-    ``response_length``, ...) in that step's ``info``. The
+    ``oracle_greedy_utility``, ``noise``, ``response`` padded to L, ``response_length``, ...) in
+    that step's ``info`` (every step's info has the same keys, the env contract's schema). The
     episode ends when every agent is done. Agents finish at different steps. Truncation: never.
     At position L only EOS is allowed and any action there is the forced EOS
     (``info["forced_eos"]``) unless the env was made with ``strict_actions=True``.
@@ -156,7 +162,7 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
             self._as_rows(np.full(count, self._noise, dtype=np.float64)),
         )
         observations = self._observe(self.agents)
-        return observations, {name: {"query_index": self._query} for name in self.agents}
+        return observations, {name: round_start_info(self._query, self.rounds.info_schema) for name in self.agents}
 
     def step(
         self, actions: dict[str, Any]
@@ -210,7 +216,9 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
             row = self._rows[name]
             terminations[name] = bool(ended[row])
             row_summary = summary_row(summary, row) if terminations[name] else None
-            rewards[name], infos[name] = step_reward_and_info(self._query, forced[name], row_summary, self._noise)
+            rewards[name], infos[name] = step_reward_and_info(
+                self._query, forced[name], row_summary, self._noise, rounds.info_schema
+            )
         self.agents = [name for name in acting if not terminations[name]]
         return observations, rewards, terminations, dict.fromkeys(acting, False), infos
 

@@ -9,12 +9,13 @@ PettingZoo arena all call these functions, so a change to the contract is one ed
 * :func:`check_action` (one round) and :func:`forced_and_refused` (N rounds, NumPy or torch): an
   action must be an allowed candidate; at position L a masked one becomes the forced EOS, unless
   ``strict_actions``;
-* :func:`round_summary`: the info entries of a round that ended, every one of a fixed shape per
-  env (``response`` padded to L with ``response_length`` beside it), masked to zero on the rows
-  whose round did not end;
+* :class:`InfoSchema` and :func:`round_summary`: the info schema, the same keys with the same
+  dtypes and shapes in every step from reset to the round's last (``response`` padded to L with
+  ``response_length`` beside it), holding documented fill values until the round ends, and no
+  strings (replay buffers and dataset recorders store every step's info);
 * :func:`observation_row` and :func:`summary_row`: one row of a batch's observation or round
   summary in the one-round form (what a single env and an arena player report), and
-  :func:`step_reward_and_info`: a one-round step's reward and info;
+  :func:`step_reward_and_info` / :func:`round_start_info`: a one-round step's reward and info;
 * :func:`token_image`: the ``"rgb_array"`` rendering.
 """
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any, TypeVar
 
@@ -34,6 +36,76 @@ Rows = TypeVar("Rows", np.ndarray, torch.Tensor)
 _ROUND_VALUE_KEYS = ("utility", "optimal_utility", "regret", "oracle_greedy_utility", "noise")
 _RESPONSE_KEYS = ("response", "optimal_response")
 _GROUPED_KEYS = frozenset(_ROUND_VALUE_KEYS + _RESPONSE_KEYS)
+TOKEN_FILL = -1
+"""What ``response`` and ``optimal_response`` hold until the round ends (not a token id)."""
+
+
+@dataclass(frozen=True)
+class InfoSchema:
+    """The info entries of one env: the same keys, dtypes and shapes in every step, reset included.
+
+    Every step's ``info`` holds ``query_index`` (int), ``forced_eos`` (bool; False at reset),
+    ``round_ended`` (bool: whether the round ended in this step) and the round summary of
+    :func:`round_summary`. Until the round ends the summary holds fill values: 0.0 for the float
+    entries (``utility``, ``optimal_utility``, ``regret``, ``oracle_greedy_utility``, ``noise``,
+    ``response_logprob``), 0 for ``response_length``, zeros for ``response_embedding`` and
+    :data:`TOKEN_FILL` (-1) for every token of ``response`` and ``optimal_response``. The fills
+    are zeros rather than NaN because Tianshou's trainer refuses a replay buffer holding any NaN;
+    a sum of ``regret`` over every step is the cumulative regret. Nothing is a string: the
+    benchmark's kind is the env's ``optimal_kind`` attribute, an LLM response's text its
+    ``response_text(info["response"])``.
+
+    Args:
+        max_length: L, the width of ``response`` and ``optimal_response``.
+        embedding_dim: the width of ``response_embedding`` where the problem has features, else None.
+        response_logprob: whether ``response_logprob`` (the LLM's ``log p(y | x)``) is reported.
+    """
+
+    max_length: int
+    embedding_dim: int | None = None
+    response_logprob: bool = False
+
+    def pending(self, num_rows: int | None = None, device: torch.device | None = None) -> dict[str, Any]:
+        """The round summary's fill values (new arrays), keyed and typed as :func:`round_summary` returns it.
+
+        Args:
+            num_rows: None for the one-round form (Python scalars, ``(L,)`` arrays), else B rows
+                (``(B,)`` and ``(B, L)`` NumPy arrays).
+            device: with ``num_rows``, tensors on this device instead of NumPy arrays.
+        """
+        if num_rows is None:  # every step of a single env: copies of one template
+            pending = dict(self._one_round_pending)
+            for key in self._one_round_arrays:
+                pending[key] = pending[key].copy()
+            return pending
+        return self._rows_pending(num_rows, device)
+
+    @functools.cached_property
+    def _one_round_pending(self) -> dict[str, Any]:
+        """The one-round fill values, built once (read only: :meth:`pending` copies its arrays)."""
+        return self._rows_pending(None, None)
+
+    @functools.cached_property
+    def _one_round_arrays(self) -> tuple[str, ...]:
+        """The keys of the one-round form's array entries."""
+        return tuple(key for key, value in self._one_round_pending.items() if isinstance(value, np.ndarray))
+
+    def _rows_pending(self, num_rows: int | None, device: torch.device | None) -> dict[str, Any]:
+        """The fill values of :meth:`pending`, built afresh."""
+        rows = () if num_rows is None else (num_rows,)
+        floats = np.zeros((len(_ROUND_VALUE_KEYS), *rows))  # (5, B) one buffer, one row per entry
+        tokens = np.full((len(_RESPONSE_KEYS), *rows, self.max_length), TOKEN_FILL, dtype=np.int64)  # (2, B, L)
+        pending: dict[str, Any] = dict(zip(_ROUND_VALUE_KEYS, floats if rows else [0.0] * len(floats), strict=True))
+        pending["response"], pending["optimal_response"] = tokens
+        pending["response_length"] = np.zeros(rows, dtype=np.int64) if rows else 0
+        if self.response_logprob:
+            pending["response_logprob"] = np.zeros(rows) if rows else 0.0
+        if self.embedding_dim is not None:
+            pending["response_embedding"] = np.zeros((*rows, self.embedding_dim), dtype=np.float32)
+        pending["round_ended"] = np.zeros(rows, dtype=bool) if rows else False
+        if device is None or num_rows is None:
+            return pending
+        return {key: torch.from_numpy(value).to(device) for key, value in pending.items()}
 
 
 def validate_action(action: object, num_actions: int) -> int:
@@ -193,7 +265,6 @@ def round_summary(
     utility: Any,
     optimal_utility: Any,
     oracle_greedy_utility: Any,
-    optimal_kind: Any,
     noise: Any,
     response: Any,
     response_length: Any,
@@ -206,16 +277,16 @@ def round_summary(
     """The info entries of rounds that ended (DESIGN.md section 2), keyed as every env reports them.
 
     One round (``ended=None``): Python floats and ints, ``response``/``optimal_response`` ``(L,)``
-    padded with EOS. N rounds: ``(N,)`` and ``(N, L)`` NumPy arrays or tensors, set to zero on
-    the rows ``ended`` ``(N,)`` bool says did not end (strings and object arrays, such as
-    ``optimal_kind`` and the LLM's ``text``, are passed as they are). ``regret`` is
-    ``optimal_utility - utility``.
+    padded with EOS, ``round_ended`` True. N rounds: ``(N,)`` and ``(N, L)`` NumPy arrays or
+    tensors, holding :class:`InfoSchema`'s fill values on the rows ``ended`` ``(N,)`` bool says
+    did not end, and ``round_ended`` a copy of ``ended``. ``regret`` is
+    ``optimal_utility - utility``. The benchmark's kind is not an entry (no strings in info): it
+    is the env's ``optimal_kind``.
 
     Args:
         utility: the noise-free ``u(x_t, y_t)``.
         optimal_utility: the benchmark's utility (the exact optimum, or the LLM's oracle).
         oracle_greedy_utility: greedy decoding with the true utility.
-        optimal_kind: ``"exact"``, ``"oracle_greedy"`` or ``"oracle_beam"``.
         noise: ``eta_t``.
         response: the response's token ids, padded to L with EOS.
         response_length: ``|y_t|``.
@@ -225,14 +296,14 @@ def round_summary(
         ended_rows: ``(E,)`` the indices of the rows ``ended`` (ascending), when the NumPy arrays
             hold those rows only (``(E, ...)``, computed on them alone); they are scattered into
             zeros of N rows.
-        **extra: further entries of the env (the LLM's ``text`` and ``response_logprob``).
+        **extra: further numeric entries of the env (the LLM's ``response_logprob``), each listed
+            by its :class:`InfoSchema`.
     """
     summary: dict[str, Any] = {
         "utility": utility,
         "optimal_utility": optimal_utility,
         "regret": optimal_utility - utility,
         "oracle_greedy_utility": oracle_greedy_utility,
-        "optimal_kind": optimal_kind,
         "noise": noise,
         "response": response,
         "response_length": response_length,
@@ -242,46 +313,49 @@ def round_summary(
     if response_embedding is not None:
         summary["response_embedding"] = response_embedding
     if ended is None:
+        summary["round_ended"] = True
         return summary
     if isinstance(ended, torch.Tensor):  # no host round trip: one where per group of entries
-        for keys in (_ROUND_VALUE_KEYS, _RESPONSE_KEYS):
+        for keys, fill in ((_ROUND_VALUE_KEYS, 0), (_RESPONSE_KEYS, TOKEN_FILL)):
             values = [summary[key] for key in keys]
             if all(isinstance(value, torch.Tensor) for value in values):
                 stacked = torch.stack(values)  # (K, N, ...)
-                masked = torch.where(ended.reshape(1, -1, *[1] * (stacked.dim() - 2)), stacked, 0)
+                masked = torch.where(ended.reshape(1, -1, *[1] * (stacked.dim() - 2)), stacked, fill)
                 summary.update(zip(keys, masked, strict=True))
         for key, value in summary.items():
             if key not in _GROUPED_KEYS and isinstance(value, torch.Tensor):
                 summary[key] = torch.where(ended.reshape(-1, *[1] * (value.dim() - 1)), value, 0)
+        summary["round_ended"] = ended.clone()
         return summary
     # On the host: a row copy of the ended rows into fresh zeros (cheaper than np.where's
     # broadcast), the five float entries in one buffer and the two responses in another.
     compact = ended_rows is not None
     index = ended_rows if compact else np.flatnonzero(ended)  # (E,) the ended rows
     num_rows = len(ended)
-    for keys in (_ROUND_VALUE_KEYS, _RESPONSE_KEYS):
+    for keys, fill in ((_ROUND_VALUE_KEYS, 0), (_RESPONSE_KEYS, TOKEN_FILL)):
         first = summary[keys[0]]
-        masked = np.zeros((len(keys), num_rows, *first.shape[1:]), dtype=first.dtype)  # (K, N, ...)
+        masked = np.full((len(keys), num_rows, *first.shape[1:]), fill, dtype=first.dtype)  # (K, N, ...)
         for row, key in zip(masked, keys, strict=True):
             row[index] = summary[key] if compact else summary[key][index]
             summary[key] = row
     for key in ("response_length", "response_embedding", *extra):
         value = summary.get(key)
-        if type(value) is not np.ndarray or value.dtype == object:
-            continue  # absent, or strings and object arrays: the caller's
+        if type(value) is not np.ndarray:
+            continue  # absent
         masked = np.zeros((num_rows, *value.shape[1:]), dtype=value.dtype)
         masked[index] = value if compact else value[index]
         summary[key] = masked
+    summary["round_ended"] = np.array(ended, dtype=bool)
     return summary
 
 
 def step_reward_and_info(
-    query_index: int, forced_eos: bool, summary: dict[str, Any] | None, noise: float
+    query_index: int, forced_eos: bool, summary: dict[str, Any] | None, noise: float, schema: InfoSchema
 ) -> tuple[float, dict[str, Any]]:
     """The reward and info of one round's step (DESIGN.md sections 1 and 2), for every one-round shell.
 
-    Until the round ends: reward 0 and ``{"query_index", "forced_eos"}``. The step that ends it:
-    ``u(x_t, y_t) + eta_t`` and the round summary beside them.
+    Until the round ends: reward 0, ``query_index``, ``forced_eos`` and the schema's fill values.
+    The step that ends it: ``u(x_t, y_t) + eta_t`` and the round summary.
 
     Args:
         query_index: the round's query.
@@ -289,12 +363,19 @@ def step_reward_and_info(
         summary: the round summary in the one-round form (:func:`round_summary` or
             :func:`summary_row`) when the round ended in this step, else None.
         noise: ``eta_t``.
+        schema: the env's info schema.
     """
-    info: dict[str, Any] = {"query_index": query_index, "forced_eos": forced_eos}
+    info: dict[str, Any] = {"query_index": int(query_index), "forced_eos": bool(forced_eos)}
     if summary is None:
+        info.update(schema.pending())
         return 0.0, info
     info.update(summary)
     return info["utility"] + noise, info
+
+
+def round_start_info(query_index: int, schema: InfoSchema) -> dict[str, Any]:
+    """The info of a one-round reset: ``query_index``, ``forced_eos`` False and the schema's fill values."""
+    return step_reward_and_info(query_index, False, None, 0.0, schema)[1]
 
 
 def observation_row(observed: dict[str, Any], row: int) -> dict[str, Any]:
@@ -310,12 +391,11 @@ def observation_row(observed: dict[str, Any], row: int) -> dict[str, Any]:
 def summary_row(summary: dict[str, Any], row: int) -> dict[str, Any]:
     """Row ``row`` of a batched round summary (arrays or tensors) in the one-round form.
 
-    ``(B,)`` entries become Python floats and ints (``text`` a ``str``), ``(B, ...)`` entries new
-    host arrays; strings (``optimal_kind``) pass as they are.
+    ``(B,)`` entries become Python floats, ints and bools, ``(B, ...)`` entries new host arrays.
     """
     values: dict[str, Any] = {}
     for key, value in summary.items():
-        if isinstance(value, str):
+        if isinstance(value, (bool, int, float)):  # one value for every row (``round_ended`` at B = 1)
             values[key] = value
             continue
         entry = _host_row(value, row)

@@ -17,6 +17,7 @@ from tokenized_bandit_gym.envs.env_contract import (
     check_action,
     observation_row,
     observation_space,
+    round_start_info,
     step_reward_and_info,
     summary_row,
     token_image,
@@ -149,7 +150,7 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
             torch.tensor([self._query], dtype=torch.int64, device=device),
             torch.tensor([self._noise], dtype=torch.float64, device=device),
         )
-        return self._observe(), {"query_index": self._query}
+        return self._observe(), round_start_info(self._query, self.rounds.info_schema)
 
     def step(self, action: object) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Append the chosen candidate; the reward is 0 until the response is complete.
@@ -169,8 +170,16 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
         rounds.advance(torch.tensor([index], dtype=torch.int64, device=self.problem.device), None)
         terminated = bool(rounds.finished[0])
         summary = summary_row(rounds.round_summary(rounds.finished), 0) if terminated else None
-        reward, info = step_reward_and_info(self._query, forced_eos, summary, self._noise)
+        reward, info = step_reward_and_info(self._query, forced_eos, summary, self._noise, rounds.info_schema)
         return self._observe(), reward, terminated, False, info
+
+    def response_text(self, response: Any) -> str:
+        """The text of a response's token ids (``info["response"]``, ``(L,)``; its fill value gives ``""``).
+
+        Text is not an info entry (no strings in info): this decodes what the info holds.
+        """
+        tokens = [int(token) for token in np.asarray(response).reshape(-1) if token >= 0]
+        return self.problem.decode(tokens)
 
     def action_masks(self) -> np.ndarray:
         """Allowed actions now, ``(k,)`` bool (sb3-contrib's MaskablePPO reads this)."""

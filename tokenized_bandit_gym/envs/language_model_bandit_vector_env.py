@@ -29,20 +29,15 @@ class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
     Observations agree with the single envs' to float rounding (about 1e-6 on CPU, float32:
     the batched forward reduces over padded, wider tensors); tokens, actions and flags are equal.
 
-    Autoreset: ``AutoresetMode.NEXT_STEP``, as in the synthetic vector envs.
-
-    Infos: ``query_index`` and ``forced_eos`` as in the synthetic vector envs, and, on the rows
-    whose round ended in this step (and only in steps where some round ended, whatever the
-    backend), the single env's round summary: ``utility``, ``optimal_utility``, ``regret``,
-    ``oracle_greedy_utility``, ``optimal_kind``, ``noise``, ``response`` and ``optimal_response``
-    ``(N, L)`` padded with EOS, ``response_length``, ``response_logprob``, ``response_embedding`` (alignment) and
-    ``text``. ``text`` is a NumPy object array of N strings (``""`` on the other rows) with
-    both backends, since strings cannot be tensors; ``optimal_kind`` is a plain string with the
-    torch backend and an object array with NumPy, as in the synthetic vector envs.
+    Autoreset (``autoreset_mode``: ``NEXT_STEP``, ``SAME_STEP`` or ``DISABLED``) and infos as in
+    the synthetic vector envs: every step the env contract's schema, with the single env's round
+    summary (``response_logprob`` and, for alignment, ``response_embedding`` included) on the
+    rows whose round ended and fill values elsewhere. No entry is a string: a row's text is
+    :meth:`response_text` of its ``info["response"]`` row.
 
     Host round trips per step (the LLM's forward dominates them): which rows restart (to
-    encode only those queries), the cache width after a restart, and, when rounds end, the
-    benchmark caches (keyed by query on the host) and the decoded text.
+    encode only those queries), the cache width after a restart, and whether some round ended
+    (the benchmark caches are keyed by query on the host).
 
     Args:
         num_envs: N >= 1.
@@ -69,10 +64,13 @@ class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
         self.cache_initial_states = cache_initial_states
         super().__init__(num_envs, array_backend, round_buffer, **env_kwargs)
         template = self._template
-        self.optimal_kind = template.optimal_kind
         self.beam_width = template.beam_width
         self.observe_features = template.observe_features
         self.observe_logprobs = template.observe_logprobs
+
+    def response_text(self, response: Any) -> str:
+        """The text of one row of ``info["response"]`` (``(L,)``; the fill value gives ``""``)."""
+        return self._template.response_text(response)
 
     def _make_round_batch(self, template: Any) -> LanguageModelRoundBatch:
         """The N-row LLM round batch, with the pool's initial states cached as ``cache_initial_states`` says."""

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import torch
 from gymnasium import spaces
 
-from tokenized_bandit_gym.envs.env_contract import observation, round_summary
+from tokenized_bandit_gym.envs.env_contract import InfoSchema, observation, round_summary
 from tokenized_bandit_gym.envs.round_batch import RoundBatch
 from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 from tokenized_bandit_gym.llm.language_model_state import LanguageModelState
@@ -66,6 +65,7 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
         self.beam_width = beam_width
         self.observe_logprobs = observe_logprobs
         self.cache_initial_states = cache_initial_states
+        self.info_schema = InfoSchema(problem.max_length, problem.embedding_dim, response_logprob=True)
         device = problem.device
         self._feature_bounds: tuple[torch.Tensor, torch.Tensor] | None = None
         if feature_space is not None:  # (k, d + 1) each
@@ -154,28 +154,21 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
         )
 
     def round_summary(self, ended: torch.Tensor) -> dict[str, Any]:
-        """Round-end info entries (zeros, ``""`` off the rows ``ended`` ``(B,)``); ``{}`` when none ended.
+        """Round-end info entries (the schema's fill values off the rows ``ended`` ``(B,)``).
 
-        Reads the host: the benchmark caches are keyed by query there, and ``text`` (a NumPy
-        object array of B strings) is one tokenizer call per ended round.
+        Reads the host (whether some row ended): the benchmark caches are keyed by query there.
         """
-        ended_rows = ended.cpu().numpy()
-        if not ended_rows.any():
-            return {}
+        if not bool(ended.any()):
+            return self.pending_summary()
         problem, state = self.problem, self._started()
         greedy = problem.oracle_greedy(state.queries)
         optimum = greedy
         if self.optimal_kind == "oracle_beam":
             optimum = problem.oracle_beam(state.queries, self.beam_width)
-        text = np.full(self.num_rows, "", dtype=object)
-        tokens = state.tokens.cpu().numpy()  # (B, L)
-        for row in np.flatnonzero(ended_rows):
-            text[row] = problem.decode(tokens[row])
         return round_summary(  # masked, so no two entries share memory (at B = 1 summary_row copies each)
             utility=problem.utility_of(state).to(torch.float64),  # (B,)
             optimal_utility=optimum.utility.to(torch.float64),  # (B,)
             oracle_greedy_utility=greedy.utility.to(torch.float64),  # (B,)
-            optimal_kind=self.optimal_kind,
             noise=self.noise,  # (B,)
             response=state.tokens.clone(),  # (B, L)
             response_length=state.lengths.clone(),  # (B,)
@@ -183,7 +176,6 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
             response_embedding=problem.embedding_of(state).to(torch.float32) if problem.embeddings else None,
             ended=None if self.num_rows == 1 else ended,  # masking makes new tensors; one row is read as a copy
             response_logprob=state.sequence_logprob.to(torch.float64),  # (B,)
-            text=text,
         )
 
     def _initial_state(self, queries: torch.Tensor) -> LanguageModelState:

@@ -33,7 +33,7 @@ from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedPr
 from tokenized_bandit_gym.core.pool_benchmarks import PoolBenchmarks
 from tokenized_bandit_gym.core.query_start_memo import QueryStart, QueryStartMemo
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
-from tokenized_bandit_gym.envs.env_contract import observation, round_summary
+from tokenized_bandit_gym.envs.env_contract import InfoSchema, observation, round_summary
 from tokenized_bandit_gym.host_array import as_host_array
 
 Rows = TypeVar("Rows")
@@ -62,11 +62,13 @@ class RoundBatch(ABC, Generic[Rows]):
         queries, lengths, finished, noise: each row's query index, tokens chosen so far, whether
             its response is complete and its reward noise (``(B,)``).
         mask: the allowed actions now, ``(B, k)`` bool (read, never write).
+        info_schema: the info entries every step reports (:class:`InfoSchema`).
     """
 
     problem: Any  # a TokenizedProblem, or the LLM's LanguageModelProblem
     num_rows: int
     on_host: bool
+    info_schema: InfoSchema
     queries: Rows
     lengths: Rows
     finished: Rows
@@ -103,11 +105,14 @@ class RoundBatch(ABC, Generic[Rows]):
 
     @abstractmethod
     def round_summary(self, ended: Rows) -> dict[str, Any]:
-        """The contract's round-end info entries, set on the rows ``ended`` ``(B,)`` bool (zeros elsewhere).
+        """The contract's round-end info entries, set on the rows ``ended`` ``(B,)`` bool (fill values elsewhere).
 
-        ``optimal_kind`` is one string for every row. A batch that must read the host to
-        summarise (the LLM's text) returns ``{}`` when no row ended.
+        Every key of :attr:`info_schema` is present, whether or not some row ended.
         """
+
+    def pending_summary(self) -> dict[str, Any]:
+        """The round summary of B rows none of which ended: the schema's fill values, as the batch's rows."""
+        return self.info_schema.pending(self.num_rows, None if self.on_host else self.problem.device)
 
     def allowed(self, actions: Any) -> tuple[Any, Any]:
         """Whether each row's action is allowed by :attr:`mask`, and whether it is out of ``[0, k)``: ``(B,)`` each.
@@ -131,6 +136,7 @@ class SyntheticTables:
         query_tokens: ``(Q, Lq)`` int64 the query pool, padded with EOS.
         query_lengths: ``(Q,)`` int64.
         has_embeddings: whether the family has features (a :class:`LinearTokenizedProblem`).
+        info_schema: the info entries of the instance's envs.
     """
 
     def __init__(self, problem: TokenizedProblem) -> None:
@@ -139,6 +145,8 @@ class SyntheticTables:
         self.query_tokens = as_host_array(problem.query_tokens).astype(np.int64)  # (Q, Lq)
         self.query_lengths = as_host_array(problem.query_lengths).astype(np.int64)  # (Q,)
         self.has_embeddings = isinstance(problem, LinearTokenizedProblem)
+        embedding_dim = problem.embedding_dim if isinstance(problem, LinearTokenizedProblem) else None
+        self.info_schema = InfoSchema(problem.max_length, embedding_dim)
         self._pool_benchmarks: PoolBenchmarks | None = None
 
     def benchmarks(self) -> PoolBenchmarks:
@@ -177,6 +185,7 @@ class SingleRoundBatch(RoundBatch[Any]):
         self.problem = problem
         self.num_rows = 1
         self.tables = SyntheticTables(problem) if tables is None else tables
+        self.info_schema = self.tables.info_schema
         self._has_embeddings = self.tables.has_embeddings
         self._masks = self.tables.masks
         n = problem.vocab_size
@@ -250,10 +259,9 @@ class SingleRoundBatch(RoundBatch[Any]):
             utility=utility,
             optimal_utility=float(benchmarks.optimal_utility[query]),
             oracle_greedy_utility=float(benchmarks.oracle_greedy_utility[query]),
-            optimal_kind="exact",
-            noise=self.noise,
+            noise=float(self.noise),
             response=self.response.copy(),  # (L,) padded with EOS
-            response_length=self.lengths,
+            response_length=int(self.lengths),
             optimal_response=benchmarks.optimal_responses[query].copy(),
             response_embedding=None if embedding is None else embedding.copy(),
         )
@@ -298,6 +306,7 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         self.problem = problem
         self.num_rows = num_rows
         self.tables = SyntheticTables(problem) if tables is None else tables
+        self.info_schema = self.tables.info_schema
         self._masks = self.tables.masks
         self._has_embeddings = self.tables.has_embeddings
         length = problem.max_length
@@ -425,7 +434,6 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
             utility=problem.utility_of_complete(state).to(torch.float64).numpy()[index],  # (E,)
             optimal_utility=benchmarks.optimal_utility[queries].astype(np.float64),  # (E,)
             oracle_greedy_utility=benchmarks.oracle_greedy_utility[queries],  # (E,)
-            optimal_kind="exact",
             noise=self.noise[index],  # (E,)
             response=self.tokens[index],  # (E, L)
             response_length=self.lengths[index],  # (E,)
@@ -468,6 +476,7 @@ class DeviceRoundBatch(RoundBatch[torch.Tensor]):
         self.problem = problem
         self.num_rows = num_rows
         self.tables = SyntheticTables(problem) if tables is None else tables
+        self.info_schema = self.tables.info_schema
         device = problem.device
         self._on_cpu = device.type == "cpu"  # host checks are free here, a sync on an accelerator
         self._mask_table = torch.tensor(self.tables.masks.allowed, device=device)  # (L + 2, n) bool
@@ -571,7 +580,6 @@ class DeviceRoundBatch(RoundBatch[torch.Tensor]):
             utility=problem.utility_of_complete(state).to(torch.float64),  # (N,) complete on the rows that matter
             optimal_utility=benchmarks[:, 0],  # (N,)
             oracle_greedy_utility=benchmarks[:, 1],  # (N,)
-            optimal_kind="exact",
             noise=self.noise,  # (N,)
             response=state.tokens,  # (N, L)
             response_length=state.lengths,  # (N,)

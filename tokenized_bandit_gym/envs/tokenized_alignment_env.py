@@ -75,8 +75,10 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
     against the benchmark ``optimal_kind`` (``"oracle_greedy"``: greedy decoding with the true
     utility over the same top-k candidates, the paper's plotted benchmark; ``"oracle_beam"``: the
     better of a beam search of ``beam_width`` and greedy; agents can beat either, so regret can be
-    negative), ``oracle_greedy_utility``, ``noise``, ``response``, ``optimal_response``, ``text``
-    (the decoded response), ``response_logprob`` and ``response_embedding`` (``[e : v]``).
+    negative), ``oracle_greedy_utility``, ``noise``, ``response``, ``optimal_response``,
+    ``response_logprob`` and ``response_embedding`` (``[e : v]``). Every step's ``info`` has
+    these keys, with fill values before the last step (the env contract's ``InfoSchema``); the
+    decoded text is ``env.unwrapped.response_text(info["response"])``.
     Benchmarks are computed once per query on first use and cached.
 
     ## Arguments
@@ -133,8 +135,10 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
     >>> terminated = False
     >>> while not terminated:
     ...     observation, reward, terminated, truncated, info = env.step(0)
-    >>> info["optimal_kind"], abs(info["regret"] - (info["optimal_utility"] - info["utility"])) < 1e-12
+    >>> env.unwrapped.optimal_kind, abs(info["regret"] - (info["optimal_utility"] - info["utility"])) < 1e-12
     ('oracle_greedy', True)
+    >>> isinstance(env.unwrapped.response_text(info["response"]), str)
+    True
 
     ## Vectorized environment
 

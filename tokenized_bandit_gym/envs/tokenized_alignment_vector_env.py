@@ -32,8 +32,7 @@ class TokenizedAlignmentVectorEnv(LanguageModelBanditVectorEnv):
     ## Arguments
 
     ``num_envs`` (N), ``array_backend`` (``"numpy"``, or ``"torch"``: tensors on the model's
-    device; ``info["text"]`` stays a NumPy object array of strings), ``round_buffer`` and every
-    keyword of the single env.
+    device), ``round_buffer``, ``autoreset_mode`` and every keyword of the single env.
 
     >>> import gymnasium as gym
     >>> import numpy as np
@@ -44,8 +43,8 @@ class TokenizedAlignmentVectorEnv(LanguageModelBanditVectorEnv):
     (2, 3)
     >>> for _ in range(3):
     ...     observations, rewards, terminated, truncated, infos = envs.step(np.zeros(2, dtype=np.int64))
-    >>> bool(terminated.all()), infos["text"].shape
-    (True, (2,))
+    >>> bool(terminated.all()), isinstance(envs.unwrapped.response_text(infos["response"][0]), str)
+    (True, True)
 
     ## Version History
 

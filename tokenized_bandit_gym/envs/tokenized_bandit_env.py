@@ -15,6 +15,7 @@ from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.envs.env_contract import (
     check_action,
     observation_space,
+    round_start_info,
     step_reward_and_info,
     token_image,
 )
@@ -33,12 +34,15 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         problem: the fixed problem instance.
         noise: ``"gaussian"`` or ``"bounded"``.
         noise_scale: sigma >= 0.
-        strict_actions: raise on a masked action instead of the forced EOS at position L.
+        strict_actions: raise on a masked action instead of the forced EOS at position L (by
+            default any action at position L ends the response with EOS, ``info["forced_eos"]``).
         render_mode: None, ``"ansi"`` (text) or ``"rgb_array"`` (one coloured cell per token:
             the query on the top row, the response below; what SB3's ``make_vec_env`` asks for).
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    optimal_kind = "exact"
+    """The benchmark ``optimal_utility`` is: the exact optimum (the LLM envs name their oracle)."""
 
     def __init__(
         self,
@@ -86,7 +90,7 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         query, noise = self._streams.draw(self.problem.num_queries, self.noise_model)
         rounds = self.rounds
         rounds.restart(True, query, noise)
-        return rounds.observe(), {"query_index": query}
+        return rounds.observe(), round_start_info(query, rounds.info_schema)
 
     def step(self, action: object) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Append one token; the reward is 0 until the response is complete.
@@ -108,7 +112,7 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         # token is EOS; the state is unfinished and shorter than L, as the core's extend() requires.
         rounds.advance(token)
         summary = rounds.round_summary(True) if rounds.finished else None
-        reward, info = step_reward_and_info(rounds.queries, forced_eos, summary, rounds.noise)
+        reward, info = step_reward_and_info(rounds.queries, forced_eos, summary, rounds.noise, rounds.info_schema)
         return rounds.observe(), reward, rounds.finished, False, info
 
     def action_masks(self) -> np.ndarray:

@@ -49,22 +49,29 @@ class TokenizedBanditVectorEnv(VectorEnv):
     builds (:meth:`TokenizedBanditEnv.round_batch`), so a subclass names its single env class
     and nothing else (the LLM vector env adds its keywords).
 
-    Autoreset: ``AutoresetMode.NEXT_STEP`` (Gymnasium's default, and what ``SyncVectorEnv``
-    does). Rounds end at different steps (EOS); the step that ends sub-env i's round returns
-    its final observation, the reward and ``terminated[i] = True``; on the next ``step`` that
-    sub-env ignores its action, starts a new round and returns its first observation, reward 0,
-    ``terminated[i] = False`` and ``info["query_index"][i]`` of the new round.
+    Autoreset (``autoreset_mode``, exposed as :attr:`autoreset_mode` and
+    ``metadata["autoreset_mode"]``, with the semantics of Gymnasium's own vector envs):
 
-    Infos are a dict of arrays with ``_key`` masks, as Gymnasium's vector envs build them:
-    ``query_index`` (every row), ``forced_eos`` (rows that appended a token) and, on the rows
-    whose round ended in this step, ``utility``, ``optimal_utility``, ``regret``,
-    ``oracle_greedy_utility``, ``optimal_kind``, ``noise``, ``response`` and
-    ``optimal_response`` ``(N, L)`` padded with EOS (as in the single env), ``response_length``
-    ``(N,)``, and ``response_embedding`` for TLB. Unmasked rows hold zeros. With the NumPy
-    backend the round-end keys appear only in steps where some round ended (as in
-    ``SyncVectorEnv``; likewise ``forced_eos`` when every row autoresets); with the torch backend
-    they are always present (deciding would cost a host round trip) and ``optimal_kind`` is a
-    plain string.
+    * ``NEXT_STEP`` (the default): the step that ends sub-env i's round returns its final
+      observation, the reward and ``terminated[i] = True``; on the next ``step`` that sub-env
+      ignores its action, starts a new round and returns its first observation, reward 0,
+      ``terminated[i] = False`` and the new round's reset info.
+    * ``SAME_STEP``: the step that ends the round returns the reward, ``terminated[i] = True``,
+      the new round's first observation and reset info, and the ended round's in
+      ``info["final_obs"][i]`` and ``info["final_info"]`` (masked by ``_final_obs`` /
+      ``_final_info``; both present in steps where some round ended). What TorchRL takes.
+    * ``DISABLED``: a sub-env whose round ended stays ended (stepping it raises) until
+      ``reset(options={"reset_mask": mask})`` restarts the masked sub-envs. What TorchRL prefers.
+
+    Infos follow the env contract's schema (:class:`~tokenized_bandit_gym.envs.env_contract.InfoSchema`):
+    every step has the same keys, each an ``(N, ...)`` array with its ``_key`` mask (True on
+    every sub-env, as Gymnasium's vector envs stack an env whose info always has the key):
+    ``query_index``, ``forced_eos``, ``round_ended`` and the round summary (``utility``,
+    ``optimal_utility``, ``regret``, ``oracle_greedy_utility``, ``noise``, ``response`` and
+    ``optimal_response`` ``(N, L)`` padded with EOS, ``response_length`` ``(N,)``, and
+    ``response_embedding`` for TLB), set on the rows whose round ended in this step and holding
+    the schema's fill values elsewhere. No entry is a string; the benchmark's kind is
+    :attr:`optimal_kind`.
 
     Array backends: ``array_backend="numpy"`` (default) returns NumPy arrays; ``"torch"``
     returns tensors on the instance's ``device`` and takes actions as tensors there. With the
@@ -81,6 +88,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
         array_backend: ``"numpy"`` or ``"torch"``.
         round_buffer: rounds drawn ahead per sub-env (a device copy every ``round_buffer - 1``
             steps).
+        autoreset_mode: ``AutoresetMode`` ``NEXT_STEP``, ``SAME_STEP`` or ``DISABLED`` (or its value).
         **env_kwargs: the single env's keywords (``device`` places the instance and, with the
             torch backend, every returned tensor).
     """
@@ -93,9 +101,12 @@ class TokenizedBanditVectorEnv(VectorEnv):
         num_envs: int,
         array_backend: str = "numpy",
         round_buffer: int = 256,
+        autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
         **env_kwargs: Any,
     ) -> None:
         self.num_envs = check_int("num_envs", num_envs, minimum=1)
+        self.autoreset_mode = _autoreset_mode(autoreset_mode)
+        self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
         self.array_backend = check_choice("array_backend", array_backend, ARRAY_BACKENDS)
         if env_kwargs.get("render_mode") is not None:
             raise ValueError(f"the vector env does not render; got render_mode={env_kwargs['render_mode']!r}")
@@ -104,6 +115,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
         self.problem = template.problem
         self.noise_model = template.noise_model
         self.strict_actions = template.strict_actions
+        self.optimal_kind = template.optimal_kind
         self.single_observation_space = template.observation_space
         self.single_action_space = template.action_space
         needed = vector_env_memory_bytes(self.num_envs, self.single_observation_space, round_buffer)
@@ -140,22 +152,34 @@ class TokenizedBanditVectorEnv(VectorEnv):
         seed: int | Sequence[int | None] | None = None,
         options: dict[str, Any] | None = None,
     ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Start a new round on every sub-env.
+        """Start a new round on every sub-env, or on those ``options["reset_mask"]`` says.
 
         Args:
             seed: ``None`` (continue each sub-env's streams; draw fresh seeds from
                 :attr:`np_random` the first time), an ``int`` s (sub-env i gets ``s + i``, as
-                in ``SyncVectorEnv``) or a sequence of N ints or Nones.
-            options: ignored, as in the single env.
+                in ``SyncVectorEnv``) or a sequence of N ints or Nones. With a reset mask only
+                the masked sub-envs' seeds are read.
+            options: ``{"reset_mask": (N,) bool}`` resets only the masked sub-envs (what
+                ``autoreset_mode=DISABLED`` asks for, as in Gymnasium's own vector envs); other
+                options are ignored, as in the single env.
 
         Returns:
-            The batched first observations and ``{"query_index": (N,), "_query_index": (N,)}``.
+            The batched first observations (the other sub-envs' as they were) and the infos of
+            the env contract's schema, ``_key`` True on the reset sub-envs.
+
+        Raises:
+            TypeError: ``reset_mask`` is not a bool NumPy array.
+            ValueError: ``reset_mask`` has the wrong shape or no True entry.
         """
+        reset_rows = self._reset_mask(options)
         seeds = self._row_seeds(seed)
-        super().reset(seed=seed if isinstance(seed, Integral) else None)
+        if reset_rows is None:
+            super().reset(seed=seed if isinstance(seed, Integral) else None)
+            reset_rows = np.ones(self.num_envs, dtype=bool)
         fresh_rows: list[int] = []
         fresh_seeds: list[int] = []
-        for row, row_seed in enumerate(seeds):
+        for row in np.flatnonzero(reset_rows).tolist():
+            row_seed = seeds[row]
             if row_seed is not None:
                 fresh_rows.append(row)
                 fresh_seeds.append(row_seed)
@@ -164,36 +188,44 @@ class TokenizedBanditVectorEnv(VectorEnv):
                 fresh_seeds.append(int(self.np_random.integers(2**63 - 1)))
         self._round_buffer.seed(fresh_rows, fresh_seeds)
         batch = self.rounds
-        continuing = np.ones(self.num_envs, dtype=bool)
+        continuing = reset_rows.copy()
         continuing[fresh_rows] = False
-        everyone = self._all_rows(True)
+        restarting = reset_rows
         if not batch.on_host:
             continuing = torch.from_numpy(continuing).to(self.device)
+            restarting = torch.from_numpy(reset_rows).to(self.device)
         self._round_buffer.advance(continuing)
-        batch.restart(everyone, *self._current_rounds())
-        self._autoreset = ~everyone
+        batch.restart(restarting, *self._current_rounds())
+        self._autoreset = self._autoreset & ~restarting
         self._started = True
-        return self._observe(), {
-            "query_index": self._to_backend(self._copy(batch.queries)),
-            "_query_index": self._to_backend(everyone),
-        }
+        infos = self._step_infos(batch.pending_summary(), self._all_rows(False), restarting)
+        return self._observe(), self._infos_to_backend(infos)
 
     def step(self, actions: Any) -> tuple[dict[str, Any], Any, Any, Any, dict[str, Any]]:
-        """Append one token per sub-env (sub-envs whose round ended last step start a new one).
+        """Append one token per sub-env; sub-envs whose round ended restart as :attr:`autoreset_mode` says.
 
         Args:
             actions: ``(N,)`` integer token ids (NumPy array, sequence or tensor). Entries of
-                sub-envs that autoreset in this step are range-checked and otherwise ignored.
+                sub-envs that autoreset in this step (``NEXT_STEP``) are range-checked and
+                otherwise ignored.
 
         Raises:
             ValueError: before :meth:`reset`; wrong shape; an action out of ``[0, n)``; a masked
-                action (always before position L, and at L too when ``strict_actions``).
+                action (always before position L, and at L too when ``strict_actions``); with
+                ``DISABLED``, a sub-env whose round ended and was not reset since.
             TypeError: a non-integer dtype (bools and floats included).
         """
         if not self._started:
             raise ValueError("step() called before reset(): call reset() to start the rounds")
         batch = self.rounds
         on_host = batch.on_host
+        mode = self.autoreset_mode
+        if mode == AutoresetMode.DISABLED and bool(self._autoreset.any()):
+            ended = np.flatnonzero(as_host_array(self._autoreset)).tolist()
+            raise ValueError(
+                f"sub-env(s) {ended[:10]} ended their round and were not reset: with autoreset_mode DISABLED, "
+                "call reset(options={'reset_mask': mask}) on them first"
+            )
         tokens = self._action_array(actions) if on_host else self._action_tensor(actions)  # (N,)
         stepping = ~self._autoreset  # (N,)
         allowed, out_of_range = batch.allowed(tokens)  # (N,) each
@@ -204,44 +236,81 @@ class TokenizedBanditVectorEnv(VectorEnv):
             self._raise_invalid(tokens, out_of_range, refused)
         batch.advance(batch.forced_actions(tokens, forced_eos), stepping)
         terminated = stepping & batch.finished  # (N,)
-        numpy_backend = self.array_backend == "numpy"
-        summary: dict[str, Any] = {}
-        if not numpy_backend or terminated.any():  # the NumPy backend reports ended rounds only
-            summary = batch.round_summary(terminated)
+        # The NumPy backend decides on the host whether some round ended; the torch one always summarises.
+        some_ended = self.array_backend == "torch" or bool(terminated.any())
+        summary = batch.round_summary(terminated) if some_ended else batch.pending_summary()
         if on_host:
             rewards = (
-                np.where(terminated, summary["utility"] + batch.noise, 0.0) if summary else np.zeros(self.num_envs)
+                np.where(terminated, summary["utility"] + batch.noise, 0.0) if some_ended else np.zeros(self.num_envs)
             )
-        elif summary:
+        elif some_ended:
             rewards = torch.where(terminated, summary["utility"] + batch.noise, 0.0)  # (N,)
         else:
             rewards = torch.zeros(self.num_envs, dtype=torch.float64, device=self.device)
-        resetting = self._autoreset
-        self._round_buffer.advance(resetting)
-        if not self._on_cpu or resetting.any():  # on the CPU, skip the work when no round starts
-            batch.restart(resetting, *self._current_rounds())
-        self._autoreset = terminated
-        copy = terminated.copy if on_host else terminated.clone
-        # nothing handed out shares memory with the batch (or with _autoreset), so writing into it changes no state
-        infos: dict[str, Any] = {"query_index": self._copy(batch.queries), "_query_index": self._all_rows(True)}
-        if not numpy_backend or stepping.any():
-            infos["forced_eos"], infos["_forced_eos"] = forced_eos, stepping
-        for key, value in summary.items():
-            if key == "optimal_kind" and numpy_backend:  # one string per row, None where none ended
-                value = np.full(self.num_envs, None, dtype=object)
-                value[as_host_array(terminated)] = summary[key]
-            infos[key], infos[f"_{key}"] = value, copy()
-        outputs = (self._observe(), rewards, copy(), self._all_rows(False), infos)
-        if on_host or not numpy_backend:  # already the backend's arrays
-            return outputs
-        observations, rewards, terminated, truncated, infos = outputs
+        if mode == AutoresetMode.SAME_STEP:
+            infos = self._restart_ended(terminated, summary, forced_eos)
+        else:
+            resetting = self._autoreset  # NEXT_STEP: the rows that ended last step (none when DISABLED)
+            self._round_buffer.advance(resetting)
+            if not self._on_cpu or resetting.any():  # on the CPU, skip the work when no round starts
+                batch.restart(resetting, *self._current_rounds())
+            self._autoreset = terminated
+            infos = self._step_infos(summary, forced_eos, self._all_rows(True))
         return (
-            observations,
+            self._observe(),
             self._to_backend(rewards),
-            self._to_backend(terminated),
-            self._to_backend(truncated),
-            {key: self._to_backend(value) for key, value in infos.items()},
+            self._to_backend(self._copy(terminated)),
+            self._to_backend(self._all_rows(False)),
+            self._infos_to_backend(infos),
         )
+
+    def _restart_ended(self, terminated: Any, summary: dict[str, Any], forced_eos: Any) -> dict[str, Any]:
+        """``SAME_STEP``: restart the rows ``terminated`` ``(N,)`` now; the step's infos with their final ones.
+
+        As in Gymnasium's own vector envs: the ended rows report their new round's reset info,
+        and ``final_obs`` (an object array of N observation dicts, None on the other rows) and
+        ``final_info`` (the step's infos, ``_key`` True on the ended rows) carry what they ended
+        with; both are present in steps where some round ended.
+        """
+        batch = self.rounds
+        some_ended = bool(terminated.any())
+        if some_ended:
+            final_info = self._infos_to_backend(self._step_infos(summary, forced_eos, terminated))
+            final_observation = self._observe()
+            self._round_buffer.advance(terminated)
+            batch.restart(terminated, *self._current_rounds())
+        self._autoreset = self._all_rows(False)
+        infos = self._step_infos(batch.pending_summary(), forced_eos & ~terminated, self._all_rows(True))
+        if some_ended:
+            final_obs = np.full(self.num_envs, None, dtype=object)
+            for row in np.flatnonzero(as_host_array(terminated)).tolist():
+                final_obs[row] = {key: value[row] for key, value in final_observation.items()}
+            infos["final_obs"], infos["_final_obs"] = final_obs, self._copy(terminated)
+            infos["final_info"], infos["_final_info"] = final_info, self._copy(terminated)
+        return infos
+
+    def _step_infos(self, summary: dict[str, Any], forced_eos: Any, present: Any) -> dict[str, Any]:
+        """The infos of the env contract's schema: ``query_index``, ``forced_eos`` and the round summary.
+
+        Every entry is new and paired with its ``_key`` mask, a copy of ``present`` ``(N,)`` (the
+        sub-envs that report it, as Gymnasium's vector envs mark them).
+        """
+        infos: dict[str, Any] = {"query_index": self._copy(self.rounds.queries), "forced_eos": forced_eos, **summary}
+        keys = list(infos)
+        if isinstance(present, np.ndarray):  # one buffer, one row per key: no two masks share memory
+            masks: Any = np.empty((len(keys), self.num_envs), dtype=bool)
+            masks[:] = present
+        else:
+            masks = present.expand(len(keys), self.num_envs).clone()
+        for key, mask in zip(keys, masks, strict=True):
+            infos[f"_{key}"] = mask
+        return infos
+
+    def _infos_to_backend(self, infos: dict[str, Any]) -> dict[str, Any]:
+        """``infos`` as the backend's arrays (tensors of a batch off the host become NumPy arrays)."""
+        if self.rounds.on_host or self.array_backend == "torch":
+            return infos
+        return {key: self._to_backend(value) for key, value in infos.items()}
 
     def action_masks(self) -> Any:
         """Allowed actions now, ``(N, k)`` bool (array or tensor by backend)."""
@@ -271,6 +340,19 @@ class TokenizedBanditVectorEnv(VectorEnv):
         return rows.copy() if isinstance(rows, np.ndarray) else rows.clone()
 
     # ------------------------------------------------------------------ helpers
+    def _reset_mask(self, options: dict[str, Any] | None) -> np.ndarray | None:
+        """``options["reset_mask"]`` validated as Gymnasium's vector envs do, or None without one."""
+        if options is None or "reset_mask" not in options:
+            return None
+        mask = options["reset_mask"]
+        if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_:
+            raise TypeError(f"options['reset_mask'] must be a NumPy bool array, got {mask!r}")
+        if mask.shape != (self.num_envs,):
+            raise ValueError(f"options['reset_mask'] must have shape ({self.num_envs},), got {mask.shape}")
+        if not mask.any():
+            raise ValueError(f"options['reset_mask'] must hold at least one True entry, got {mask}")
+        return mask.copy()
+
     def _row_seeds(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
         """Per-sub-env seeds from ``reset``'s ``seed`` argument, validated."""
         if seed is None:
@@ -339,3 +421,14 @@ class TokenizedBanditVectorEnv(VectorEnv):
         if self.array_backend == "torch" or not isinstance(value, torch.Tensor):
             return value
         return value.cpu().numpy()
+
+
+def _autoreset_mode(mode: object) -> AutoresetMode:
+    """``mode`` as an :class:`AutoresetMode` (its value, e.g. ``"SameStep"``, is accepted), or ``ValueError``."""
+    if isinstance(mode, AutoresetMode):
+        return mode
+    try:
+        return AutoresetMode(mode)
+    except ValueError:
+        choices = [member.value for member in AutoresetMode]
+        raise ValueError(f"autoreset_mode must be an AutoresetMode or one of {choices}, got {mode!r}") from None

@@ -46,7 +46,8 @@ class TokenizedDecodingEnv(LanguageModelBanditEnv):
 
     As in ``TokenizedAlignment-v0``: EOS ends the round, forced at position L; the last ``info``
     holds ``utility``, ``optimal_utility``, ``regret`` against ``optimal_kind`` (greedy decoding,
-    the LM's own greedy output, or the better of beam search and greedy), ``text`` and the rest.
+    the LM's own greedy output, or the better of beam search and greedy) and the rest; the text
+    is ``env.unwrapped.response_text(info["response"])``.
 
     ## Arguments
 

@@ -65,9 +65,11 @@ class TokenizedLinearBanditEnv(TokenizedBanditEnv):
     Termination: the response is complete (ends with EOS). At position L only EOS is allowed;
     by default any action there ends the response with EOS (``info["forced_eos"] = True``), and
     ``strict_actions=True`` raises instead. Truncation: never (left to outside wrappers).
-    The last ``info`` holds ``utility``, ``optimal_utility`` (exact), ``regret``,
-    ``oracle_greedy_utility``, ``optimal_kind="exact"``, ``noise``, ``response``,
-    ``optimal_response`` and ``response_embedding``.
+    The last ``info`` holds ``utility``, ``optimal_utility`` (exact: ``env.unwrapped.optimal_kind``
+    is ``"exact"``), ``regret``, ``oracle_greedy_utility``, ``noise``, ``response``,
+    ``optimal_response`` and ``response_embedding``. Every step's ``info`` has the same keys
+    (``query_index``, ``forced_eos``, ``round_ended`` too), with fill values before the last
+    step: 0 for the numbers, -1 for the tokens (the env contract's ``InfoSchema``).
 
     ## Arguments
 

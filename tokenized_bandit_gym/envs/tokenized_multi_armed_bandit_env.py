@@ -45,8 +45,8 @@ class TokenizedMultiArmedBanditEnv(TokenizedBanditEnv):
 
     Termination when the response ends with EOS (forced at position L, as in the TLB env);
     no truncation. The last ``info`` holds ``utility``, ``optimal_utility`` (exact),
-    ``regret``, ``oracle_greedy_utility``, ``optimal_kind="exact"``, ``noise``, ``response`` and
-    ``optimal_response``.
+    ``regret``, ``oracle_greedy_utility``, ``noise``, ``response`` and ``optimal_response``;
+    every step's ``info`` has the same keys, with fill values before the last step (as in the TLB env).
 
     ## Arguments
 

@@ -1,12 +1,16 @@
-"""Gymnasium wrappers: regret statistics (the Stable-Baselines3 glue is in :mod:`tokenized_bandit_gym.adapters.sb3`)."""
+"""Gymnasium wrappers: regret statistics, the action mask under another key.
+
+The Stable-Baselines3 glue is in :mod:`tokenized_bandit_gym.adapters.sb3`.
+"""
 
 import importlib
 import warnings
 from typing import Any
 
+from tokenized_bandit_gym.wrappers.action_mask_alias import ActionMaskAlias
 from tokenized_bandit_gym.wrappers.regret_statistics import RegretStatistics
 
-__all__ = ["RegretStatistics"]
+__all__ = ["ActionMaskAlias", "RegretStatistics"]
 
 # Names that moved to tokenized_bandit_gym.adapters.sb3 (deprecated here, removed in 0.3).
 _MOVED_TO_SB3 = ("ExposeActionMasks", "SB3Observation", "TokenObservationEncoder")

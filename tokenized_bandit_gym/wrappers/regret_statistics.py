@@ -15,6 +15,9 @@ class RegretStatistics(gym.Wrapper[Any, Any, Any, Any]):
     ``cumulative_utility``, ``cumulative_optimal_utility``, ``cumulative_regret`` and ``rounds``
     since the wrapper was made (they survive ``reset``, since learning spans episodes). The
     same numbers are attributes of the wrapper, and ``regrets`` lists every round's regret.
+    Every other step's info (reset included) holds the same entry, with the running sums so far
+    and the round's entries as the env's info has them (its fill values), so the info keeps one
+    schema over the episode.
 
     Args:
         env: a tokenized bandit env (its final ``info`` has ``utility``, ``optimal_utility``
@@ -36,8 +39,13 @@ class RegretStatistics(gym.Wrapper[Any, Any, Any, Any]):
         self.cumulative_regret = 0.0
         self.regrets: list[float] = []
 
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        """Reset the env; its info gets the running statistics."""
+        observation, info = self.env.reset(seed=seed, options=options)
+        return observation, self._with_statistics(info)
+
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """Step the env; at the end of an episode add the statistics to ``info``."""
+        """Step the env; at the end of an episode add the round to the statistics; every info gets them."""
         observation, reward, terminated, truncated, info = self.env.step(action)
         if terminated or truncated:
             missing = [key for key in ("utility", "optimal_utility", "regret") if key not in info]
@@ -48,14 +56,18 @@ class RegretStatistics(gym.Wrapper[Any, Any, Any, Any]):
             self.cumulative_optimal_utility += float(info["optimal_utility"])
             self.cumulative_regret += float(info["regret"])
             self.regrets.append(float(info["regret"]))
-            info = dict(info)
-            info[self.info_key] = {
-                "utility": float(info["utility"]),
-                "optimal_utility": float(info["optimal_utility"]),
-                "regret": float(info["regret"]),
-                "cumulative_utility": self.cumulative_utility,
-                "cumulative_optimal_utility": self.cumulative_optimal_utility,
-                "cumulative_regret": self.cumulative_regret,
-                "rounds": self.rounds,
-            }
-        return observation, reward, terminated, truncated, info
+        return observation, reward, terminated, truncated, self._with_statistics(info)
+
+    def _with_statistics(self, info: dict[str, Any]) -> dict[str, Any]:
+        """A copy of ``info`` with ``info[info_key]``: the round's entries (0.0 where absent) and the running sums."""
+        info = dict(info)
+        info[self.info_key] = {
+            "utility": float(info.get("utility", 0.0)),
+            "optimal_utility": float(info.get("optimal_utility", 0.0)),
+            "regret": float(info.get("regret", 0.0)),
+            "cumulative_utility": self.cumulative_utility,
+            "cumulative_optimal_utility": self.cumulative_optimal_utility,
+            "cumulative_regret": self.cumulative_regret,
+            "rounds": self.rounds,
+        }
+        return info

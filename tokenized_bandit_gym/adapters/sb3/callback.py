@@ -41,7 +41,7 @@ class CumulativeRegretCallback(BaseCallback):
     def _on_step(self) -> bool:
         """Add the regret of every episode that ended at this step."""
         for info in self.locals.get("infos", ()):
-            if "regret" not in info:
+            if not info.get("round_ended", False):  # every step's info has "regret": 0 until the round ends
                 continue
             regret = float(info["regret"])
             self.rounds += 1

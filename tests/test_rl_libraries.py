@@ -1,0 +1,139 @@
+"""Zero glue for the RL libraries people use: each brings a registered id the way its own docs say.
+
+Tianshou's trainers store every step's info in their replay buffer and Minari records every
+step's info: both need the info schema (the same keys, dtypes and shapes in every step, no
+strings). TorchRL's ``GymWrapper`` takes the native vector env with ``autoreset_mode=DISABLED``.
+Each library's test is skipped where it is not installed (``.[tianshou]``, ``.[minari]``,
+``.[torchrl]``); the trainers and the TorchRL example are slow and run in ``.ci/run``.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.vector import AutoresetMode
+
+import tokenized_bandit_gym
+from tokenized_bandit_gym.registration import LLM_ENVS
+from tokenized_bandit_gym.wrappers import ActionMaskAlias
+
+ENV_IDS = tokenized_bandit_gym.registered_ids()
+SMALL_LLM = {"max_length": 4, "top_k": 4}
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def env_kwargs(env_id: str) -> dict[str, Any]:
+    return dict(SMALL_LLM) if env_id in LLM_ENVS else {}
+
+
+def load_example(name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[f"example_{name}"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_action_mask_alias_copies_the_mask_under_tianshous_key() -> None:
+    env = ActionMaskAlias(gym.make("TokenizedLinearBandit-v0"))
+    observation, _ = env.reset(seed=0)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        assert observation in env.observation_space
+        np.testing.assert_array_equal(observation["mask"], observation["action_mask"])
+        observation["mask"][:] = 0  # a copy: the env's own mask is untouched
+        observation, _, terminated, _, _ = env.step(int(rng.choice(np.flatnonzero(observation["action_mask"]))))
+        if terminated:
+            observation, _ = env.reset()
+    with pytest.raises(ValueError, match="action_mask"):
+        ActionMaskAlias(env, key="action_mask")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("algorithm", ["dqn", "ppo"])
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_tianshou_trainers_run_on_every_id_with_no_wrapper(env_id: str, algorithm: str) -> None:
+    pytest.importorskip("tianshou", reason="Tianshou is not installed (pip install '.[tianshou]')")
+    example = load_example("tianshou_dqn")
+    args = example.Args(env_id=env_id, algorithm=algorithm, steps=64, num_envs=2, mask=False)
+    summary = example.main(args)  # the trainer raises MalformedBufferError on a NaN or a missing entry
+    assert summary["rounds"] > 0 and np.isfinite(summary["mean_regret"])
+
+
+@pytest.mark.slow
+def test_tianshou_dqn_plays_only_allowed_tokens_with_the_mask_alias() -> None:
+    pytest.importorskip("tianshou", reason="Tianshou is not installed (pip install '.[tianshou]')")
+    example = load_example("tianshou_dqn")
+    masked = example.main(example.Args(steps=256, num_envs=2, mask=True))
+    unmasked = example.main(example.Args(steps=256, num_envs=2, mask=False))
+    assert masked["rounds"] > 0 and masked["forced_eos"] == 0
+    assert unmasked["forced_eos"] > 0  # without obs.mask Tianshou's DQN plays masked tokens
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_minari_records_every_step_info(env_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    minari = pytest.importorskip("minari", reason="Minari is not installed (pip install '.[minari]')")
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
+    env = minari.DataCollector(gym.make(env_id, **env_kwargs(env_id)), record_infos=True)
+    rng = np.random.default_rng(0)
+    final_regrets = []
+    observation, _ = env.reset(seed=0)
+    for _ in range(3):
+        terminated = False
+        while not terminated:
+            action = int(rng.choice(np.flatnonzero(observation["action_mask"])))
+            observation, _, terminated, _, info = env.step(action)
+        final_regrets.append(info["regret"])
+        observation, _ = env.reset()
+    dataset_id = f"tbg/{env_id.split('-')[0].lower()}-v0"
+    env.create_dataset(dataset_id=dataset_id, algorithm_name="random")
+    episodes = list(minari.load_dataset(dataset_id).iterate_episodes())
+    assert len(episodes) == 3
+    for episode, regret in zip(episodes, final_regrets, strict=True):
+        steps = len(episode.rewards)
+        assert episode.infos["round_ended"].tolist() == [False] * steps + [True]  # reset's info first
+        assert episode.infos["regret"][-1] == regret and not episode.infos["regret"][:-1].any()
+        assert episode.infos["response"].shape == (steps + 1, env.unwrapped.problem.max_length)
+
+
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_torchrl_gym_wrapper_takes_the_native_vector_env(env_id: str) -> None:
+    pytest.importorskip("torchrl", reason="TorchRL is not installed (pip install '.[torchrl]')")
+    from torchrl.envs import GymWrapper
+    from torchrl.envs.utils import check_env_specs
+
+    vector_env = gym.make_vec(env_id, 3, autoreset_mode=AutoresetMode.DISABLED, **env_kwargs(env_id))
+    env = GymWrapper(vector_env, categorical_action_encoding=True)
+    check_env_specs(env)
+    env.set_seed(0)
+    max_length = vector_env.unwrapped.problem.max_length
+
+    def first_allowed(tensordict: Any) -> Any:  # an allowed token per sub-env: the first one
+        return tensordict.set("action", tensordict["action_mask"].argmax(-1))
+
+    rollout = env.rollout(3 * max_length, policy=first_allowed, break_when_any_done=False)  # (N, T)
+    done = rollout["next", "done"].squeeze(-1)
+    rewards = rollout["next", "reward"].squeeze(-1)
+    assert done.sum(dim=1).min() >= 2  # every sub-env ended rounds and TorchRL reset it through reset_mask
+    assert not rewards[~done].any()  # the reward comes at a round's last step only
+
+
+def test_cleanrl_style_ppo_example_never_plays_a_masked_token() -> None:
+    example = load_example("cleanrl_ppo")
+    summary = example.main(example.Args(num_envs=4, num_steps=16, num_updates=2))
+    assert summary["forced_eos"] == 0 and np.isfinite(summary["last_mean_reward"])
+
+
+@pytest.mark.slow
+def test_torchrl_ppo_example_trains_on_the_native_vector_env() -> None:
+    pytest.importorskip("torchrl", reason="TorchRL is not installed (pip install '.[torchrl]')")
+    example = load_example("torchrl_ppo")
+    summary = example.main(example.Args(num_envs=4, frames_per_batch=128, total_frames=256))
+    assert summary["batches"] == 2 and np.isfinite(summary["last_mean_reward"])
