@@ -139,7 +139,7 @@ class EOFUL:
         self._require_confidence().update(response_embeddings, rewards)
 
     def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
-        """The allowed candidate with the highest UCB score (NumPy at small d on the CPU, else torch)."""
+        """The allowed candidate with the highest UCB score (NumPy on the CPU, torch on a GPU)."""
         confidence = self._require_confidence()
         if confidence.on_host:
             embeddings = np.asarray(observation["candidate_embeddings"])  # (k, d)

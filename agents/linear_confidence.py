@@ -19,13 +19,13 @@ The maximum of ``<v, e>`` over ``v`` in ``C_t`` is the UCB score
 float64 and refactorised exactly (Cholesky of ``Sigma_t``, which is kept too) every
 ``refactor_every`` updated rounds, so rounding errors cannot drift.
 
-Small work on the host: on the CPU with ``d <= HOST_DIM_LIMIT`` the per-step scoring
-(:meth:`LinearConfidence.ucb_host`) and the one-round update run in NumPy on the tensors' shared
-memory (a torch call on a ``(16, 16)`` tensor costs several microseconds of dispatch; the NumPy
-call a fraction of it); at larger d or on a GPU everything stays in torch. The two paths compute
-the same formulas; their matrix products may round differently in the last bit (NumPy's and
-torch's BLAS kernels sum in different orders), so the tests hold them to 1e-12 and to identical
-decisions.
+On the CPU the per-step scoring (:meth:`LinearConfidence.ucb_host`) and the one-round update
+run in NumPy on the tensors' shared memory, at every d: a torch call on a ``(16, 16)`` tensor
+costs several microseconds of dispatch, the NumPy call a fraction of it, and at large d both
+libraries spend their time in the same BLAS products (so no size threshold makes the cost jump).
+On a GPU everything stays in torch. The two paths compute the same formulas; their matrix
+products may round differently in the last bit (NumPy's and torch's BLAS kernels sum in
+different orders), so the tests hold them to 1e-12 and to identical decisions.
 """
 
 from __future__ import annotations
@@ -37,8 +37,10 @@ import torch
 
 from tokenized_bandit_gym.core.validation import check_int, check_real
 
-# Largest d whose per-step linear algebra runs in NumPy on the CPU (torch above it or on a GPU).
-HOST_DIM_LIMIT = 64
+
+def runs_on_host(device: torch.device) -> bool:
+    """Whether a confidence set on ``device`` runs its per-step linear algebra in NumPy (the CPU, at any d)."""
+    return device.type == "cpu"
 
 
 def masked_argmax(scores: np.ndarray | torch.Tensor, mask: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
@@ -134,7 +136,7 @@ class LinearConfidence:
         self.device = torch.device(device)
         self.dtype = dtype
         self._log_term = 8.0 * math.log(4.0 / self.delta)  # of beta_t
-        self.on_host = self.device.type == "cpu" and self.dim <= HOST_DIM_LIMIT
+        self.on_host = runs_on_host(self.device)
         self._numpy_dtype = torch.empty(0, dtype=dtype).numpy().dtype
         self.reset()
 

@@ -1,4 +1,4 @@
-"""The linear agents' NumPy path (small d on the CPU) and torch path play the same game.
+"""The linear agents' NumPy path (the CPU) and torch path play the same game.
 
 The two paths run the same formulas; NumPy's and torch's matrix products may sum in different
 orders, so values agree to 1e-12 and every decision (hence every regret) is identical.
@@ -19,7 +19,7 @@ from tokenized_bandit_gym.evaluation import run_online
 
 
 def _play(agent_name: str, host: bool, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(linear_confidence, "HOST_DIM_LIMIT", 64 if host else 0)
+    monkeypatch.setattr(linear_confidence, "runs_on_host", lambda device: host)
     agent = agents.make(agent_name)
     result = run_online(gym.make("TokenizedLinearBandit-v0"), agent, 120, seed=5)
     assert agent.confidence.on_host is host
