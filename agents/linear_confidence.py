@@ -233,14 +233,29 @@ class LinearConfidence:
             return mean
         return mean + radius * np.sqrt(np.maximum(((e @ inverse) * e).sum(-1), 0.0))
 
+    def ucb_and_width_host(self, features: np.ndarray, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`ucb_host` and :meth:`width` from one product: ``(scores, ||e||_{Sigma^-1})``, each ``(...)``."""
+        theta_hat, _, _ = self._host_views()
+        e = np.asarray(features, dtype=self._numpy_dtype)  # (..., d)
+        widths = self.width_host(e)  # (...)
+        return e @ theta_hat + self.radius(scale) * widths, widths
+
+    def width_host(self, features: np.ndarray) -> np.ndarray:
+        """:meth:`width` in NumPy: ``||e||_{Sigma_t^-1}`` for features ``(..., d)``; returns ``(...)``."""
+        _, inverse, _ = self._host_views()
+        e = np.asarray(features, dtype=self._numpy_dtype)  # (..., d)
+        return np.sqrt(np.maximum(((e @ inverse) * e).sum(-1), 0.0))
+
+    def mahalanobis_host(self, features: np.ndarray) -> np.ndarray:
+        """:meth:`mahalanobis` in NumPy: ``||e||_{Sigma_t}`` for features ``(..., d)``; returns ``(...)``."""
+        _, _, design = self._host_views()
+        e = np.asarray(features, dtype=self._numpy_dtype)  # (..., d)
+        return np.sqrt(np.maximum(((e @ design) * e).sum(-1), 0.0))
+
     def norms_host(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`mahalanobis` and :meth:`width` in NumPy: ``(||e||_Sigma, ||e||_{Sigma^-1})``, each ``(...)``."""
-        _, inverse, design = self._host_views()
         e = np.asarray(features, dtype=self._numpy_dtype)  # (..., d)
-        return (
-            np.sqrt(np.maximum(((e @ design) * e).sum(-1), 0.0)),
-            np.sqrt(np.maximum(((e @ inverse) * e).sum(-1), 0.0)),
-        )
+        return self.mahalanobis_host(e), self.width_host(e)
 
     def mahalanobis(self, features: torch.Tensor) -> torch.Tensor:
         """``||e||_{Sigma_t} = sqrt(e^T Sigma_t e)`` (Assumption 4's norm) for ``(..., d)``; returns ``(...)``."""
@@ -306,13 +321,13 @@ class LinearConfidence:
         r = np.asarray(rewards, dtype=self._numpy_dtype).reshape(-1)  # (1,)
         if r.shape[0] != 1:
             raise ValueError(f"got 1 feature row but {r.shape[0]} rewards")
-        if not np.isfinite(y.sum() + r.sum()):
+        if not math.isfinite(y.sum() + r[0]):
             raise ValueError("features and rewards must be finite")
         _, inverse, design = self._host_views()  # (d, d) each
         u = inverse @ y  # (d,) Sigma^-1 y
-        design = design + np.outer(y, y)  # (d, d)
+        design = design + y[:, None] * y  # (d, d) Sigma + y y^T (broadcast: no np.outer overhead)
         response_sum = self.response_sum.numpy() + r[0] * y  # (d,)
-        inverse = inverse - np.outer(u, u) * (1.0 / float(1.0 + y @ u))  # (d, d)
+        inverse = inverse - (u * (1.0 / float(1.0 + y @ u)))[:, None] * u  # (d, d)
         self.design, self.response_sum = torch.from_numpy(design), torch.from_numpy(response_sum)
         self.design_inverse = torch.from_numpy(inverse)
         self.theta_hat = torch.from_numpy(inverse @ response_sum)  # (d,)
