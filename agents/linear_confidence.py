@@ -102,6 +102,9 @@ class LinearConfidence:
         device: torch device of every tensor.
         dtype: floating dtype (float64 by default; the rank-one updates need it).
 
+    On the host (:attr:`on_host`) a one-round update writes into the tensors below in place
+    (their NumPy views), so a tensor read before an update changes with it: clone it to keep it.
+
     Attributes:
         rounds: the number of rounds learned from (t - 1 for the set used in round t).
         design: ``(d, d)`` ``Sigma_t``.
@@ -152,7 +155,13 @@ class LinearConfidence:
         self._since_refactor = 0
         self._radius_cache: tuple[int, float, float] = (-1, 0.0, 0.0)  # (rounds, scale, radius)
         self._views_of: tuple[torch.Tensor, ...] | None = None  # the tensors _views were made of
-        self._views: tuple[np.ndarray, np.ndarray, np.ndarray] = ()  # type: ignore[assignment]
+        self._views: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = ()  # type: ignore[assignment]
+
+    def __getstate__(self) -> dict[str, object]:
+        """The state to copy or pickle, without the NumPy views (a copy's views must be of its own tensors)."""
+        state = self.__dict__.copy()
+        state["_views_of"], state["_views"] = None, ()
+        return state
 
     # ------------------------------------------------------------------ the confidence set
     @property
@@ -210,22 +219,24 @@ class LinearConfidence:
         quadratic = ((e @ self.design_inverse) * e).sum(-1)  # (...) e^T Sigma^-1 e
         return mean + radius * quadratic.clamp_min(0.0).sqrt()
 
-    def _host_views(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """NumPy views ``(theta_hat, Sigma^-1, Sigma)`` of the CPU tensors, made again when one is replaced."""
+    def _host_views(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """NumPy views ``(theta_hat, Sigma^-1, Sigma, b)`` of the CPU tensors, made again when one is replaced."""
         made_of = self._views_of
         if (
             made_of is None
             or made_of[0] is not self.theta_hat
             or made_of[1] is not self.design_inverse
             or made_of[2] is not self.design
+            or made_of[3] is not self.response_sum
         ):
-            self._views = (self.theta_hat.numpy(), self.design_inverse.numpy(), self.design.numpy())
-            self._views_of = (self.theta_hat, self.design_inverse, self.design)
+            tensors = (self.theta_hat, self.design_inverse, self.design, self.response_sum)
+            self._views = tuple(tensor.numpy() for tensor in tensors)  # type: ignore[assignment]
+            self._views_of = tensors
         return self._views
 
     def ucb_host(self, features: np.ndarray, scale: float = 1.0) -> np.ndarray:
         """:meth:`ucb` in NumPy (for :attr:`on_host` sets): features ``(..., d)`` give scores ``(...)``."""
-        theta_hat, inverse, _ = self._host_views()
+        theta_hat, inverse, _, _ = self._host_views()
         e = np.asarray(features, dtype=self._numpy_dtype)  # (..., d)
         mean = e @ theta_hat  # (...)
         radius = self.radius(scale)
@@ -235,20 +246,20 @@ class LinearConfidence:
 
     def ucb_and_width_host(self, features: np.ndarray, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`ucb_host` and :meth:`width` from one product: ``(scores, ||e||_{Sigma^-1})``, each ``(...)``."""
-        theta_hat, _, _ = self._host_views()
+        theta_hat, _, _, _ = self._host_views()
         e = np.asarray(features, dtype=self._numpy_dtype)  # (..., d)
         widths = self.width_host(e)  # (...)
         return e @ theta_hat + self.radius(scale) * widths, widths
 
     def width_host(self, features: np.ndarray) -> np.ndarray:
         """:meth:`width` in NumPy: ``||e||_{Sigma_t^-1}`` for features ``(..., d)``; returns ``(...)``."""
-        _, inverse, _ = self._host_views()
+        _, inverse, _, _ = self._host_views()
         e = np.asarray(features, dtype=self._numpy_dtype)  # (..., d)
         return np.sqrt(np.maximum(((e @ inverse) * e).sum(-1), 0.0))
 
     def mahalanobis_host(self, features: np.ndarray) -> np.ndarray:
         """:meth:`mahalanobis` in NumPy: ``||e||_{Sigma_t}`` for features ``(..., d)``; returns ``(...)``."""
-        _, _, design = self._host_views()
+        _, _, design, _ = self._host_views()
         e = np.asarray(features, dtype=self._numpy_dtype)  # (..., d)
         return np.sqrt(np.maximum(((e @ design) * e).sum(-1), 0.0))
 
@@ -323,14 +334,13 @@ class LinearConfidence:
             raise ValueError(f"got 1 feature row but {r.shape[0]} rewards")
         if not math.isfinite(y.sum() + r[0]):
             raise ValueError("features and rewards must be finite")
-        _, inverse, design = self._host_views()  # (d, d) each
+        # In place, in the tensors' memory: no new tensor (nor view) per round
+        theta_hat, inverse, design, response_sum = self._host_views()  # (d,), (d, d), (d, d), (d,)
         u = inverse @ y  # (d,) Sigma^-1 y
-        design = design + y[:, None] * y  # (d, d) Sigma + y y^T (broadcast: no np.outer overhead)
-        response_sum = self.response_sum.numpy() + r[0] * y  # (d,)
-        inverse = inverse - (u * (1.0 / float(1.0 + y @ u)))[:, None] * u  # (d, d)
-        self.design, self.response_sum = torch.from_numpy(design), torch.from_numpy(response_sum)
-        self.design_inverse = torch.from_numpy(inverse)
-        self.theta_hat = torch.from_numpy(inverse @ response_sum)  # (d,)
+        design += y[:, None] * y  # (d, d) Sigma + y y^T (broadcast: no np.outer overhead)
+        response_sum += r[0] * y  # (d,)
+        inverse -= (u * (1.0 / float(1.0 + y @ u)))[:, None] * u  # (d, d)
+        np.matmul(inverse, response_sum, out=theta_hat)  # (d,)
         self.rounds += 1
         self._since_refactor += 1
 

@@ -6,6 +6,9 @@ orders, so values agree to 1e-12 and every decision (hence every regret) is iden
 
 from __future__ import annotations
 
+import copy
+import pickle
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -75,3 +78,17 @@ def test_the_current_beta_is_the_checked_formula() -> None:
         confidence.rounds = rounds
         assert confidence.beta() == linear_confidence.confidence_radius(rounds + 1, 16, 8, 0.3, 0.01)
         assert confidence.beta() == confidence.beta(rounds + 1)
+
+
+def test_a_copy_learns_apart_from_its_original() -> None:
+    # the host update writes into the tensors in place: a copy's NumPy views must be of its own tensors
+    generator = torch.Generator().manual_seed(1)
+    original = LinearConfidence(6, 4)
+    original.update(torch.rand(6, generator=generator, dtype=torch.float64).numpy(), 0.5)
+    snapshot = {name: getattr(original, name).clone() for name in ("design", "design_inverse", "theta_hat")}
+    for copied in (copy.deepcopy(original), pickle.loads(pickle.dumps(original))):
+        copied.update(torch.rand(6, generator=generator, dtype=torch.float64).numpy(), 0.9)
+        for name, value in snapshot.items():
+            assert torch.equal(getattr(original, name), value)
+            assert not torch.equal(getattr(copied, name), value)
+        np.testing.assert_allclose(copied.design_inverse.numpy(), np.linalg.inv(copied.design.numpy()), atol=1e-12)
