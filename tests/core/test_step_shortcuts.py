@@ -205,3 +205,22 @@ def test_query_start_memo_takes_a_fraction_of_the_available_memory(monkeypatch: 
     assert memo_module.memo_byte_budget() == int((64 << 20) * memo_module.MEMO_AVAILABLE_FRACTION)
     monkeypatch.setattr(memo_module, "available_memory_bytes", lambda: None)
     assert memo_module.memo_byte_budget() == min(memo_module.MEMO_BYTE_CAP, memo_module.MEMO_FALLBACK_BYTES)
+
+
+@pytest.mark.parametrize("family", LINEAR)
+def test_host_candidate_carries_equal_the_cores_bit_for_bit(family: str) -> None:
+    problem = make("linear", family)
+    generator = torch.Generator().manual_seed(4)
+    state = random_states(problem, generator)
+    expected = problem.candidate_carries(state)  # (B, n, *c)
+    answered = 0
+    for row in range(state.queries.shape[0]):
+        host = problem.host_candidate_carries(
+            int(state.queries[row]), int(state.lengths[row]), state.carry[row].numpy()
+        )
+        if host is not None:
+            assert torch.equal(torch.from_numpy(host), expected[row])
+            answered += 1
+    assert answered in (0, state.queries.shape[0])  # a family answers for every state or none
+    if family == "discounted":
+        assert answered > 0

@@ -160,7 +160,7 @@ class QueryStartMemo:
         if finished or not self.with_candidates:
             fresh = QueryStart(state, None, None, node.length + 1)
         else:
-            fresh = self._with_candidates(state, node.length + 1)
+            fresh = self._with_candidates(query, state, node.length + 1)
         if self._nodes < self.capacity and query in self._starts:
             node.children[token] = fresh
             self._prefix_counts[query] += 1
@@ -176,14 +176,18 @@ class QueryStartMemo:
         state = problem.initial_state(torch.full((1,), query, dtype=torch.int64, device=problem.device))
         if not self.with_candidates:
             return QueryStart(state, None, None)
-        return self._with_candidates(state, 0)
+        return self._with_candidates(query, state, 0)
 
-    def _with_candidates(self, state: DecodingState, length: int) -> QueryStart:
+    def _with_candidates(self, query: int, state: DecodingState, length: int) -> QueryStart:
         """The node of ``state`` (``|y| = length``) with its candidates' carries (and embeddings, for TLB families)."""
         problem = self.problem
-        carries = problem.candidate_carries(state)  # (1, n, *c)
         if not isinstance(problem, LinearTokenizedProblem):
-            return QueryStart(state, carries, None, length)
+            return QueryStart(state, problem.candidate_carries(state), None, length)  # (1, n, *c)
+        host_carries = problem.host_candidate_carries(query, length, state.carry.numpy()[0]) if self._on_cpu else None
+        if host_carries is None:
+            carries = problem.candidate_carries(state)  # (1, n, *c)
+        else:  # the family's NumPy way on the CPU: the same values, without a dozen torch dispatches
+            carries = torch.from_numpy(host_carries[None])  # (1, n, *c)
         embeddings = problem.candidate_embeddings(state, carries)[0]  # (n, d)
         if self._on_cpu:  # float64 -> float32 rounds to nearest in NumPy as in torch; NumPy's cast is cheaper
             host = embeddings.numpy().astype(np.float32)
