@@ -16,14 +16,11 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import time
 from collections.abc import Callable
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # one thread on both sides (torch's is set in main)
-
-import numpy as np  # noqa: E402
-from sequential_vs_numpy import eoful_loop, lin_ts_loop, reference_instance  # noqa: E402
+import numpy as np
+from sequential_vs_numpy import eoful_loop, lin_ts_loop, reference_instance
 
 DEFAULT_SIZE = {"vocab_size": 16, "embedding_dim": 16, "max_length": 8}
 SWEEP = {
@@ -88,6 +85,7 @@ def measure(agent: str, size: dict[str, int], repeats: int, seconds: float) -> t
 def main(argv: list[str] | None = None) -> list[tuple[str, str, int, int, float, float]]:
     """Print and return ``(agent, swept size, value, rounds, package s/round, numpy s/round)`` rows."""
     import torch
+    from threadpoolctl import threadpool_limits
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
@@ -96,6 +94,12 @@ def main(argv: list[str] | None = None) -> list[tuple[str, str, int, int, float,
     parser.add_argument("--sizes", nargs="+", default=list(SWEEP), choices=list(SWEEP))
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
+    with threadpool_limits(limits=1):  # NumPy's BLAS on one thread too
+        return _sweep(args)
+
+
+def _sweep(args: argparse.Namespace) -> list[tuple[str, str, int, int, float, float]]:
+    """:func:`main`'s rows for the parsed ``args``."""
     rows = []
     print(f"{'agent':<17} {'size':<14} {'value':>6} {'rounds':>7} {'package ms':>11} {'numpy ms':>9} {'ratio':>6}")
     for agent in args.agents:
