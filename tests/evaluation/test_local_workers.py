@@ -93,3 +93,21 @@ def test_queued_runs_say_what_is_left() -> None:
     assert runs.rounds_left() == [5, 5, 7]
     runs.next_run()
     assert runs.rounds_left() == [5, 7]
+
+
+def test_a_sweep_by_default_claims_and_stores_every_run(monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    from tokenized_bandit_gym.evaluation.leaderboard_runner import ClaimedRuns, run_leaderboard
+    from tokenized_bandit_gym.evaluation.results_store import LeaseHolder, ResultsStore
+
+    asked = _record_pool(monkeypatch)
+    runs = _runs(3, rounds=4)
+    with ResultsStore(tmp_path / "claimed.sqlite") as store:
+        claims = ClaimedRuns(runs, store, LeaseHolder(), lease_seconds=60.0)
+        assert claims.rounds_left() == [4, 4, 4]
+        claims.next_run()
+        assert claims.rounds_left() == [4, 4]
+    with ResultsStore(tmp_path / "results.sqlite") as store:
+        summary = run_leaderboard(runs, store, progress=False)
+        assert asked == []  # three runs of four rounds: no worker pays for its start-up
+        assert summary.stored == 3 and not summary.failures
+        assert store.keys() == {run.key for run in runs}
