@@ -52,7 +52,11 @@ class EOFUL:
       width); ``prefix_inverse_ratio_max[t]`` / ``prefix_inverse_ratio_mean[t]``.
 
     Each is the max / mean over ``l = 1 .. |y_t|``. The two differ: a prefix along a direction
-    the data rarely covered has a small Sigma_t-norm but a large Sigma_t^-1-norm.
+    the data rarely covered has a small Sigma_t-norm but a large Sigma_t^-1-norm. They are
+    recorded only with ``record_ratios=True`` (else the four are empty): 32 bytes per round in
+    float64 arrays preallocated for the task's horizon (doubled if a run goes past it), so a long
+    run keeps no Python object per round. The ``Sigma_t^-1`` norms are the widths the round's
+    scoring computed; the ``Sigma_t`` norms cost one ``(|y| + 1, d) x (d, d)`` product per round.
 
     Batched learning (vector envs): :meth:`select` scores ``(B, k, d)`` candidates with one
     confidence set and :meth:`learn` updates with B rounds at once.
@@ -65,6 +69,7 @@ class EOFUL:
         sigma: noise scale in ``beta_t`` (0.1 is the envs' default ``noise_scale``).
         refactor_every: exact refactorisation period of ``Sigma^-1`` in rounds.
         device: torch device of the confidence set.
+        record_ratios: record the Assumption 4 ratios of every round (off by default).
     """
 
     name = "eoful"
@@ -77,7 +82,11 @@ class EOFUL:
         sigma: float = 0.1,
         refactor_every: int = 1000,
         device: str | torch.device = "cpu",
+        record_ratios: bool = False,
     ) -> None:
+        if not isinstance(record_ratios, bool):
+            raise TypeError(f"record_ratios must be a bool, got {record_ratios!r}")
+        self.record_ratios = record_ratios
         self.beta_scale = beta_scale(beta)
         self.lambda_ = check_real("lambda_", lambda_, low=0.0)
         self.delta = check_real("delta", delta, low=0.0, high=1.0)
@@ -85,11 +94,10 @@ class EOFUL:
         self.refactor_every = check_int("refactor_every", refactor_every, minimum=1)
         self.device = torch.device(device)
         self.confidence: LinearConfidence | None = None
-        self.prefix_ratio_max: list[float] = []
-        self.prefix_ratio_mean: list[float] = []
-        self.prefix_inverse_ratio_max: list[float] = []
-        self.prefix_inverse_ratio_mean: list[float] = []
+        self._ratios = np.empty((4, 0))  # (4, capacity) rho max, rho mean, w max, w mean per round
+        self._recorded = 0  # rounds recorded in _ratios
         self._prefixes: list[torch.Tensor | np.ndarray] = []  # chosen candidates' embeddings, (d,) each
+        self._prefix_widths: list[float] = []  # their ||.||_{Sigma_t^-1}, from the scoring (host, record_ratios)
 
     def reset(self, task: Task, seed: int | None = None) -> None:
         """Start from ``Sigma_1 = lambda I``, ``theta_hat_1 = 0`` (EOFUL is deterministic; seed unused)."""
@@ -104,11 +112,30 @@ class EOFUL:
             refactor_every=self.refactor_every,
             device=self.device,
         )
-        self.prefix_ratio_max = []
-        self.prefix_ratio_mean = []
-        self.prefix_inverse_ratio_max = []
-        self.prefix_inverse_ratio_mean = []
+        self._ratios = np.empty((4, task.horizon if self.record_ratios else 0))
+        self._recorded = 0
         self._prefixes = []
+        self._prefix_widths = []
+
+    @property
+    def prefix_ratio_max(self) -> np.ndarray:
+        """``(rounds,)`` ``max_l ||y^(1:l)||_{Sigma_t} / ||y||_{Sigma_t}`` a round (empty unless ``record_ratios``)."""
+        return self._ratios[0, : self._recorded]
+
+    @property
+    def prefix_ratio_mean(self) -> np.ndarray:
+        """``(rounds,)`` per round, the mean over l of the ``Sigma_t`` ratios (empty unless ``record_ratios``)."""
+        return self._ratios[1, : self._recorded]
+
+    @property
+    def prefix_inverse_ratio_max(self) -> np.ndarray:
+        """``(rounds,)`` per round, ``max_l w_t(y^(1:l)) / w_t(y)`` (empty unless ``record_ratios``)."""
+        return self._ratios[2, : self._recorded]
+
+    @property
+    def prefix_inverse_ratio_mean(self) -> np.ndarray:
+        """``(rounds,)`` per round, the mean over l of the ``Sigma_t^-1`` ratios (empty unless ``record_ratios``)."""
+        return self._ratios[3, : self._recorded]
 
     def _require_confidence(self) -> LinearConfidence:
         if self.confidence is None:
@@ -139,18 +166,23 @@ class EOFUL:
         self._require_confidence().update(response_embeddings, rewards)
 
     def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
-        """The allowed candidate with the highest UCB score (NumPy at small d on the CPU, else torch)."""
+        """The allowed candidate with the highest UCB score (NumPy on the CPU, torch on a GPU)."""
         confidence = self._require_confidence()
         if confidence.on_host:
             embeddings = np.asarray(observation["candidate_embeddings"])  # (k, d)
             mask = np.asarray(observation["action_mask"]).astype(bool)  # (k,)
-            scores = confidence.ucb_host(embeddings, self.beta_scale)  # (k,)
+            if self.record_ratios:
+                scores, widths = confidence.ucb_and_width_host(embeddings, self.beta_scale)  # (k,) each
+            else:
+                scores = confidence.ucb_host(embeddings, self.beta_scale)  # (k,)
             if mask.shape != scores.shape:
                 raise ValueError(f"action_mask has shape {mask.shape}, scores have {scores.shape}")
             index = int(masked_argmax(scores, mask))
             if not mask[index]:  # only when no candidate is allowed (the scores are finite)
                 raise ValueError("every row of action_mask must allow at least one candidate")
             self._prefixes.append(embeddings[index])
+            if self.record_ratios:
+                self._prefix_widths.append(float(widths[index]))
             return index
         embeddings = confidence.as_tensor(observation["candidate_embeddings"])  # (k, d)
         index = int(self.select(embeddings[None], np.asarray(observation["action_mask"])[None])[0])
@@ -166,25 +198,35 @@ class EOFUL:
             response = self._prefixes[-1]  # (d,) the last chosen candidate is the whole response
         else:
             raise ValueError("update() needs info['response_embedding'] or a round played with act()")
-        if self._prefixes:
-            if confidence.on_host:
-                rows = np.stack([*self._prefixes, np.asarray(response)])  # (|y| + 1, d): the prefixes, then y
-                norms = [(values[:-1], values[-1]) for values in confidence.norms_host(rows)]
-            else:
-                prefixes = torch.stack(self._prefixes)  # (|y|, d)
-                response_tensor = confidence.as_tensor(response)  # (d,)
-                norms = [
-                    (norm(prefixes).cpu().numpy(), norm(response_tensor).cpu().numpy())
-                    for norm in (confidence.mahalanobis, confidence.width)
-                ]
-            for (prefix_norms, total), maxima, means in zip(
-                norms,
-                (self.prefix_ratio_max, self.prefix_inverse_ratio_max),
-                (self.prefix_ratio_mean, self.prefix_inverse_ratio_mean),
-                strict=True,
-            ):
-                ratios = prefix_norms / float(total) if float(total) > 0.0 else np.full(prefix_norms.shape, math.nan)
-                maxima.append(float(ratios.max()))
-                means.append(float(ratios.sum() / ratios.size))  # = ratios.mean(), without its overhead
+        if self.record_ratios and self._prefixes:
+            self._record_ratios(confidence, response)
         confidence.update(response if confidence.on_host else confidence.as_tensor(response), float(reward))
         self._prefixes = []
+        self._prefix_widths = []
+
+    def _record_ratios(self, confidence: LinearConfidence, response: object) -> None:
+        """Append the round's Assumption 4 ratios under ``Sigma_t`` and ``Sigma_t^-1`` (before the update)."""
+        if confidence.on_host:
+            rows = np.stack([*self._prefixes, np.asarray(response)])  # (|y| + 1, d): the prefixes, then y
+            sigma_norms = confidence.mahalanobis_host(rows)  # (|y| + 1,)
+            norms = [
+                (sigma_norms[:-1], float(sigma_norms[-1])),
+                (np.array(self._prefix_widths), float(confidence.width_host(rows[-1]))),
+            ]
+        else:
+            prefixes = torch.stack(self._prefixes)  # (|y|, d)
+            response_tensor = confidence.as_tensor(response)  # (d,)
+            norms = [
+                (norm(prefixes).cpu().numpy(), float(norm(response_tensor)))
+                for norm in (confidence.mahalanobis, confidence.width)
+            ]
+        if self._recorded == self._ratios.shape[1]:  # past the horizon: double the columns
+            grown = np.empty((4, max(1, 2 * self._recorded)))
+            grown[:, : self._recorded] = self._ratios
+            self._ratios = grown
+        column = self._ratios[:, self._recorded]  # (4,)
+        for offset, (prefix_norms, total) in zip((0, 2), norms, strict=True):
+            ratios = prefix_norms / total if total > 0.0 else np.full(prefix_norms.shape, math.nan)
+            column[offset] = ratios.max()
+            column[offset + 1] = ratios.sum() / ratios.size  # = ratios.mean(), without its overhead
+        self._recorded += 1

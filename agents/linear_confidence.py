@@ -19,13 +19,13 @@ The maximum of ``<v, e>`` over ``v`` in ``C_t`` is the UCB score
 float64 and refactorised exactly (Cholesky of ``Sigma_t``, which is kept too) every
 ``refactor_every`` updated rounds, so rounding errors cannot drift.
 
-Small work on the host: on the CPU with ``d <= HOST_DIM_LIMIT`` the per-step scoring
-(:meth:`LinearConfidence.ucb_host`) and the one-round update run in NumPy on the tensors' shared
-memory (a torch call on a ``(16, 16)`` tensor costs several microseconds of dispatch; the NumPy
-call a fraction of it); at larger d or on a GPU everything stays in torch. The two paths compute
-the same formulas; their matrix products may round differently in the last bit (NumPy's and
-torch's BLAS kernels sum in different orders), so the tests hold them to 1e-12 and to identical
-decisions.
+On the CPU the per-step scoring (:meth:`LinearConfidence.ucb_host`) and the one-round update
+run in NumPy on the tensors' shared memory, at every d: a torch call on a ``(16, 16)`` tensor
+costs several microseconds of dispatch, the NumPy call a fraction of it, and at large d both
+libraries spend their time in the same BLAS products (so no size threshold makes the cost jump).
+On a GPU everything stays in torch. The two paths compute the same formulas; their matrix
+products may round differently in the last bit (NumPy's and torch's BLAS kernels sum in
+different orders), so the tests hold them to 1e-12 and to identical decisions.
 """
 
 from __future__ import annotations
@@ -37,8 +37,10 @@ import torch
 
 from tokenized_bandit_gym.core.validation import check_int, check_real
 
-# Largest d whose per-step linear algebra runs in NumPy on the CPU (torch above it or on a GPU).
-HOST_DIM_LIMIT = 64
+
+def runs_on_host(device: torch.device) -> bool:
+    """Whether a confidence set on ``device`` runs its per-step linear algebra in NumPy (the CPU, at any d)."""
+    return device.type == "cpu"
 
 
 def masked_argmax(scores: np.ndarray | torch.Tensor, mask: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
@@ -100,6 +102,9 @@ class LinearConfidence:
         device: torch device of every tensor.
         dtype: floating dtype (float64 by default; the rank-one updates need it).
 
+    On the host (:attr:`on_host`) a one-round update writes into the tensors below in place
+    (their NumPy views), so a tensor read before an update changes with it: clone it to keep it.
+
     Attributes:
         rounds: the number of rounds learned from (t - 1 for the set used in round t).
         design: ``(d, d)`` ``Sigma_t``.
@@ -134,7 +139,7 @@ class LinearConfidence:
         self.device = torch.device(device)
         self.dtype = dtype
         self._log_term = 8.0 * math.log(4.0 / self.delta)  # of beta_t
-        self.on_host = self.device.type == "cpu" and self.dim <= HOST_DIM_LIMIT
+        self.on_host = runs_on_host(self.device)
         self._numpy_dtype = torch.empty(0, dtype=dtype).numpy().dtype
         self.reset()
 
@@ -150,7 +155,13 @@ class LinearConfidence:
         self._since_refactor = 0
         self._radius_cache: tuple[int, float, float] = (-1, 0.0, 0.0)  # (rounds, scale, radius)
         self._views_of: tuple[torch.Tensor, ...] | None = None  # the tensors _views were made of
-        self._views: tuple[np.ndarray, np.ndarray, np.ndarray] = ()  # type: ignore[assignment]
+        self._views: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] = ()  # type: ignore[assignment]
+
+    def __getstate__(self) -> dict[str, object]:
+        """The state to copy or pickle, without the NumPy views (a copy's views must be of its own tensors)."""
+        state = self.__dict__.copy()
+        state["_views_of"], state["_views"] = None, ()
+        return state
 
     # ------------------------------------------------------------------ the confidence set
     @property
@@ -208,22 +219,24 @@ class LinearConfidence:
         quadratic = ((e @ self.design_inverse) * e).sum(-1)  # (...) e^T Sigma^-1 e
         return mean + radius * quadratic.clamp_min(0.0).sqrt()
 
-    def _host_views(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """NumPy views ``(theta_hat, Sigma^-1, Sigma)`` of the CPU tensors, made again when one is replaced."""
+    def _host_views(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """NumPy views ``(theta_hat, Sigma^-1, Sigma, b)`` of the CPU tensors, made again when one is replaced."""
         made_of = self._views_of
         if (
             made_of is None
             or made_of[0] is not self.theta_hat
             or made_of[1] is not self.design_inverse
             or made_of[2] is not self.design
+            or made_of[3] is not self.response_sum
         ):
-            self._views = (self.theta_hat.numpy(), self.design_inverse.numpy(), self.design.numpy())
-            self._views_of = (self.theta_hat, self.design_inverse, self.design)
+            tensors = (self.theta_hat, self.design_inverse, self.design, self.response_sum)
+            self._views = tuple(tensor.numpy() for tensor in tensors)  # type: ignore[assignment]
+            self._views_of = tensors
         return self._views
 
     def ucb_host(self, features: np.ndarray, scale: float = 1.0) -> np.ndarray:
         """:meth:`ucb` in NumPy (for :attr:`on_host` sets): features ``(..., d)`` give scores ``(...)``."""
-        theta_hat, inverse, _ = self._host_views()
+        theta_hat, inverse, _, _ = self._host_views()
         e = np.asarray(features, dtype=self._numpy_dtype)  # (..., d)
         mean = e @ theta_hat  # (...)
         radius = self.radius(scale)
@@ -231,14 +244,29 @@ class LinearConfidence:
             return mean
         return mean + radius * np.sqrt(np.maximum(((e @ inverse) * e).sum(-1), 0.0))
 
+    def ucb_and_width_host(self, features: np.ndarray, scale: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`ucb_host` and :meth:`width` from one product: ``(scores, ||e||_{Sigma^-1})``, each ``(...)``."""
+        theta_hat, _, _, _ = self._host_views()
+        e = np.asarray(features, dtype=self._numpy_dtype)  # (..., d)
+        widths = self.width_host(e)  # (...)
+        return e @ theta_hat + self.radius(scale) * widths, widths
+
+    def width_host(self, features: np.ndarray) -> np.ndarray:
+        """:meth:`width` in NumPy: ``||e||_{Sigma_t^-1}`` for features ``(..., d)``; returns ``(...)``."""
+        _, inverse, _, _ = self._host_views()
+        e = np.asarray(features, dtype=self._numpy_dtype)  # (..., d)
+        return np.sqrt(np.maximum(((e @ inverse) * e).sum(-1), 0.0))
+
+    def mahalanobis_host(self, features: np.ndarray) -> np.ndarray:
+        """:meth:`mahalanobis` in NumPy: ``||e||_{Sigma_t}`` for features ``(..., d)``; returns ``(...)``."""
+        _, _, design, _ = self._host_views()
+        e = np.asarray(features, dtype=self._numpy_dtype)  # (..., d)
+        return np.sqrt(np.maximum(((e @ design) * e).sum(-1), 0.0))
+
     def norms_host(self, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`mahalanobis` and :meth:`width` in NumPy: ``(||e||_Sigma, ||e||_{Sigma^-1})``, each ``(...)``."""
-        _, inverse, design = self._host_views()
         e = np.asarray(features, dtype=self._numpy_dtype)  # (..., d)
-        return (
-            np.sqrt(np.maximum(((e @ design) * e).sum(-1), 0.0)),
-            np.sqrt(np.maximum(((e @ inverse) * e).sum(-1), 0.0)),
-        )
+        return self.mahalanobis_host(e), self.width_host(e)
 
     def mahalanobis(self, features: torch.Tensor) -> torch.Tensor:
         """``||e||_{Sigma_t} = sqrt(e^T Sigma_t e)`` (Assumption 4's norm) for ``(..., d)``; returns ``(...)``."""
@@ -304,16 +332,15 @@ class LinearConfidence:
         r = np.asarray(rewards, dtype=self._numpy_dtype).reshape(-1)  # (1,)
         if r.shape[0] != 1:
             raise ValueError(f"got 1 feature row but {r.shape[0]} rewards")
-        if not np.isfinite(y.sum() + r.sum()):
+        if not math.isfinite(y.sum() + r[0]):
             raise ValueError("features and rewards must be finite")
-        _, inverse, design = self._host_views()  # (d, d) each
+        # In place, in the tensors' memory: no new tensor (nor view) per round
+        theta_hat, inverse, design, response_sum = self._host_views()  # (d,), (d, d), (d, d), (d,)
         u = inverse @ y  # (d,) Sigma^-1 y
-        design = design + np.outer(y, y)  # (d, d)
-        response_sum = self.response_sum.numpy() + r[0] * y  # (d,)
-        inverse = inverse - np.outer(u, u) * (1.0 / float(1.0 + y @ u))  # (d, d)
-        self.design, self.response_sum = torch.from_numpy(design), torch.from_numpy(response_sum)
-        self.design_inverse = torch.from_numpy(inverse)
-        self.theta_hat = torch.from_numpy(inverse @ response_sum)  # (d,)
+        design += y[:, None] * y  # (d, d) Sigma + y y^T (broadcast: no np.outer overhead)
+        response_sum += r[0] * y  # (d,)
+        inverse -= (u * (1.0 / float(1.0 + y @ u)))[:, None] * u  # (d, d)
+        np.matmul(inverse, response_sum, out=theta_hat)  # (d,)
         self.rounds += 1
         self._since_refactor += 1
 

@@ -81,7 +81,7 @@ class TokenizedLinTS:
         if confidence is None:
             raise ValueError("TokenizedLinTS.sample() called before reset(task)")
         scale = math.sqrt(confidence.beta()) if self.v is None else self.v
-        if confidence.on_host:  # small d on the CPU: the factor and the product in NumPy, the draw from torch's stream
+        if confidence.on_host:  # on the CPU: the factor and the product in NumPy, the draw from torch's stream
             inverse = confidence.design_inverse.numpy()  # (d, d)
             factor_host = np.linalg.cholesky((inverse + inverse.T) / 2)  # (d, d)
             z = torch.randn(count, confidence.dim, generator=self._generator, dtype=confidence.dtype).numpy()
@@ -98,7 +98,7 @@ class TokenizedLinTS:
             raise ValueError("TokenizedLinTS.act() called before reset(task)")
         if self.theta_sample is None:
             self.theta_sample = self.sample()[0]  # (d,)
-        if confidence.on_host:  # small d on the CPU: one NumPy product (the sample is a CPU tensor)
+        if confidence.on_host:  # on the CPU: one NumPy product (the sample is a CPU tensor)
             host_scores = np.asarray(observation["candidate_embeddings"], dtype=np.float64) @ self.theta_sample.numpy()
             host_mask = np.asarray(observation["action_mask"]).astype(bool)  # (k,)
             return int(masked_argmax(host_scores, host_mask))

@@ -12,9 +12,9 @@ prefixes from the env's oracle, Sigma_t the design matrix before the round's upd
 and plots their maximum and mean over l side by side. The paper reports the ratio "universally upper bounded by
 1.25, even after taking maximum over every token position" (Llama-3-8B-Instruct, L = 30, top-15, gamma = 0.8).
 
-EOFUL exposes the ratios as ``prefix_ratio_max`` / ``prefix_ratio_mean`` and ``prefix_inverse_ratio_max`` /
-``prefix_inverse_ratio_mean`` (one float per round each). The run shows a progress bar and, first, its expected
-duration (timed on three warm-up rounds).
+EOFUL built with ``record_ratios=True`` exposes the ratios as ``prefix_ratio_max`` / ``prefix_ratio_mean`` and
+``prefix_inverse_ratio_max`` / ``prefix_inverse_ratio_mean`` (one float per round each). The run shows a progress
+bar and, first, its expected duration (timed on three warm-up rounds).
 
     PYTHONPATH=. python examples/reproduce_ratio.py
     PYTHONPATH=. python examples/reproduce_ratio.py --paper --model meta-llama/Meta-Llama-3-8B-Instruct --device cuda
@@ -145,7 +145,7 @@ def main(args: Args) -> dict[str, Any]:
         from tokenized_bandit_gym import agents
 
         warmup = run_online(env, agents.make("eoful", beta=args.beta), rounds=3, seed=args.seed)
-        agent = agents.make("eoful", beta=args.beta)
+        agent = agents.make("eoful", beta=args.beta, record_ratios=True)
     except (ImportError, ValueError) as error:
         raise require("the agent 'eoful'", error) from error
     per_round = float(np.median(warmup.wall_time))  # the first round also pays one-off setup

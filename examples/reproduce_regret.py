@@ -147,7 +147,7 @@ def make_agent(name: str, env: Any, args: Args) -> Any:
         raise require("the agents package", error) from error
     kwargs: dict[str, Any] = {}
     if name == "eoful":
-        kwargs["beta"] = args.beta
+        kwargs.update(beta=args.beta, record_ratios=True)
     elif name == "fixed_theta_greedy":
         kwargs["theta"] = wrong_theta(env.unwrapped.problem, args.wrong_theta)
     try:

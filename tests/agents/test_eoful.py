@@ -140,7 +140,7 @@ def test_eoful_plays_candidate_indices_when_candidates_are_not_the_vocabulary():
 
 def test_assumption_four_ratios_are_recorded_under_the_rounds_sigma():
     env, task = small_task(vocab_size=5, embedding_dim=4, max_length=4)
-    eoful = EOFUL()
+    eoful = EOFUL(record_ratios=True)
     eoful.reset(task)
     problem = env.unwrapped.problem
     for round_index in range(30):
@@ -199,3 +199,30 @@ def test_agents_are_registered(name):
     agent = agents.make(name)
     assert agent.name == name
     assert isinstance(agent, agents.Agent)
+
+
+def test_assumption_four_ratios_are_opt_in_and_grow_past_the_horizon():
+    def play(record_ratios: bool, horizon: int) -> EOFUL:
+        env = gym.make("TokenizedLinearBandit-v0", vocab_size=5, embedding_dim=4, max_length=4)
+        eoful = EOFUL(record_ratios=record_ratios)
+        eoful.reset(Task.from_env(env, horizon=horizon))
+        for round_index in range(25):
+            observation, info = env.reset(seed=3 if round_index == 0 else None)
+            terminated = False
+            while not terminated:
+                observation, reward, terminated, _, info = env.step(eoful.act(observation, info))
+            eoful.update(observation, reward, info)
+        return eoful
+
+    silent = play(False, 25)
+    assert all(len(getattr(silent, name)) == 0 for name in RATIO_NAMES)
+    within, beyond = play(True, 25), play(True, 2)  # the same 25 rounds in a preallocated or a grown buffer
+    for name in RATIO_NAMES:
+        assert len(getattr(within, name)) == 25
+        np.testing.assert_array_equal(getattr(within, name), getattr(beyond, name))
+    np.testing.assert_array_equal(silent.confidence.theta_hat.numpy(), within.confidence.theta_hat.numpy())
+    with pytest.raises(TypeError, match="record_ratios"):
+        EOFUL(record_ratios="yes")
+
+
+RATIO_NAMES = ("prefix_ratio_max", "prefix_ratio_mean", "prefix_inverse_ratio_max", "prefix_inverse_ratio_mean")

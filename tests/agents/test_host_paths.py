@@ -1,10 +1,13 @@
-"""The linear agents' NumPy path (small d on the CPU) and torch path play the same game.
+"""The linear agents' NumPy path (the CPU) and torch path play the same game.
 
 The two paths run the same formulas; NumPy's and torch's matrix products may sum in different
 orders, so values agree to 1e-12 and every decision (hence every regret) is identical.
 """
 
 from __future__ import annotations
+
+import copy
+import pickle
 
 import gymnasium as gym
 import numpy as np
@@ -19,8 +22,8 @@ from tokenized_bandit_gym.evaluation import run_online
 
 
 def _play(agent_name: str, host: bool, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(linear_confidence, "HOST_DIM_LIMIT", 64 if host else 0)
-    agent = agents.make(agent_name)
+    monkeypatch.setattr(linear_confidence, "runs_on_host", lambda device: host)
+    agent = agents.make(agent_name, **({"record_ratios": True} if agent_name == "eoful" else {}))
     result = run_online(gym.make("TokenizedLinearBandit-v0"), agent, 120, seed=5)
     assert agent.confidence.on_host is host
     return agent, result
@@ -75,3 +78,17 @@ def test_the_current_beta_is_the_checked_formula() -> None:
         confidence.rounds = rounds
         assert confidence.beta() == linear_confidence.confidence_radius(rounds + 1, 16, 8, 0.3, 0.01)
         assert confidence.beta() == confidence.beta(rounds + 1)
+
+
+def test_a_copy_learns_apart_from_its_original() -> None:
+    # the host update writes into the tensors in place: a copy's NumPy views must be of its own tensors
+    generator = torch.Generator().manual_seed(1)
+    original = LinearConfidence(6, 4)
+    original.update(torch.rand(6, generator=generator, dtype=torch.float64).numpy(), 0.5)
+    snapshot = {name: getattr(original, name).clone() for name in ("design", "design_inverse", "theta_hat")}
+    for copied in (copy.deepcopy(original), pickle.loads(pickle.dumps(original))):
+        copied.update(torch.rand(6, generator=generator, dtype=torch.float64).numpy(), 0.9)
+        for name, value in snapshot.items():
+            assert torch.equal(getattr(original, name), value)
+            assert not torch.equal(getattr(copied, name), value)
+        np.testing.assert_allclose(copied.design_inverse.numpy(), np.linalg.inv(copied.design.numpy()), atol=1e-12)

@@ -180,7 +180,7 @@ def test_query_start_memo_equals_a_fresh_start(kind: str, family: str, with_cand
 
 def test_query_start_memo_drops_the_oldest_query_beyond_its_capacity(monkeypatch: pytest.MonkeyPatch) -> None:
     problem = make("linear", "discounted")
-    monkeypatch.setattr(memo_module, "MEMO_ELEMENT_BUDGET", 1)
+    monkeypatch.setattr(memo_module, "MEMO_BYTE_CAP", 1)
     memo = QueryStartMemo(problem, with_candidates=True)
     assert memo.capacity == 1
     for query in [0, 3, 3, 5, 0]:
@@ -188,3 +188,39 @@ def test_query_start_memo_drops_the_oldest_query_beyond_its_capacity(monkeypatch
         assert len(memo) == 1
     with pytest.raises(ValueError, match="query must lie in"):
         memo.get(problem.num_queries)
+
+
+def test_query_start_memo_is_sized_in_bytes_so_large_d_holds_as_many_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memo_module, "available_memory_bytes", lambda: 1 << 40)  # the cap applies
+    for dim in (16, 128):
+        problem = linear("discounted", embedding_dim=dim, vocab_size=5)
+        memo = QueryStartMemo(problem, with_candidates=True)
+        candidate_bytes = problem.vocab_size * dim * (8 + 4)  # (1, n, d) float64 carries, (n, d) float32 embeddings
+        held = memo.capacity * candidate_bytes  # the candidates' bytes of a full memo
+        assert memo_module.MEMO_BYTE_CAP / 4 <= held <= memo_module.MEMO_BYTE_CAP
+
+
+def test_query_start_memo_takes_a_fraction_of_the_available_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memo_module, "available_memory_bytes", lambda: 64 << 20)
+    assert memo_module.memo_byte_budget() == int((64 << 20) * memo_module.MEMO_AVAILABLE_FRACTION)
+    monkeypatch.setattr(memo_module, "available_memory_bytes", lambda: None)
+    assert memo_module.memo_byte_budget() == min(memo_module.MEMO_BYTE_CAP, memo_module.MEMO_FALLBACK_BYTES)
+
+
+@pytest.mark.parametrize("family", LINEAR)
+def test_host_candidate_carries_equal_the_cores_bit_for_bit(family: str) -> None:
+    problem = make("linear", family)
+    generator = torch.Generator().manual_seed(4)
+    state = random_states(problem, generator)
+    expected = problem.candidate_carries(state)  # (B, n, *c)
+    answered = 0
+    for row in range(state.queries.shape[0]):
+        host = problem.host_candidate_carries(
+            int(state.queries[row]), int(state.lengths[row]), state.carry[row].numpy()
+        )
+        if host is not None:
+            assert torch.equal(torch.from_numpy(host), expected[row])
+            answered += 1
+    assert answered in (0, state.queries.shape[0])  # a family answers for every state or none
+    if family == "discounted":
+        assert answered > 0

@@ -218,7 +218,7 @@ def test_prefix_memo_stops_growing_at_its_capacity(monkeypatch: pytest.MonkeyPat
     from tokenized_bandit_gym.core import query_start_memo
 
     env = gym.make("TokenizedMultiArmedBandit-v0")
-    monkeypatch.setattr(query_start_memo, "MEMO_ELEMENT_BUDGET", 1)
+    monkeypatch.setattr(query_start_memo, "MEMO_BYTE_CAP", 1)
     full = gym.make("TokenizedMultiArmedBandit-v0")  # a memo of one node: every step computed afresh
     assert full.unwrapped.rounds.memo.capacity == 1
     for env_under_test in (env, full):

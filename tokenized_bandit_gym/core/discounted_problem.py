@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from tokenized_bandit_gym.core.decoding_state import DecodingState
@@ -97,6 +98,7 @@ class DiscountedProblem(LinearTokenizedProblem):
         self._feature_table: torch.Tensor | None = None
         self._scaled_feature_rows: torch.Tensor | None = None  # (Q * (L + 1), n * d) c * table, on first use
         self._gathered_rows: torch.Tensor | None = None  # (B, n * d) scratch of observed_candidate_embeddings
+        self._host_feature_table: np.ndarray | None = None  # the table's NumPy view, on first use on the CPU
         if self.num_queries * length * n * dimension <= FEATURE_TABLE_LIMIT:
             self._feature_table = self._compute_feature_table()  # (Q, L + 1, n, d)
 
@@ -199,6 +201,19 @@ class DiscountedProblem(LinearTokenizedProblem):
             features: ``(B, m, d)`` their token features.
         """
         return self.alpha * carry[:, None, :] + self.scale * features
+
+    def host_candidate_carries(self, query: int, length: int, carry: np.ndarray) -> np.ndarray | None:
+        """``alpha * e(x, y) + c phi(x, tau, |y| + 1)`` for every token in NumPy, ``(n, d)``, from the table.
+
+        The float operations of :meth:`_next_carries` (two products, then their sum) on the row
+        :meth:`every_token_features` reads, so equal to :meth:`candidate_carries` bit for bit.
+        None without the feature table or off the CPU.
+        """
+        if self._feature_table is None or self.device.type != "cpu":
+            return None
+        if self._host_feature_table is None:
+            self._host_feature_table = self._feature_table.numpy()  # (Q, L + 1, n, d)
+        return self.alpha * carry[None, :] + self.scale * self._host_feature_table[query, length]
 
     def candidate_embeddings(self, state: DecodingState, carries: torch.Tensor | None = None) -> torch.Tensor:
         """``e(x, y:tau)`` for every token tau, ``(B, n, d)``: the carries themselves."""

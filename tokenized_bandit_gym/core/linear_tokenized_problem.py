@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 
+import numpy as np
 import torch
 
 from tokenized_bandit_gym.core.decoding_state import DecodingState
@@ -68,6 +69,20 @@ class LinearTokenizedProblem(TokenizedProblem):
         if carries is None:
             carries = self.candidate_carries(state)  # (B, n, *c)
         return self.embedding_of_states(state.queries[:, None], carries, (state.lengths + 1)[:, None])  # (B, n, d)
+
+    def host_candidate_carries(self, query: int, length: int, carry: np.ndarray) -> np.ndarray | None:
+        """:meth:`candidate_carries` of one CPU state in NumPy, ``(n, *c)``, where the family can; else None.
+
+        For the batch-of-one env's prefix memo, whose new prefixes would otherwise cost a dozen
+        torch dispatches each. A family that gives it computes the same float operations as
+        :meth:`candidate_carries`, so the values are equal bit for bit.
+
+        Args:
+            query: the state's query index.
+            length: ``|y|``.
+            carry: ``(*c,)`` the state's carry (its NumPy view).
+        """
+        return None
 
     def observed_candidate_embeddings(
         self, state: DecodingState, carries_out: torch.Tensor | None = None

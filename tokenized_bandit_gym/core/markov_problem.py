@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from tokenized_bandit_gym.core.decoding_state import DecodingState
@@ -69,6 +70,10 @@ class MarkovProblem(DiscountedProblem):
                 tokens = self.vocabulary.expand(carry.shape[0], -1)  # (B, n)
             feature = (feature + weight * self.bigram_features(last_tokens, tokens)) / (1.0 + weight)
         return self.alpha * carry[:, None, :] + self.scale * feature
+
+    def host_candidate_carries(self, query: int, length: int, carry: np.ndarray) -> np.ndarray | None:
+        """None: the bigram term reads the last token (the memo takes the torch way)."""
+        return None
 
     def observed_candidate_embeddings(
         self, state: DecodingState, carries_out: torch.Tensor | None = None

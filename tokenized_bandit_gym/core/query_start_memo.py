@@ -11,6 +11,7 @@ what a fresh computation gives.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -21,9 +22,30 @@ from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedPr
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.core.validation import check_int
 
-# Most tensor elements the memo holds (queries are dropped first in, first out beyond it, with
-# their prefixes; new prefixes are not memoised while the memo is full).
-MEMO_ELEMENT_BUDGET = 1 << 22
+# The memo's size in bytes: a fraction of the memory available when it is made, at most a cap
+# (queries are dropped first in, first out beyond it, with their prefixes; new prefixes are not
+# memoised while the memo is full). Sized in bytes, not elements, so that a node of large d (whose
+# candidates weigh n d floats) does not shrink the memo below the prefixes a learner replays.
+MEMO_BYTE_CAP = 512 << 20
+MEMO_AVAILABLE_FRACTION = 0.125
+MEMO_FALLBACK_BYTES = 128 << 20  # where the available memory cannot be read
+NODE_OVERHEAD_BYTES = 2048  # the Python objects of a node (its tensors, arrays, dict and dataclass)
+
+
+def available_memory_bytes() -> int | None:
+    """The physical memory available now, in bytes, or None where the system does not say."""
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def memo_byte_budget() -> int:
+    """The bytes a new memo may hold: :data:`MEMO_AVAILABLE_FRACTION` of the available memory, at most the cap."""
+    available = available_memory_bytes()
+    if available is None:
+        return min(MEMO_BYTE_CAP, MEMO_FALLBACK_BYTES)
+    return min(MEMO_BYTE_CAP, int(available * MEMO_AVAILABLE_FRACTION))
 
 
 @dataclass(eq=False, slots=True)
@@ -67,11 +89,12 @@ class QueryStartMemo:
     def __init__(self, problem: TokenizedProblem, with_candidates: bool) -> None:
         self.problem = problem
         self.with_candidates = with_candidates
-        carry_numel = problem.initial_state(torch.zeros(1, dtype=torch.int64, device=problem.device)).carry.numel()
-        per_query = problem.max_length + 4 + carry_numel
-        if with_candidates:
-            per_query += problem.vocab_size * (carry_numel + (problem.embedding_dim or 0))
-        self.capacity = max(1, MEMO_ELEMENT_BUDGET // per_query)  # nodes: round starts and prefixes
+        carry = problem.initial_state(torch.zeros(1, dtype=torch.int64, device=problem.device)).carry  # (1, *c)
+        carry_bytes = carry.numel() * carry.element_size()
+        node_bytes = NODE_OVERHEAD_BYTES + 8 * (problem.max_length + 4) + carry_bytes  # tokens, lengths, ...
+        if with_candidates:  # (1, n, *c) carries and (n, d) float32 embeddings
+            node_bytes += problem.vocab_size * (carry_bytes + 4 * (problem.embedding_dim or 0))
+        self.capacity = max(1, memo_byte_budget() // node_bytes)  # nodes: round starts and prefixes
         self._starts: dict[int, QueryStart] = {}
         self._prefix_counts: dict[int, int] = {}  # query -> prefixes memoised below its start
         self._nodes = 0
@@ -137,7 +160,7 @@ class QueryStartMemo:
         if finished or not self.with_candidates:
             fresh = QueryStart(state, None, None, node.length + 1)
         else:
-            fresh = self._with_candidates(state, node.length + 1)
+            fresh = self._with_candidates(query, state, node.length + 1)
         if self._nodes < self.capacity and query in self._starts:
             node.children[token] = fresh
             self._prefix_counts[query] += 1
@@ -153,14 +176,18 @@ class QueryStartMemo:
         state = problem.initial_state(torch.full((1,), query, dtype=torch.int64, device=problem.device))
         if not self.with_candidates:
             return QueryStart(state, None, None)
-        return self._with_candidates(state, 0)
+        return self._with_candidates(query, state, 0)
 
-    def _with_candidates(self, state: DecodingState, length: int) -> QueryStart:
+    def _with_candidates(self, query: int, state: DecodingState, length: int) -> QueryStart:
         """The node of ``state`` (``|y| = length``) with its candidates' carries (and embeddings, for TLB families)."""
         problem = self.problem
-        carries = problem.candidate_carries(state)  # (1, n, *c)
         if not isinstance(problem, LinearTokenizedProblem):
-            return QueryStart(state, carries, None, length)
+            return QueryStart(state, problem.candidate_carries(state), None, length)  # (1, n, *c)
+        host_carries = problem.host_candidate_carries(query, length, state.carry.numpy()[0]) if self._on_cpu else None
+        if host_carries is None:
+            carries = problem.candidate_carries(state)  # (1, n, *c)
+        else:  # the family's NumPy way on the CPU: the same values, without a dozen torch dispatches
+            carries = torch.from_numpy(host_carries[None])  # (1, n, *c)
         embeddings = problem.candidate_embeddings(state, carries)[0]  # (n, d)
         if self._on_cpu:  # float64 -> float32 rounds to nearest in NumPy as in torch; NumPy's cast is cheaper
             host = embeddings.numpy().astype(np.float32)

@@ -162,7 +162,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("spec", type=Path, help="leaderboard spec (TOML), e.g. examples/leaderboard.toml")
     run.add_argument("--store", type=Path, default=Path(DEFAULT_STORE), help=f"results store (default {DEFAULT_STORE})")
     run.add_argument("--backend", choices=("local", "ray"), default="local", help="local processes (default) or Ray")
-    run.add_argument("--workers", type=_positive_int, default=None, help="local worker processes (default: all cores)")
+    run.add_argument(
+        "--workers",
+        type=_positive_int,
+        default=None,
+        help="local worker processes (default: workers on the idle cores once the work outweighs their start-up)",
+    )
     run.add_argument("--ray-address", default=None, help="Ray cluster address (default: RAY_ADDRESS or a local Ray)")
     run.add_argument("--out", type=Path, default=Path(DEFAULT_OUT), help=f"report folder (default {DEFAULT_OUT})")
     run.add_argument("--no-report", action="store_true", help="only run and store; print and write nothing else")

@@ -72,7 +72,11 @@ def thread_settings() -> dict[str, Any]:
 
 
 class RunSource(Protocol):
-    """Where a backend takes runs from, one at a time, as its workers free up."""
+    """Where a backend takes runs from, one at a time, as its workers free up.
+
+    A source may also have ``rounds_left() -> list[int]``, the rounds of each run not handed out
+    yet, which the local backend weighs against its workers' start-up.
+    """
 
     def next_run(self) -> RunSpec | None:
         """A run to play now, or None when none is free now (another process may still hold some)."""
@@ -98,6 +102,10 @@ class QueuedRuns:
     def exhausted(self) -> bool:
         """True once every run was handed out."""
         return self._next >= len(self._runs)
+
+    def rounds_left(self) -> list[int]:
+        """The rounds of each run not handed out yet (what the local backend weighs against starting workers)."""
+        return [run.rounds for run in self._runs[self._next :]]
 
 
 def as_run_source(runs: Sequence[RunSpec] | RunSource) -> RunSource:

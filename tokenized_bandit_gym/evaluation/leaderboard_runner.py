@@ -87,6 +87,10 @@ class ClaimedRuns:
         """True when the last claim found no run held by another live process."""
         return self._held_elsewhere == 0
 
+    def rounds_left(self) -> list[int]:
+        """The rounds of each run this process has not tried (others may take some of them)."""
+        return [run.rounds for key, run in self._runs.items() if key not in self._tried]
+
 
 @contextlib.contextmanager
 def _heartbeat(store: ResultsStore, holder: LeaseHolder, lease_seconds: float) -> Iterator[None]:
@@ -141,7 +145,8 @@ def run_leaderboard(
         runs: typically ``spec.runs()``.
         store: where results go.
         backend: ``"local"`` (worker processes) or ``"ray"``.
-        workers: local worker processes (default: all cores); ignored by Ray.
+        workers: local worker processes (default: chosen by the local backend from the idle
+            cores and the measured work); ignored by Ray.
         ray_address: the Ray cluster to use (default: ``RAY_ADDRESS`` or a local Ray).
         progress: show progress bars over runs and rounds (on stderr).
         log: where failures are reported (default: stderr).
@@ -182,9 +187,9 @@ def run_leaderboard(
 
     outcomes: Iterator[RunRecord | RunFailure]
     if backend == "local":
-        from tokenized_bandit_gym.evaluation.local_backend import available_cores, run_local
+        from tokenized_bandit_gym.evaluation.local_backend import run_local
 
-        outcomes = run_local(claims, workers=min(workers or available_cores(), len(pending)), progress=advance)
+        outcomes = run_local(claims, workers=None if workers is None else min(workers, len(pending)), progress=advance)
     else:
         from tokenized_bandit_gym.evaluation.ray_backend import run_ray
 

@@ -1,4 +1,10 @@
-"""Run leaderboard runs in local worker processes (all cores by default).
+"""Run leaderboard runs in local worker processes, or in this process when workers would not pay off.
+
+By default (no worker count given) the first run is played in this process and timed; worker
+processes are started for the rest only when the work left, at the measured cost per round, is
+larger than what starting them costs (a spawned worker spends about :data:`WORKER_START_SECONDS`
+importing torch and the package before its first run) shared over the idle cores. So a small
+sweep, or one on a busy machine, never runs slower than with one worker.
 
 Workers are spawned (``multiprocessing`` "spawn" context, safe with torch and on every OS) and
 run :func:`~tokenized_bandit_gym.evaluation.execute_run.execute_run`; results come back to the
@@ -20,7 +26,7 @@ import signal
 import threading
 import time
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from multiprocessing import get_context
 from typing import Any
@@ -40,6 +46,9 @@ _worker_queue: Any = None
 _worker_stop: Any = None
 # How often the parent looks for a free run while every remaining one is held by another process.
 _POLL_SECONDS = 0.25
+# A spawned worker's cost before its first run: the interpreter, torch and the package imported
+# again (2.3 s measured on a loaded 2-core machine; rounded up, since a busy machine makes it longer).
+WORKER_START_SECONDS = 3.0
 
 
 def available_cores() -> int:
@@ -47,6 +56,42 @@ def available_cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
     return max(1, os.cpu_count() or 1)
+
+
+def idle_cores() -> int:
+    """Cores free for workers now: the available cores less the 1-minute load of the others, at least 1.
+
+    The load average counts this process too (it is playing a run when this is asked), so one core
+    of the load is its own.
+    """
+    cores = available_cores()
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # no load average on this system: trust the core count
+        return cores
+    return max(1, min(cores, round(cores - max(0.0, load - 1.0))))
+
+
+def workers_worth_starting(rounds_left: Sequence[int] | None, seconds_per_round: float, cores: int) -> int:
+    """How many workers to start for the runs left, 1 meaning none (keep playing in this process).
+
+    With ``w`` workers the rest takes about ``WORKER_START_SECONDS + work / w`` instead of ``work``
+    (``work`` = the rounds left times ``seconds_per_round``, measured on the runs played here); the
+    workers are started only when that is shorter.
+
+    Args:
+        rounds_left: the rounds of each run not handed out yet, or None when the source cannot
+            say (then the idle cores are used).
+        seconds_per_round: the measured cost of a round in this process.
+        cores: the idle cores.
+    """
+    if rounds_left is None:
+        return cores
+    workers = min(cores, len(rounds_left))
+    if workers < 2:
+        return 1
+    work = sum(rounds_left) * seconds_per_round
+    return workers if WORKER_START_SECONDS + work / workers < work else 1
 
 
 def _exit_when_orphaned(parent: int) -> None:
@@ -97,24 +142,39 @@ def run_local(
 
     Args:
         runs: the runs to play, or a source handing them out (claims on a shared store).
-        workers: parallel worker processes (default: every available core). With one worker,
-            or one run, everything runs in this process.
+        workers: parallel worker processes. None (the default) plays in this process and starts
+            workers on the idle cores once the measured work left outweighs their start-up (see
+            :func:`workers_worth_starting`). With one worker, or one run, everything runs in this
+            process.
         progress: called in this process with ``(run key, rounds)`` as rounds finish.
     """
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
-    workers = workers or available_cores()
-    if not hasattr(runs, "next_run"):
+    if workers is not None and not hasattr(runs, "next_run"):
         workers = min(workers, max(1, len(runs)))  # type: ignore[arg-type]
     source = as_run_source(runs)
     with thread_environment():
-        if workers == 1:
+        if workers is None:
+            yield from _run_here_then_in_pool_if_worth_it(source, progress)
+        elif workers == 1:
             yield from _run_in_this_process(source, progress)
         else:
             yield from _run_in_pool(source, workers, progress)
 
 
-def _run_in_this_process(source: RunSource, progress: ProgressCallback | None) -> Iterator[RunRecord | RunFailure]:
+def _play_here(run: RunSpec, progress: ProgressCallback | None) -> RunRecord | RunFailure:
+    """One run in this process: its record, or its failure (so the sweep keeps going)."""
+    try:
+        return execute_run(run, progress=progress)
+    except Exception as error:  # noqa: BLE001  (any agent or env error fails this run only)
+        return RunFailure(spec=run, error=f"{type(error).__name__}: {error}", traceback=traceback.format_exc())
+
+
+def _run_in_this_process(
+    source: RunSource, progress: ProgressCallback | None, pool_workers: Callable[[float], int] | None = None
+) -> Iterator[RunRecord | RunFailure]:
+    """Play the source's runs here; after each, hand the rest to a pool if ``pool_workers(seconds a round)`` > 1."""
+    played_rounds, played_seconds = 0, 0.0
     while True:
         run = source.next_run()
         if run is None:
@@ -122,10 +182,26 @@ def _run_in_this_process(source: RunSource, progress: ProgressCallback | None) -
                 return
             time.sleep(_POLL_SECONDS)
             continue
-        try:
-            yield execute_run(run, progress=progress)
-        except Exception as error:  # noqa: BLE001  (any agent or env error fails this run only)
-            yield RunFailure(spec=run, error=f"{type(error).__name__}: {error}", traceback=traceback.format_exc())
+        start = time.perf_counter()
+        outcome = _play_here(run, progress)
+        played_seconds += time.perf_counter() - start
+        played_rounds += run.rounds
+        yield outcome
+        if pool_workers is not None and (workers := pool_workers(played_seconds / max(1, played_rounds))) > 1:
+            yield from _run_in_pool(source, workers, progress)
+            return
+
+
+def _run_here_then_in_pool_if_worth_it(
+    source: RunSource, progress: ProgressCallback | None
+) -> Iterator[RunRecord | RunFailure]:
+    """The default: runs here, timed, until starting workers on the idle cores pays off for the rest."""
+    rounds_left = getattr(source, "rounds_left", None)
+
+    def pool_workers(seconds_per_round: float) -> int:
+        return workers_worth_starting(rounds_left() if rounds_left else None, seconds_per_round, idle_cores())
+
+    yield from _run_in_this_process(source, progress, pool_workers)
 
 
 def _run_in_pool(
