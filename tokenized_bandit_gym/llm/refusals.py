@@ -1,0 +1,69 @@
+"""Why a causal LM cannot run on one forward and candidate batching, in words that name the feature.
+
+Every refusal of the LLM core names the model type and what about the model is not supported, and
+what to do instead where there is something: a user reads "uses ALiBi position biases ... use
+candidate_batching='expand'", not the ``ValueError: too many values to unpack`` that the model's
+code raised. :func:`known_refusal` names what is known before a path is tried;
+:func:`described_failure` turns an error the model's own code raised while the path was probed
+into such a sentence.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+REFUSAL_ERRORS = (RuntimeError, ValueError, TypeError, AttributeError, LookupError, NotImplementedError, AssertionError)
+"""What a model's own code raises when the core's calls are not what it supports."""
+
+
+def model_type_of(model: Any) -> str:
+    """The text config's ``model_type`` (the class name when there is none)."""
+    config = model.config.get_text_config()
+    return str(getattr(config, "model_type", type(model).__name__))
+
+
+def uses_alibi(model: Any) -> bool:
+    """Whether the model adds ALiBi position biases (Bloom, MPT, Falcon with ``alibi=True``)."""
+    config = model.config.get_text_config()
+    attention_config = getattr(config, "attn_config", None)
+    return (
+        getattr(config, "model_type", None) == "bloom"
+        or getattr(config, "alibi", False) is True
+        or getattr(attention_config, "alibi", False) is True
+    )
+
+
+def known_refusal(model: Any, forward: str, batching: str | None) -> str | None:
+    """Why ``model`` cannot run the ``forward`` with the ``batching`` of candidates, known before a probe; else None.
+
+    Args:
+        model: a loaded causal LM.
+        forward: ``"native"`` or ``"transformers"``.
+        batching: ``"mask"``, ``"expand"``, or None when no candidate is scored (no embeddings).
+    """
+    if batching == "mask" and uses_alibi(model):
+        return (
+            f"model_type={model_type_of(model)!r} adds ALiBi position biases that its forward builds from a 0/1 "
+            "attention mask, so it cannot take the 4-D mask of candidate_batching='mask'; "
+            "candidate_batching='expand' (or 'auto', which picks it) runs it"
+        )
+    return None
+
+
+def described_failure(model: Any, error: BaseException, stage: str) -> str:
+    """A refusal sentence for ``error``, raised by the model's own code at ``stage`` of the probe.
+
+    Errors the core raises itself (ValueError naming ``model_type=``) are kept as they are; an
+    error of the model's code is named by what the model lacks where that is recognisable, else
+    reported as the model's forward failing on a KV cache step with the exception's own words.
+    """
+    model_type = model_type_of(model)
+    message = str(error)
+    if isinstance(error, ValueError) and "model_type=" in message:
+        return message
+    if "unpack" in message and uses_alibi(model):
+        return known_refusal(model, "transformers", "mask") or message
+    return (
+        f"model_type={model_type!r}: the model's own forward fails on {stage} (its code raises "
+        f"{type(error).__name__}: {message}); this architecture is not supported by the LLM envs' KV-cache steps"
+    )
