@@ -160,6 +160,32 @@ SMALL_CONFIG_COUPLED_SIZES = {
 heads); tried as a second small config for the families whose defaults contradict the first."""
 
 
+MULTI_HEAD_LATENT = {
+    **SMALL_CONFIG_COUPLED_SIZES,
+    "head_dim": 4,  # the rotary part of a query or key head: qk_rope_head_dim
+    "num_key_value_heads": 4,  # latent attention expands its keys and values to every head
+    "n_group": 1,
+    "topk_group": 1,
+    "first_k_dense_replace": 1,
+}
+FAMILY_CONFIGS: dict[str, dict[str, Any]] = {
+    "deepseek_v2": MULTI_HEAD_LATENT,
+    "deepseek_v3": MULTI_HEAD_LATENT,
+    "minicpm3": MULTI_HEAD_LATENT,
+    "gemma3n_text": {
+        "num_kv_shared_layers": 0,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "activation_sparsity_pattern": [0.0, 0.0],
+        "vocab_size_per_layer_input": 512,
+        "hidden_size_per_layer_input": 8,
+        "laurel_rank": 8,
+        "altup_num_inputs": 2,
+        "altup_active_idx": 0,
+    },
+}
+"""Per model type, fields that make its small config valid (sizes its defaults tie to others)."""
+
+
 def discovered_causal_lm_types() -> list[str]:
     """Every model type transformers maps to a ``*ForCausalLM``-style class, but the named families'."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
@@ -182,8 +208,9 @@ def tiny_discovered(model_type: str) -> Any:
     except (ImportError, AttributeError) as error:  # an optional dependency (kernels, timm, ...) is missing
         pytest.skip(f"{class_name} cannot be imported: {error}")
     reasons = []
+    own = FAMILY_CONFIGS.get(model_type, {})
     for small in (SMALL_CONFIG, {**SMALL_CONFIG, **SMALL_CONFIG_COUPLED_SIZES}):
-        model, reason = _tiny_from_small_config(model_class, dict(small))
+        model, reason = _tiny_from_small_config(model_class, {**small, **own})
         if model is not None:
             return model
         reasons.append(reason)

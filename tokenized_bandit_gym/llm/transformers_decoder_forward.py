@@ -74,10 +74,12 @@ class TransformersDecoderForward:
 def decoder_of(model: Any) -> Any:
     """The decoder stack of a causal LM, whose output is the last hidden state (``model.base_model`` in general).
 
-    Some causal-LM classes are their own base model (Llama-4's text model); their decoder is
-    ``get_decoder()``.
+    Some causal-LM classes are their own base model (Llama-4's text model, whose
+    ``base_model_prefix`` names no child); their decoder is ``get_decoder()``, else the ``model`` child.
     """
     base = model.base_model
     if base is model and callable(getattr(model, "get_decoder", None)):
         base = model.get_decoder()
+    if base is model and isinstance(getattr(model, "model", None), torch.nn.Module):
+        base = model.model
     return base
