@@ -8,6 +8,10 @@ candidate tau (``model(ids, output_hidden_states=True)``: the candidate embeddin
 mean of its last hidden state, the log-probs come from its own logits, ``v(p)`` from those). Every
 forward and candidate batching is tried; each either matches, is refused by the env with a reason,
 or fails the check. The verdict table names the forward and batching used and the largest errors.
+Each path's first episode avoids EOS while it can, so it reaches the episode's last position (query
+length plus L, where position-dependent switches such as longrope's show). The thresholds are
+float32's, or for 16-bit weights twice the dtype's noise measured on the model itself against a
+float32 copy; the verdict line prints them.
 """
 
 from __future__ import annotations
@@ -415,6 +419,9 @@ def add_check_model_subcommand(subparsers: argparse._SubParsersAction) -> argpar
         "--query-truncation", default="none", choices=("none", "left"), help="over-long queries: refuse or keep the end"
     )
     parser.add_argument("--seed", type=int, default=0, help="seeds the episodes and the random actions")
+    parser.add_argument(
+        "--fixed-length", action="store_true", help="episodes of exactly L tokens (the envs' fixed_length=True)"
+    )
     parser.add_argument("--trust-remote-code", action="store_true", help="run code shipped with the model")
     parser.set_defaults(func=check_model_command)
     return parser
@@ -445,14 +452,16 @@ def check_model_command(args: argparse.Namespace) -> int:
         f"check-model {args.model}: model_type={config.model_type}, dtype={args.dtype}, device={args.device}, "
         f"attention kernel {model.config._attn_implementation}"
     )
-    sources = {"query_column": args.query_column, "query_field": args.query_field}
+    extra = {"query_column": args.query_column, "query_field": args.query_field}
+    if args.fixed_length:
+        extra["fixed_length"] = True
     try:
         verdicts = check_language_model(
             model, tokenizer, steps=args.steps, seed=args.seed, max_length=args.max_length, top_k=args.top_k,
             queries=args.queries, query_truncation=args.query_truncation,
-            **{key: value for key, value in sources.items() if value is not None},
+            **{key: value for key, value in extra.items() if value is not None},
         )  # fmt: skip
-    except (ValueError, TypeError) as error:  # a bad query source or column, found before any env is built
+    except (ValueError, TypeError) as error:  # a bad query source or column, or an env keyword it does not take
         print(f"tbg check-model: error: {error}", file=sys.stderr)
         return 2
     print(format_verdicts(verdicts))
