@@ -525,6 +525,7 @@ class LanguageModelProblem:
         stage = "a no-cache forward of the first query"
         try:
             output = self.model(input_ids=ids, output_hidden_states=True, use_cache=False)
+            self._head.check(output)
             stage = "the first query's prefill behind left padding"
             padded = torch.cat([ids.new_full((1, 2), self.eos_token_id), ids], dim=1)  # (1, T + 2)
             padded_mask = torch.ones_like(padded).index_fill_(1, torch.arange(2, device=self.device), 0)  # (1, T + 2)
@@ -551,7 +552,6 @@ class LanguageModelProblem:
             episode = [check for query in self._episode_queries() for check in self._episode_checks(query)]
         except REFUSAL_ERRORS as error:
             raise ValueError(described_failure(self.model, error, stage)) from error
-        self._head.check(output)
         expected_prefix = output.hidden_states[-1][0]  # (T, H)
         checks = [
             ("the query's prefill", state.last_hidden[0], expected_prefix[-1]),
@@ -848,7 +848,7 @@ class LanguageModelProblem:
     def _fitted(self, ids: list[int], text: str) -> list[int]:
         """``ids`` of one query, checked (or left-truncated) so that ids plus L fit the model's positions."""
         positions = getattr(self.model.config.get_text_config(), "max_position_embeddings", None)
-        if not isinstance(positions, int) or len(ids) + self.max_length <= positions:
+        if not isinstance(positions, int) or positions <= 0 or len(ids) + self.max_length <= positions:
             return ids
         room = positions - self.max_length
         bos = getattr(self.tokenizer, "bos_token_id", None)

@@ -10,7 +10,10 @@ into such a sentence.
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
+
+from tokenized_bandit_gym.llm.transformers_decoder_forward import decoder_of
 
 REFUSAL_ERRORS = (RuntimeError, ValueError, TypeError, AttributeError, LookupError, NotImplementedError, AssertionError)
 """What a model's own code raises when the core's calls are not what it supports."""
@@ -41,9 +44,23 @@ def known_refusal(model: Any, forward: str, batching: str | None) -> str | None:
         forward: ``"native"`` or ``"transformers"``.
         batching: ``"mask"``, ``"expand"``, or None when no candidate is scored (no embeddings).
     """
+    model_type = model_type_of(model)
+    config = model.config.get_text_config()
+    loops = {name: value for name, value in vars(config).items() if "loop" in name and isinstance(value, int)}
+    if any(value > 1 for value in loops.values()):
+        return (
+            f"model_type={model_type!r} runs its layers in loops ({loops}) that keep cache entries per loop, "
+            "which the envs' cache of one key and value per layer does not hold"
+        )
+    if forward == "transformers" and "attention_mask" not in _forward_parameters(decoder_of(model)):
+        return (
+            f"model_type={model_type!r} takes no attention mask (its {type(decoder_of(model)).__name__}.forward has "
+            "no attention_mask argument, as in recurrent models such as xLSTM): the envs batch rows of different "
+            "lengths with padding and score candidates under masks"
+        )
     if batching == "mask" and uses_alibi(model):
         return (
-            f"model_type={model_type_of(model)!r} adds ALiBi position biases that its forward builds from a 0/1 "
+            f"model_type={model_type!r} adds ALiBi position biases that its forward builds from a 0/1 "
             "attention mask, so it cannot take the 4-D mask of candidate_batching='mask'; "
             "candidate_batching='expand' (or 'auto', which picks it) runs it"
         )
@@ -67,3 +84,11 @@ def described_failure(model: Any, error: BaseException, stage: str) -> str:
         f"model_type={model_type!r}: the model's own forward fails on {stage} (its code raises "
         f"{type(error).__name__}: {message}); this architecture is not supported by the LLM envs' KV-cache steps"
     )
+
+
+def _forward_parameters(module: Any) -> set[str]:
+    """Names of the parameters of ``module``'s forward (empty when it cannot be inspected)."""
+    try:
+        return set(inspect.signature(type(module).forward).parameters)
+    except (TypeError, ValueError):
+        return set()
