@@ -147,8 +147,12 @@ def test_llama4_text_without_chunking_is_right(tokenizer: Any) -> None:
 
 
 def long_tail_outcome(model_type: str, tokenizer: Any) -> tuple[str, str]:
-    """``(outcome, detail)`` of one discovered model type on the default path: right, refused clearly,
-    refused obscurely, silently wrong or crash; ``("not built", why)`` where no small model builds."""
+    """``(outcome, detail)`` of one discovered model type: right, refused clearly, refused obscurely,
+    silently wrong or crash; ``("not built", why)`` where no small model builds.
+
+    The "auto" path is built and played (:func:`play_with_pauses`); where it is right, the other
+    candidate batching and the decoding problem (no embeddings, ``gamma = 1``) are played too.
+    """
     try:
         model = tiny_discovered(model_type)
     except pytest.skip.Exception as skipped:
@@ -163,13 +167,27 @@ def long_tail_outcome(model_type: str, tokenizer: Any) -> tuple[str, str]:
         return ("refused clearly" if clear else "refused obscurely"), str(error)
     except Exception as error:  # noqa: BLE001  (counted, not hidden)
         return "crash", f"{type(error).__name__}: {error}"
-    try:
-        play_with_pauses(problem, seed=0)
-    except AssertionError as error:
-        return "silently wrong", str(error)
-    except Exception as error:  # noqa: BLE001
-        return "crash", f"{type(error).__name__}: {error}"
-    return "right", f"{problem.forward_implementation}/{problem.candidate_batching}"
+    path = f"{problem.forward_implementation}/{problem.candidate_batching}"
+    other = "expand" if problem.candidate_batching == "mask" else "mask"
+    variants = {"auto": None, f"candidate_batching={other!r}": {"candidate_batching": other}}
+    variants["decoding"] = {"embeddings": False, "gamma": 1.0}
+    checked = []
+    for name, keywords in variants.items():
+        try:
+            if keywords is not None:
+                problem = LanguageModelProblem(model, tokenizer, QUERIES, max_length=4, top_k=3, **keywords)
+            play_with_pauses(problem, seed=0)
+        except ValueError as error:  # a refused variant: its wording counts as any refusal's
+            if keywords is None or not refusal_is_clear(str(error), model.config.get_text_config().model_type):
+                return "refused obscurely", f"{name}: {error}"
+            checked.append(f"{name} refused")
+            continue
+        except AssertionError as error:
+            return "silently wrong", f"{name}: {error}"
+        except Exception as error:  # noqa: BLE001
+            return "crash", f"{name}: {type(error).__name__}: {error}"
+        checked.append(name)
+    return "right", f"{path} ({', '.join(checked)})"
 
 
 @pytest.mark.slow

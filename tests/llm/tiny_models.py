@@ -168,10 +168,28 @@ MULTI_HEAD_LATENT = {
     "topk_group": 1,
     "first_k_dense_replace": 1,
 }
+LATENT_ATTENTION_TYPES = (
+    "axk1",
+    "axk2",
+    "deepseek_v2",
+    "deepseek_v3",
+    "deepseek_v32",
+    "glm4_moe_lite",
+    "glm_moe_dsa",
+    "longcat_flash",
+    "minicpm3",
+    "sarvam_mla",
+    "youtu",
+)
+"""Model types with DeepSeek's multi-head latent attention."""
 FAMILY_CONFIGS: dict[str, dict[str, Any]] = {
-    "deepseek_v2": MULTI_HEAD_LATENT,
-    "deepseek_v3": MULTI_HEAD_LATENT,
-    "minicpm3": MULTI_HEAD_LATENT,
+    **dict.fromkeys(LATENT_ATTENTION_TYPES, MULTI_HEAD_LATENT),
+    "dbrx": {
+        "attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0},
+        "ffn_config": {"ffn_hidden_size": 48, "moe_num_experts": 4, "moe_top_k": 2},
+        "max_seq_len": 64,
+    },
+    "dots1": {"n_shared_experts": 1, "n_group": 1, "topk_group": 1, "first_k_dense_replace": 1},
     "gemma3n_text": {
         "num_kv_shared_layers": 0,
         "layer_types": ["sliding_attention", "full_attention"],

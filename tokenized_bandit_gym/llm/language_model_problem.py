@@ -31,7 +31,7 @@ from tokenized_bandit_gym.llm.decoder_forward import FORWARD_IMPLEMENTATIONS, ha
 from tokenized_bandit_gym.llm.language_model_head import LanguageModelHead
 from tokenized_bandit_gym.llm.language_model_state import KeyValues, LanguageModelState
 from tokenized_bandit_gym.llm.length_switch import length_switch, recomputed_prefix
-from tokenized_bandit_gym.llm.refusals import REFUSAL_ERRORS, described_failure, known_refusal
+from tokenized_bandit_gym.llm.refusals import REFUSAL_ERRORS, described_failure, known_refusal, mismatch_reason
 from tokenized_bandit_gym.llm.value_map import ValueMap
 
 POOLING_SPANS = ("query_response", "response")
@@ -510,7 +510,8 @@ class LanguageModelProblem:
             checks = self._probe()
         except ValueError as error:
             return str(error)
-        return self._first_failure(checks)
+        failure = self._first_failure(checks)
+        return None if failure is None else mismatch_reason(self.model, failure)
 
     def _probe(self) -> list[ProbeCheck]:
         """The probe's ``(what, got, wanted)``: prefills, the candidates' forwards, an episode's last position.

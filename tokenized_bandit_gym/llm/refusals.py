@@ -13,6 +13,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+import torch
+
 from tokenized_bandit_gym.llm.transformers_decoder_forward import decoder_of
 
 REFUSAL_ERRORS = (RuntimeError, ValueError, TypeError, AttributeError, LookupError, NotImplementedError, AssertionError)
@@ -52,9 +54,10 @@ def known_refusal(model: Any, forward: str, batching: str | None) -> str | None:
             f"model_type={model_type!r} runs its layers in loops ({loops}) that keep cache entries per loop, "
             "which the envs' cache of one key and value per layer does not hold"
         )
-    if forward == "transformers" and "attention_mask" not in _forward_parameters(decoder_of(model)):
+    decoder, parameters = _decoder_parameters(model)
+    if forward == "transformers" and parameters and "attention_mask" not in parameters:
         return (
-            f"model_type={model_type!r} takes no attention mask (its {type(decoder_of(model)).__name__}.forward has "
+            f"model_type={model_type!r} takes no attention mask (its {type(decoder).__name__}.forward has "
             "no attention_mask argument, as in recurrent models such as xLSTM): the envs batch rows of different "
             "lengths with padding and score candidates under masks"
         )
@@ -86,9 +89,38 @@ def described_failure(model: Any, error: BaseException, stage: str) -> str:
     )
 
 
-def _forward_parameters(module: Any) -> set[str]:
-    """Names of the parameters of ``module``'s forward (empty when it cannot be inspected)."""
-    try:
-        return set(inspect.signature(type(module).forward).parameters)
-    except (TypeError, ValueError):
-        return set()
+def mismatch_reason(model: Any, failure: str) -> str:
+    """``failure`` (a probe's numeric difference) with what about the model it points to."""
+    decoder, parameters = _decoder_parameters(model)
+    if "left-padded" in failure and parameters and "position_ids" not in parameters:
+        return (
+            f"{failure}: its {type(decoder).__name__}.forward takes no position_ids and counts positions from the "
+            "batch's first column, so a left-padded row (how the envs batch queries of different lengths) is shifted"
+        )
+    return (
+        f"{failure}: its forward does not give the same numbers over a KV cache, batched and masked as the envs run "
+        "it (an attention or position feature that the forward does not take from the envs' masks and positions)"
+    )
+
+
+def _decoder_parameters(model: Any) -> tuple[Any, set[str]]:
+    """The decoder stack and the names of its forward's named parameters (empty when they cannot be read).
+
+    A wrapper whose forward only passes ``*args, **kwargs`` on (BART's ``DecoderWrapper``) is
+    looked through to its ``decoder``.
+    """
+    decoder = decoder_of(model)
+    for _ in range(2):
+        try:
+            signature = inspect.signature(type(decoder).forward)
+        except (TypeError, ValueError):
+            return decoder, set()
+        named = {
+            name
+            for name, parameter in signature.parameters.items()
+            if name != "self" and parameter.kind not in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD)
+        }
+        if named or not isinstance(getattr(decoder, "decoder", None), torch.nn.Module):
+            return decoder, named
+        decoder = decoder.decoder
+    return decoder, set()
