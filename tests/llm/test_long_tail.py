@@ -199,7 +199,7 @@ def test_long_tail_count(tokenizer: Any, capsys: pytest.CaptureFixture[str]) -> 
         counts[outcome] = counts.get(outcome, 0) + 1
     with capsys.disabled():
         for model_type, (outcome, detail) in sorted(outcomes.items()):
-            print(f"| {model_type} | {outcome} | {detail[:160]} |")
+            print(f"| {model_type} | {outcome} | {detail} |")
         print("counts:", counts)
     bad = {
         name: value for name, value in outcomes.items() if value[0] in ("silently wrong", "refused obscurely", "crash")

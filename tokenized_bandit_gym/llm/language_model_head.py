@@ -76,8 +76,9 @@ class LanguageModelHead:
             ) from error
         if got.shape != expected.shape:
             raise ValueError(
-                f"model_type={self.model_type!r}: the LM head gives {got.shape[-1]} logits, the model's forward "
-                f"{expected.shape[-1]}"
+                f"model_type={self.model_type!r}: the LM head applied to the last hidden states gives log-probs of "
+                f"shape {tuple(got.shape)}, the model's forward {tuple(expected.shape)}: its logits are not a map of "
+                "one last hidden state per token"
             )
         finite = torch.isfinite(expected)
         error = float((got - expected).abs()[finite].max()) if bool(finite.any()) else 0.0

@@ -83,6 +83,12 @@ def described_failure(model: Any, error: BaseException, stage: str) -> str:
         return message
     if "unpack" in message and uses_alibi(model):
         return known_refusal(model, "transformers", "mask") or message
+    if "'mask' candidate batching" in stage:
+        return (
+            f"model_type={model_type!r} cannot take the k candidates as k new tokens at one position under a 4-D "
+            f"attention mask (the model's own message: {message}); candidate_batching='expand' (or 'auto', which "
+            "tries it) scores them as one-token rows"
+        )
     return (
         f"model_type={model_type!r}: the model's own forward fails on {stage} (its code raises "
         f"{type(error).__name__}: {message}); this architecture is not supported by the LLM envs' KV-cache steps"
