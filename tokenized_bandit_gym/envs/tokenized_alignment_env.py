@@ -69,8 +69,16 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
 
     ## Episode End
 
-    Termination: the response ends with EOS. At position L only EOS is allowed; any action there
-    ends the response with EOS (``info["forced_eos"]``) unless ``strict_actions=True``.
+    Termination: the response ends with EOS. By default (``fixed_length=True``, the paper's
+    setting) EOS is allowed only at position L, so every response has L tokens; at position L
+    only EOS is allowed, and any action there ends the response with EOS (``info["forced_eos"]``)
+    unless ``strict_actions=True``. Why fixed length is the default: ``v = log p`` of the whole
+    response favours short responses, so with free lengths answering EOS at once (utility about
+    -18 on the defaults) beats greedy decoding with the true utility (about -28), and a
+    degenerate always-EOS policy would have negative regret. With every response of length L the
+    comparison is between responses of one length, and always-EOS, uniform random and similar
+    policies have positive regret on every value map. ``fixed_length=False`` (EOS anywhere) or
+    ``min_length=m`` (EOS from position m on) restore free lengths, an explicit choice.
     Truncation: never. The last ``info`` holds ``utility``, ``optimal_utility`` and ``regret``
     against the benchmark ``optimal_kind`` (``"oracle_greedy"``: greedy decoding with the true
     utility over the same top-k candidates, the paper's plotted benchmark; ``"oracle_beam"``: the
@@ -122,6 +130,8 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
     | ``query_column`` | None | CSV column of the queries (default TruthfulQA's ``Question``) |
     | ``query_field`` | None | JSONL field of the queries, dotted path (default HH-RLHF's first turn) |
     | ``strict_actions`` | False | raise on masked actions |
+    | ``fixed_length`` | True | EOS only at position L (the paper's setting; see Episode End) |
+    | ``min_length`` | None | EOS only from position m on (with ``fixed_length=False``; ``1 <= m <= L``) |
 
     >>> import gymnasium as gym
     >>> import tokenized_bandit_gym
@@ -146,7 +156,9 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
 
     ## Version History
 
-    * v0: initial release.
+    * v0: initial release. Before the first published leaderboard, the default became
+      ``fixed_length=True`` (EOS only at position L, the paper's setting): with free lengths an
+      empty answer beat the benchmark. ``fixed_length=False`` gives the earlier dynamics.
     """
 
     def __init__(
@@ -179,6 +191,8 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
         query_field: str | None = None,
         strict_actions: bool = False,
         render_mode: str | None = None,
+        fixed_length: bool = True,
+        min_length: int | None = None,
     ) -> None:
         problem = make_language_model_problem(
             model,
@@ -194,6 +208,8 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
             query_field=query_field,
             query_truncation=query_truncation,
             max_length=max_length,
+            fixed_length=fixed_length,
+            min_length=min_length,
             top_k=top_k,
             gamma=gamma,
             value_map=value_map,
