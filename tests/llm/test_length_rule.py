@@ -16,9 +16,12 @@ from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 LENGTH = 5
 
 
-def reference_candidates(problem: LanguageModelProblem, query: int, response: list[int], eos_allowed: bool) -> list:
+def reference_candidates(
+    problem: LanguageModelProblem, query: int, response: list[int], eos_allowed: bool
+) -> list[int]:
     """The top-k next tokens of ``x:y`` from a no-cache forward, EOS left out where it may not come next."""
-    ids = torch.cat([problem.query_tokens[query, : int(problem.query_lengths[query])], torch.tensor(response, dtype=torch.int64)])[None]
+    query_ids = problem.query_tokens[query, : int(problem.query_lengths[query])]
+    ids = torch.cat([query_ids, torch.tensor(response, dtype=torch.int64)])[None]  # (1, T)
     with torch.no_grad():
         logprobs = problem.model(input_ids=ids).logits[0, -1].float().log_softmax(dim=-1)  # (n,)
     if not eos_allowed:
