@@ -33,7 +33,8 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
     ``u = <theta', [e : v(p)]>`` with ``theta' = [(1 - gamma) * theta : gamma]``
     (``env.unwrapped.problem.theta``), and the observation's ``candidate_embeddings`` are the
     ``d + 1`` features ``[e(x, y:tau) : v(p(x, y:tau))]`` of every candidate, so any TLB agent
-    (EOFUL, FixedThetaGreedy with ``theta' = problem.reduced_theta(-0.5 * ones)``) runs unchanged.
+    (EOFUL, or the paper's WrongTheta: ``fixed_theta_greedy`` with ``theta="negated"``, that is
+    ``theta' = problem.reduced_theta(-latent_theta)``) runs unchanged.
     The raw mean-pooled hidden states (``problem.candidate_pooled``), token log-probs and
     sequence log-probs (``problem.candidate_sequence_logprobs``) stay available on the problem.
 
