@@ -104,17 +104,20 @@ def test_single_and_vector_envs_give_fixed_length_responses() -> None:
     kwargs = {"max_length": 4, "top_k": 3, "noise_scale": 0.0}
     env = gym.make("TokenizedAlignment-v0", **kwargs)
     assert env.unwrapped.problem.fixed_length  # the default
-    observation, _ = env.reset(seed=0)
-    terminated, info = False, {}
+    observation, info = env.reset(seed=0)
+    assert info["benchmark_upper_bound"] is False  # greedy decoding with the true utility is no optimum
+    terminated = False
     while not terminated:
         eos = np.flatnonzero(observation["candidate_tokens"] == env.unwrapped.eos_token_id)
         action = int(eos[0]) if eos.size else 0
         assert eos.size == 0 or observation["length"] == 3
         observation, _, terminated, _, info = env.step(action)
+        assert info["benchmark_upper_bound"] is False
     assert info["response_length"] == 4 and not info["forced_eos"]
     envs = gym.make_vec("TokenizedAlignment-v0", num_envs=3, min_length=2, fixed_length=False, **kwargs)
-    observations, _ = envs.reset(seed=0)
+    observations, infos = envs.reset(seed=0)
     for _ in range(4):
+        assert infos["benchmark_upper_bound"].shape == (3,) and not infos["benchmark_upper_bound"].any()
         observations, _, terminated, _, infos = envs.step(np.zeros(3, dtype=np.int64))
         assert not (observations["candidate_tokens"][observations["length"] < 1] == envs.unwrapped.eos_token_id).any()
     lengths = infos["response_length"][terminated]

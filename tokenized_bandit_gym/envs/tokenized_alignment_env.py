@@ -86,7 +86,8 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
     better of a beam search of ``beam_width`` and greedy; agents can beat either, so regret can be
     negative), ``oracle_greedy_utility``, ``noise``, ``response``, ``optimal_response``, ``text``
     (the decoded response), ``response_logprob`` and ``response_embedding`` (``[e : v]``).
-    Benchmarks are computed once per query on first use and cached.
+    Benchmarks are computed once per query on first use and cached. Since the benchmark is not the
+    optimum, every ``info`` from reset on holds ``benchmark_upper_bound = False`` (the report says it too).
 
     ## Arguments
 
