@@ -49,7 +49,7 @@ _EXPLANATION = (
     "at the last point, where the theorem applies."
 )
 
-# One table: title, note, header, rows of cells, and per row "reference" or "".
+# One table: title, note, header, rows of cells, and per row "reference", "leader" or "".
 Table = tuple[str, str, list[str], list[list[str]], list[str]]
 
 
@@ -81,6 +81,13 @@ def _rank(rank: int | None) -> str:
     if rank is None:
         return "-"
     return "ref" if rank == 0 else str(rank)
+
+
+def _row_kind(reference: bool, rank: int | None) -> str:
+    """The row's HTML class: ``"reference"``, ``"leader"`` (ranked first) or ``""``."""
+    if reference:
+        return "reference"
+    return "leader" if rank == 1 else ""
 
 
 def _row_interval(row: TaskAgentRow) -> str:
@@ -126,7 +133,7 @@ def _tables(leaderboard: Leaderboard) -> list[Table]:
                 ]
                 for row in leaderboard.aggregate
             ],
-            ["reference" if row.reference else "" for row in leaderboard.aggregate],
+            [_row_kind(row.reference, row.rank) for row in leaderboard.aggregate],
         )
     )
     for task in leaderboard.tasks:
@@ -152,7 +159,7 @@ def _tables(leaderboard: Leaderboard) -> list[Table]:
         if swept:
             horizons = sorted({int(h) for points in leaderboard.horizon_points[task].values() for h in points.horizons})
             note += f" Horizon exponent fitted over T = {', '.join(str(h) for h in horizons)}."
-        tables.append((task, note, header, body, ["reference" if row.reference else "" for row in rows]))
+        tables.append((task, note, header, body, [_row_kind(row.reference, row.rank) for row in rows]))
     if len(leaderboard.agents) > 1:
         tables.append(
             (
@@ -215,7 +222,7 @@ th:first-child, td:first-child, th:nth-child(2), td:nth-child(2) { text-align: l
 table.matrix td, table.matrix th { text-align: center; }
 table.matrix td:first-child { text-align: left; font-weight: 600; }
 thead { background: #f2f2f2; }
-tbody tr:first-child:not(.reference) { background: #eef7ee; }
+tr.leader { background: #eef7ee; }
 tr.reference td { color: #666; font-style: italic; background: #f7f7f7; }
 .headline { font-size: 1.05rem; line-height: 1.5; border-left: 4px solid #2a7; padding-left: 0.7rem; }
 .note { color: #555; font-size: 0.9rem; }
