@@ -90,3 +90,20 @@ def test_bfloat16_thresholds_come_from_the_noise_measured_on_the_model(capsys: p
     measured = float(verdict.split("(|dlogp| ")[1].split(",")[0])
     allowed = float(verdict.split("|dlogp| and |dv| <= ")[1].split(" ")[0])
     assert 0.0 < measured and allowed == pytest.approx(max(1e-4, 2 * measured), rel=1e-2)
+
+
+@pytest.mark.parametrize("length_rule", ["--fixed-length", "--no-fixed-length"])
+def test_the_length_rule_reaches_the_envs(
+    length_rule: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    built = []
+    original_init = LanguageModelProblem.__init__
+
+    def recording_init(self: LanguageModelProblem, *args: Any, **kwargs: Any) -> None:
+        original_init(self, *args, **kwargs)
+        built.append(self.fixed_length)
+
+    monkeypatch.setattr(LanguageModelProblem, "__init__", recording_init)
+    assert main(["check-model", "stories260K", "--steps", "2", "--max-length", "4", length_rule]) == 0
+    assert built and set(built) == {length_rule == "--fixed-length"}
+    assert capsys.readouterr().out.splitlines()[-1].startswith("verdict: OK; thresholds: ")

@@ -435,7 +435,10 @@ def add_check_model_subcommand(subparsers: argparse._SubParsersAction) -> argpar
     )
     parser.add_argument("--seed", type=int, default=0, help="seeds the episodes and the random actions")
     parser.add_argument(
-        "--fixed-length", action="store_true", help="episodes of exactly L tokens (the envs' fixed_length=True)"
+        "--fixed-length",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="EOS only at position L, or anywhere with --no-fixed-length (default: the env's default)",
     )
     parser.add_argument("--trust-remote-code", action="store_true", help="run code shipped with the model")
     parser.set_defaults(func=check_model_command)
@@ -468,8 +471,8 @@ def check_model_command(args: argparse.Namespace) -> int:
         f"attention kernel {model.config._attn_implementation}"
     )
     extra = {"query_column": args.query_column, "query_field": args.query_field}
-    if args.fixed_length:
-        extra["fixed_length"] = True
+    if args.fixed_length is not None:
+        extra["fixed_length"] = args.fixed_length
     try:
         verdicts = check_language_model(
             model, tokenizer, steps=args.steps, seed=args.seed, max_length=args.max_length, top_k=args.top_k,
