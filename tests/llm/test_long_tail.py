@@ -76,6 +76,14 @@ def test_longrope_is_right_across_its_switch(family: str, batching: str, tokeniz
     assert play_with_pauses(problem, seed=0) >= 3
 
 
+def test_longrope_decoding_problem_is_right_across_its_switch(tokenizer: Any) -> None:
+    """Without embeddings each token is stepped by a forward of its own (advance_tokens), recomputed at the switch."""
+    problem = LanguageModelProblem(
+        tiny_longrope("phi3"), tokenizer, CROSSING_QUERIES, max_length=12, top_k=3, embeddings=False, gamma=1.0
+    )
+    assert play_with_pauses(problem, seed=1) >= 3
+
+
 def test_check_model_passes_a_longrope_model_across_its_switch(tokenizer: Any) -> None:
     verdicts = check_language_model(
         tiny_longrope("phi3"), tokenizer, steps=6, seed=0, num_envs=2, max_length=12, top_k=3, queries=CROSSING_QUERIES
