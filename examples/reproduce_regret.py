@@ -149,7 +149,7 @@ def make_agent(name: str, env: Any, args: Args) -> Any:
     if name == "eoful":
         kwargs.update(beta=args.beta, record_ratios=True)
     elif name == "fixed_theta_greedy":
-        kwargs["theta"] = wrong_theta(env.unwrapped.problem, args.wrong_theta)
+        kwargs["theta"] = "negated" if args.wrong_theta == 0.0 else wrong_theta(env.unwrapped.problem, args.wrong_theta)
     try:
         return agents.make(name, **kwargs)
     except ValueError as error:

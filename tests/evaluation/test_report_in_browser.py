@@ -52,7 +52,7 @@ def report_page(tmp_path: Path) -> Path:
             "rounds": 40,
             "seeds": [0, 1, 2],
             "task": [
-                {"id": "A-v0", "label": "A", "horizons": [10, 20], "caveat": "a caveat for A"},
+                {"id": "A-v0", "label": "A", "horizons": [10, 20], "caveat": "a caveat for A", "theorem_applies": True},
                 {"id": "B-v0", "label": "B"},
             ],
             "agent": [{"name": "learner", "theory_exponent": 0.5}, {"name": "random"}],
@@ -65,7 +65,7 @@ def report_page(tmp_path: Path) -> Path:
         regret = 0.5 / np.sqrt(t) if run.agent == "learner" else np.full(run.rounds, 0.5)
         record = make_record(run.task_label, run.agent, run.seed, regret * (1.0 + 0.05 * run.seed))
         record.spec = run
-        record.metadata.update(git_commit="0123abc", torch_version="2.13.0")
+        record.metadata.update(git_commit="0123abc", torch_version="2.13.0", benchmark="exact")
         records.append(record)
     board = build_leaderboard(records, title=spec.title, resamples=200, spec=spec)
     page = write_report(board, tmp_path / "report")["html"]
@@ -86,6 +86,13 @@ def test_page_renders_reference_rows_exponents_and_plots(tmp_path: Path) -> None
         check=True,
     ).stdout
     assert dom.count("<table") == 4  # all tasks, A, B, probability of improvement
+    # The page opens with the three-line headline (leader, margin, confidence), before any definition.
+    headline = re.search(r'<h1>[^<]*</h1><p class="headline">(.*?)</p>', dom)
+    assert headline is not None
+    lines = headline.group(1).split("<br>")
+    assert [line.split(":")[0] for line in lines] == ["Leader", "Margin", "Confidence"]
+    assert "A: learner" in lines[0] and "P(learner &lt; random)" not in lines[2]  # random is a reference row
+    assert "Benchmark: exact optimum." in dom
     headers = re.findall(r"<th>([^<]*)</th>", dom)
     assert {"growth", "theory", "horizon"} <= set(headers)
     reference_rows = re.findall(r'<tr class="reference"><td>([^<]*)</td><td>([^<]*)</td>', dom)

@@ -160,6 +160,50 @@ SMALL_CONFIG_COUPLED_SIZES = {
 heads); tried as a second small config for the families whose defaults contradict the first."""
 
 
+MULTI_HEAD_LATENT = {
+    **SMALL_CONFIG_COUPLED_SIZES,
+    "head_dim": 4,  # the rotary part of a query or key head: qk_rope_head_dim
+    "num_key_value_heads": 4,  # latent attention expands its keys and values to every head
+    "n_group": 1,
+    "topk_group": 1,
+    "first_k_dense_replace": 1,
+}
+LATENT_ATTENTION_TYPES = (
+    "axk1",
+    "axk2",
+    "deepseek_v2",
+    "deepseek_v3",
+    "deepseek_v32",
+    "glm4_moe_lite",
+    "glm_moe_dsa",
+    "longcat_flash",
+    "minicpm3",
+    "sarvam_mla",
+    "youtu",
+)
+"""Model types with DeepSeek's multi-head latent attention."""
+FAMILY_CONFIGS: dict[str, dict[str, Any]] = {
+    **dict.fromkeys(LATENT_ATTENTION_TYPES, MULTI_HEAD_LATENT),
+    "dbrx": {
+        "attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0},
+        "ffn_config": {"ffn_hidden_size": 48, "moe_num_experts": 4, "moe_top_k": 2},
+        "max_seq_len": 64,
+    },
+    "dots1": {"n_shared_experts": 1, "n_group": 1, "topk_group": 1, "first_k_dense_replace": 1},
+    "gemma3n_text": {
+        "num_kv_shared_layers": 0,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "activation_sparsity_pattern": [0.0, 0.0],
+        "vocab_size_per_layer_input": 512,
+        "hidden_size_per_layer_input": 8,
+        "laurel_rank": 8,
+        "altup_num_inputs": 2,
+        "altup_active_idx": 0,
+    },
+}
+"""Per model type, fields that make its small config valid (sizes its defaults tie to others)."""
+
+
 def discovered_causal_lm_types() -> list[str]:
     """Every model type transformers maps to a ``*ForCausalLM``-style class, but the named families'."""
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
@@ -182,8 +226,9 @@ def tiny_discovered(model_type: str) -> Any:
     except (ImportError, AttributeError) as error:  # an optional dependency (kernels, timm, ...) is missing
         pytest.skip(f"{class_name} cannot be imported: {error}")
     reasons = []
+    own = FAMILY_CONFIGS.get(model_type, {})
     for small in (SMALL_CONFIG, {**SMALL_CONFIG, **SMALL_CONFIG_COUPLED_SIZES}):
-        model, reason = _tiny_from_small_config(model_class, dict(small))
+        model, reason = _tiny_from_small_config(model_class, {**small, **own})
         if model is not None:
             return model
         reasons.append(reason)

@@ -13,6 +13,8 @@ A spec file looks like this (``examples/leaderboard.toml`` is the default suite)
     rounds = 300                     # optional override
     horizons = [100, 200]            # optional: also run every agent at these T < rounds, to fit R(T) ~ T^a
     caveat = "..."                   # optional: a note the report prints beside the task
+    theorem_applies = true           # optional (default false): the caveat says the paper's bound holds here, so
+                                     # the report shows theory's exponents and dashed curves on this task
 
     [[agent]]
     name = "eoful"                   # a registered agent name (``tbg list``)
@@ -53,7 +55,7 @@ RUN_BYTES = 512  # one RunSpec of a sweep (a frozen dataclass, its kwargs and ke
 ROUND_BYTES = 8 * len(ARRAY_NAMES)  # one round of one run: a float64 in each per-round array
 SPEC_FILE_BYTES_PER_BYTE = 16  # the TOML text and the Python objects parsed from it, per byte of the file
 SPEC_FILE_MAX_BYTES = 16 * 2**20  # a spec is a few kilobytes; nothing larger is read
-_TASK_KEYS = {"id", "kwargs", "label", "rounds", "horizons", "caveat"}
+_TASK_KEYS = {"id", "kwargs", "label", "rounds", "horizons", "caveat", "theorem_applies"}
 _AGENT_KEYS = {"name", "kwargs", "label", "tasks", "reference", "theory_exponent"}
 
 
@@ -71,6 +73,7 @@ class TaskEntry:
     rounds: int
     horizons: tuple[int, ...] = ()
     caveat: str = ""
+    theorem_applies: bool = False
 
 
 @dataclass(frozen=True)
@@ -297,6 +300,9 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>", check_registry: 
         caveat = entry.get("caveat", "")
         if not isinstance(caveat, str):
             raise SpecError(f"{where}.caveat must be a string, got {caveat!r}")
+        theorem_applies = entry.get("theorem_applies", False)
+        if not isinstance(theorem_applies, bool):
+            raise SpecError(f"{where}.theorem_applies must be true or false, got {theorem_applies!r}")
         tasks.append(
             TaskEntry(
                 id=env_id,
@@ -305,6 +311,7 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>", check_registry: 
                 rounds=task_rounds,
                 horizons=tuple(sorted(horizons)),
                 caveat=caveat.strip(),
+                theorem_applies=theorem_applies,
             )
         )
 

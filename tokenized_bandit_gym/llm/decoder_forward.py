@@ -35,6 +35,11 @@ DecoderForward = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, KeyValues],
 FORWARD_IMPLEMENTATIONS = ("auto", "native", "transformers")
 
 
+def has_native_forward(model: Any) -> bool:
+    """Whether a native forward computes ``model`` exactly (``forward_implementation="auto"`` tries it first)."""
+    return any(native.unsupported_reason(model) is None for native in (LlamaDecoderForward, GPT2DecoderForward))
+
+
 def select_decoder_forward(model: Any, implementation: str = "auto") -> DecoderForward:
     """The forward the LLM core runs on ``model``.
 

@@ -61,6 +61,13 @@ class LanguageModelHead:
                 reproduced here); the message names the model type and the difference.
         """
         expected = output.logits[0].float().log_softmax(dim=-1)  # (T, n)
+        last_hidden = output.hidden_states[-1]
+        if last_hidden.dim() != 3:  # e.g. Gemma-3n's AltUp: (streams, B, T, H)
+            raise ValueError(
+                f"model_type={self.model_type!r} keeps {last_hidden.dim() - 3} extra axis of parallel hidden streams "
+                f"per token (its last hidden states have shape {tuple(last_hidden.shape)}, as with Gemma-3n's AltUp): "
+                "the envs need one last hidden state per token for the embedding e and the LM head"
+            )
         try:
             got = self.log_probs(output.hidden_states[-1][0])  # (T, n)
         except RuntimeError as error:  # e.g. a prediction layer between the last hidden state and the head
@@ -69,8 +76,9 @@ class LanguageModelHead:
             ) from error
         if got.shape != expected.shape:
             raise ValueError(
-                f"model_type={self.model_type!r}: the LM head gives {got.shape[-1]} logits, the model's forward "
-                f"{expected.shape[-1]}"
+                f"model_type={self.model_type!r}: the LM head applied to the last hidden states gives log-probs of "
+                f"shape {tuple(got.shape)}, the model's forward {tuple(expected.shape)}: its logits are not a map of "
+                "one last hidden state per token"
             )
         finite = torch.isfinite(expected)
         error = float((got - expected).abs()[finite].max()) if bool(finite.any()) else 0.0

@@ -19,16 +19,19 @@ the next distribution: the next step only runs the next candidates.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses
 from tokenized_bandit_gym.core.validation import check_choice, check_int, check_real
-from tokenized_bandit_gym.llm.decoder_forward import select_decoder_forward
+from tokenized_bandit_gym.llm.attention_layout import MASKED_KERNELS
+from tokenized_bandit_gym.llm.decoder_forward import FORWARD_IMPLEMENTATIONS, has_native_forward, select_decoder_forward
 from tokenized_bandit_gym.llm.language_model_head import LanguageModelHead
 from tokenized_bandit_gym.llm.language_model_state import KeyValues, LanguageModelState
-from tokenized_bandit_gym.llm.transformers_decoder_forward import TransformersDecoderForward
+from tokenized_bandit_gym.llm.length_switch import length_switch, recomputed_prefix
+from tokenized_bandit_gym.llm.refusals import REFUSAL_ERRORS, described_failure, known_refusal, mismatch_reason
 from tokenized_bandit_gym.llm.value_map import ValueMap
 
 if TYPE_CHECKING:
@@ -39,7 +42,26 @@ CANDIDATE_BATCHING = ("auto", "mask", "expand")
 EMBEDDING_NORMS = ("l2", "none")
 QUERY_TRUNCATIONS = ("none", "left")
 ProbeCheck = tuple[str, torch.Tensor, torch.Tensor]
-"""``(what was probed, the core's last hidden states, the model's own no-cache ones)``."""
+"""``(what was probed, the core's value, the no-cache forward's)``: hidden states, embeddings or log-probs."""
+
+
+def check_length_rule(fixed_length: bool, min_length: int | None, max_length: int) -> tuple[bool, int | None]:
+    """``(fixed_length, min_length)`` checked against L: a bool, and None or an int in ``[1, L]``, not both set.
+
+    Raises:
+        TypeError: ``fixed_length`` not a bool, or ``min_length`` not an int.
+        ValueError: ``min_length`` outside ``[1, L]``, or given with ``fixed_length=True``.
+    """
+    if not isinstance(fixed_length, bool):
+        raise TypeError(f"fixed_length must be a bool, got {fixed_length!r}")
+    if min_length is None:
+        return fixed_length, None
+    if fixed_length:
+        raise ValueError(
+            f"fixed_length=True already fixes every response at max_length={max_length}: "
+            f"min_length={min_length!r} cannot be given with it (pass one or the other)"
+        )
+    return fixed_length, check_int("min_length", min_length, minimum=1, maximum=max_length)
 
 
 class LanguageModelProblem:
@@ -70,29 +92,38 @@ class LanguageModelProblem:
         candidate_batching: how the k candidates share the prefix cache in the one forward per
             step: ``"mask"`` (k tokens per row under a 4-D attention mask; the cache is read once),
             ``"expand"`` (``B * k`` rows over the cache repeated along the batch; works with any
-            attention kernel) or ``"auto"`` (``"mask"`` with the native forward and with the eager
-            and SDPA kernels, unless the construction probe finds the model does not honour the
-            4-D mask and ``"expand"`` right).
+            attention kernel) or ``"auto"``: the first that the construction probe finds right,
+            ``"mask"`` (with the native forward and the eager and SDPA kernels) then ``"expand"``.
         forward_implementation: the model forward every step runs
             (:func:`~tokenized_bandit_gym.llm.decoder_forward.select_decoder_forward`):
             ``"native"`` (the Llama family and GPT-2 without transformers' per-call machinery; the
             same numbers, fewer ops), ``"transformers"`` (the model's own forward, any causal LM)
-            or ``"auto"`` (native where the architecture has one). Either way the model's own
+            or ``"auto"`` (native where the architecture has one, then transformers, keeping the
+            first path, with the batching, that the probe finds right). Either way the model's own
             attention is reproduced (sliding windows per layer, attention softcapping) or the
             model is refused with a ValueError naming the feature
             (:func:`~tokenized_bandit_gym.llm.attention_layout.attention_layout`).
         query_truncation: ``"none"``: a query whose ids plus ``max_length`` exceed the model's
             ``max_position_embeddings`` is a ValueError naming both lengths; ``"left"``: such
             queries keep their last ids (and a leading BOS) so that they fit.
+        fixed_length: EOS only at position L, as on the synthetic ids (every response has L
+            tokens, the paper's experiments: "we set the length of each sentence to be L = 30").
+        min_length: EOS only at positions ``>= min_length`` (``1 <= min_length <= L``; None or 1:
+            anywhere). Where EOS is not allowed it is not a candidate: the k candidates are the
+            top-k other tokens. Greedy decoding and beam search (the benchmarks) obey the same rule.
+
+    Positions past a length switch (longrope's long factors) are right too: see
+    :mod:`~tokenized_bandit_gym.llm.length_switch`.
 
     Raises:
         ValueError: a bad argument, an over-long query, or a model whose attention or LM head
-            cannot be reproduced: at construction, a probe sequence (the first query) is run
-            through the model's own ``model(ids, output_hidden_states=True)`` and through this
-            core's forward and head, and any difference is refused.
+            cannot be reproduced: at construction, probe sequences (the first query, and episodes
+            stepped to their last position, query length plus L) are run through the model's own
+            ``model(ids, output_hidden_states=True)`` and through this core's forward and head, and
+            a model that differs on every path tried is refused; the message names the model type
+            and, per path, the feature or the difference.
     """
 
-    fixed_length = False
     ddmc = False
     recipe: LanguageModelRecipe | None = None
     """How to rebuild this problem (set by ``make_language_model_problem`` for a model named by hub name or path)."""
@@ -115,10 +146,13 @@ class LanguageModelProblem:
         candidate_batching: str = "auto",
         forward_implementation: str = "auto",
         query_truncation: str = "none",
+        fixed_length: bool = False,
+        min_length: int | None = None,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.max_length = check_int("max_length", max_length, minimum=1)
+        self.fixed_length, self.min_length = check_length_rule(fixed_length, min_length, self.max_length)
         self.gamma = check_real("gamma", gamma, low=0.0, high=1.0)
         self.pooling = check_choice("pooling", pooling, POOLING_SPANS)
         self.embedding_norm = check_choice("embedding_norm", embedding_norm, EMBEDDING_NORMS)
@@ -130,16 +164,9 @@ class LanguageModelProblem:
             raise ValueError(f"embeddings=False needs gamma == 1 (u = v(p) alone), got gamma={gamma}")
         self.embeddings = embeddings
         self.eos_candidate = eos_candidate
-        candidate_batching_requested = check_choice("candidate_batching", candidate_batching, CANDIDATE_BATCHING)
-        self._forward = select_decoder_forward(model, forward_implementation)
-        self.forward_implementation = (
-            "transformers" if isinstance(self._forward, TransformersDecoderForward) else "native"
-        )
-        if candidate_batching == "auto":
-            kernel = getattr(model.config, "_attn_implementation", None)
-            native = self.forward_implementation == "native"
-            candidate_batching = "mask" if native or kernel in ("eager", "sdpa") else "expand"
-        self.candidate_batching = candidate_batching
+        check_choice("candidate_batching", candidate_batching, CANDIDATE_BATCHING)
+        check_choice("forward_implementation", forward_implementation, FORWARD_IMPLEMENTATIONS)
+        self.forward_implementation, self.candidate_batching = forward_implementation, candidate_batching
         if tokenizer.eos_token_id is None:
             raise ValueError("the tokenizer has no EOS token: a tokenized bandit needs one to end responses")
         self.eos_token_id = int(tokenizer.eos_token_id)
@@ -164,7 +191,9 @@ class LanguageModelProblem:
         self._beam: dict[tuple[int, int], tuple[float, torch.Tensor]] = {}
         self._memo: dict[tuple[int, tuple[int, ...]], LanguageModelState] = {}
         self._self_masks: dict[tuple[int, torch.dtype], torch.Tensor] = {}
-        self._check_against_model(batching_is_auto=candidate_batching_requested == "auto")
+        longest = int(self.query_lengths.max()) + self.max_length  # tokens of the longest x:y:tau an episode reaches
+        self._switch = length_switch(model, longest)
+        self._check_against_model(forward_implementation, candidate_batching)
 
     # ------------------------------------------------------------------ public attributes
     @property
@@ -194,6 +223,13 @@ class LanguageModelProblem:
             raise ValueError(f"theta must have shape ({self.hidden_size},), got {tuple(latent.shape)}")
         gamma = torch.tensor([self.gamma], dtype=torch.float64, device=self.device)
         return torch.cat([(1.0 - self.gamma) * latent, gamma])  # (d + 1,)
+
+    @property
+    def first_eos_position(self) -> int:
+        """The first position (1-based) where EOS is allowed: L with ``fixed_length``, else ``min_length`` or 1."""
+        if self.fixed_length:
+            return self.max_length
+        return 1 if self.min_length is None else self.min_length
 
     def decode(self, tokens: torch.Tensor | Sequence[int]) -> str:
         """Text of response ids (the first EOS and what follows are dropped)."""
@@ -242,10 +278,15 @@ class LanguageModelProblem:
         return self._with_candidates(state, torch.ones(batch, dtype=torch.bool, device=self.device))
 
     def action_mask(self, state: LanguageModelState) -> torch.Tensor:
-        """Allowed candidate indices ``(B, k)`` bool: only the EOS slot at position L and once finished."""
+        """Allowed candidate indices ``(B, k)`` bool.
+
+        Only the EOS slot at position L and once finished; before :attr:`first_eos_position`
+        (``fixed_length``, ``min_length``) every slot but EOS.
+        """
         only_eos = state.finished | (state.lengths >= self.max_length - 1)  # (B,)
         is_eos = state.candidate_tokens == self.eos_token_id  # (B, k)
-        return torch.where(only_eos[:, None], is_eos, torch.ones_like(is_eos))
+        eos_allowed = self._eos_allowed(state)  # (B,)
+        return torch.where(only_eos[:, None], is_eos, ~is_eos | eos_allowed[:, None])
 
     @torch.no_grad()
     def advance(
@@ -448,41 +489,96 @@ class LanguageModelProblem:
         return self._head.log_probs(hidden)
 
     @torch.no_grad()
-    def _check_against_model(self, batching_is_auto: bool) -> None:
-        """Refuse a model whose own forward this core does not reproduce, probed on the first query.
+    def _check_against_model(self, forward_requested: str, batching_requested: str) -> None:
+        """Keep the first path that reproduces the model's own forward; refuse the model when none does.
 
-        The probe runs the query's prefill (as it is and behind two columns of left padding), its k
-        candidates and one step over the KV cache (reusing the chosen candidate's cache entries),
-        and compares the last hidden states with plain no-cache forwards
-        (``model(ids, output_hidden_states=True)``) of the same sequences; the head is checked on
-        the model's own logits. Where the prefills match but the candidates' forwards under the
-        ``"mask"`` batching do not and batching was ``"auto"``, ``"expand"`` is probed and kept instead.
+        The paths are the requested ones, ``"auto"`` standing for each it can pick in order
+        (:meth:`_paths`: the native forward where the architecture has one, then transformers';
+        ``"mask"`` then ``"expand"``). On each, the probe (:meth:`_probe`) runs the first query's
+        prefill (as it is and behind two columns of left padding), its k candidates and one step
+        over the KV cache (reusing the chosen candidate's cache entries), then the longest query to
+        the episode's last position (query length plus L tokens), and compares last hidden states,
+        mean-pooled embeddings and sequence log-probs with plain no-cache forwards
+        (``model(ids, output_hidden_states=True)``) of the same sequences; the head is checked on the
+        model's own logits. A path that raises or differs is recorded and the next one tried.
+
+        Raises:
+            ValueError: no path probes right; the message names the model type and, per path
+                tried, why it failed.
         """
-        prefill_checks, batching_checks = self._probe()
-        failure = self._first_failure(prefill_checks)
-        if failure is None:
-            failure = self._first_failure(batching_checks)
-            if failure is not None and batching_is_auto and self.embeddings and self.candidate_batching == "mask":
-                self.candidate_batching = "expand"  # e.g. a model that takes positions from the cache length
-                failure = self._first_failure(self._probe()[1])
-        if failure is not None:
-            raise ValueError(
-                f"model_type={self._head.model_type!r}: {failure} with the {self.forward_implementation} forward, "
-                "against the model's own forward on the first query, so this model cannot be stepped here"
-            )
+        tried = []
+        for forward, batching in self._paths(forward_requested, batching_requested):
+            failure = known_refusal(self.model, forward, batching if self.embeddings else None)
+            if failure is None:
+                try:
+                    decoder = select_decoder_forward(self.model, forward)
+                except ValueError as error:
+                    failure = str(error)
+                else:
+                    self._forward = decoder if self._switch is None else self._switch.split_forward(decoder)
+                    self.forward_implementation, self.candidate_batching = forward, batching
+                    self._memo.clear()
+                    failure = self._probe_failure()
+            if failure is None:
+                return
+            tried.append(f"{forward} forward with {batching!r} candidate batching: {failure}")
+        model_type = self._head.model_type
+        if len(tried) == 1:
+            raise ValueError(f"model_type={model_type!r} cannot be stepped here: {tried[0]}")
+        raise ValueError(
+            f"model_type={model_type!r} cannot be stepped here on any path; tried "
+            + "; ".join(f"({number}) {reason}" for number, reason in enumerate(tried, start=1))
+        )
 
-    def _probe(self) -> tuple[list[ProbeCheck], list[ProbeCheck]]:
-        """The probe's ``(what, got, wanted)`` hidden states: of the prefills, and of the candidates' forwards."""
+    def _paths(self, forward_requested: str, batching_requested: str) -> list[tuple[str, str]]:
+        """``(forward, candidate batching)`` pairs the probe tries, in order, for the requested ones."""
+        forwards = [forward_requested]
+        if forward_requested == "auto":
+            forwards = ["native", "transformers"] if has_native_forward(self.model) else ["transformers"]
+        paths = []
+        for forward in forwards:
+            batchings = [batching_requested]
+            if batching_requested == "auto":
+                kernel = getattr(self.model.config, "_attn_implementation", None)
+                takes_masks = forward == "native" or kernel in MASKED_KERNELS
+                batchings = ["mask", "expand"] if takes_masks and self.embeddings else ["expand"]
+                if not self.embeddings:  # no candidate is scored: the batching is never used
+                    batchings = ["mask" if takes_masks else "expand"]
+            paths.extend((forward, batching) for batching in batchings)
+        return paths
+
+    def _probe_failure(self) -> str | None:
+        """Why the current path does not reproduce the model's own forward (None when it does)."""
+        try:
+            checks = self._probe()
+        except ValueError as error:
+            return str(error)
+        failure = self._first_failure(checks)
+        return None if failure is None else mismatch_reason(self.model, failure)
+
+    def _probe(self) -> list[ProbeCheck]:
+        """The probe's ``(what, got, wanted)``: prefills, the candidates' forwards, an episode's last position.
+
+        Raises:
+            ValueError: the model's own code raised on one of these forwards (the message names
+                the model type and what failed, :func:`~tokenized_bandit_gym.llm.refusals.described_failure`),
+                or its LM head is not reproduced.
+        """
         ids = self.query_tokens[:1, : int(self.query_lengths[0])]  # (1, T)
         k = self.top_k
+        stage = "a no-cache forward of the first query"
         try:
             output = self.model(input_ids=ids, output_hidden_states=True, use_cache=False)
+            self._head.check(output)
+            stage = "the first query's prefill behind left padding"
             padded = torch.cat([ids.new_full((1, 2), self.eos_token_id), ids], dim=1)  # (1, T + 2)
             padded_mask = torch.ones_like(padded).index_fill_(1, torch.arange(2, device=self.device), 0)  # (1, T + 2)
             positions = (padded_mask.cumsum(dim=1) - 1).clamp(min=0)  # (1, T + 2)
             padded_hidden = self._forward(padded, padded_mask, positions, ())[0][0]  # (T + 2, H)
+            stage = f"the first query's {self.candidate_batching!r} candidate batching over a KV cache"
             state = self.initial_state(torch.zeros(1, dtype=torch.int64, device=self.device))
             sequences = torch.cat([ids.expand(k, -1), state.candidate_tokens[0][:, None]], dim=1)  # (k, T + 1)
+            stage = "a step over a KV cache"
             if state.candidate_hidden is None:  # no candidate is scored: one reference sequence is enough
                 stepped = self.advance_tokens(state, sequences[:1, -1])
                 step = (
@@ -496,30 +592,63 @@ class LanguageModelProblem:
                 following = stepped.candidate_tokens[0][:, None]  # (k, 1) the next step's candidates
                 longer = torch.cat([sequences[:1].expand(k, -1), following], dim=1)  # (k, T + 2)
                 step = ("a step over the KV cache", stepped.candidate_hidden[0], self._reference_last_hidden(longer))
-        except (
-            RuntimeError,
-            ValueError,
-            TypeError,
-            AttributeError,
-            LookupError,
-            NotImplementedError,
-            AssertionError,
-        ) as error:
-            raise ValueError(
-                f"model_type={self._head.model_type!r} cannot be stepped with the {self.forward_implementation} "
-                f"forward over a KV cache: {type(error).__name__}: {error}"
-            ) from error
-        self._head.check(output)
+            stage = f"an episode stepped to its last position ({self.max_length} steps)"
+            episode = [check for query in self._episode_queries() for check in self._episode_checks(query)]
+        except REFUSAL_ERRORS as error:
+            raise ValueError(described_failure(self.model, error, stage)) from error
         expected_prefix = output.hidden_states[-1][0]  # (T, H)
-        prefill_checks = [
+        checks = [
             ("the query's prefill", state.last_hidden[0], expected_prefix[-1]),
             ("a left-padded prefill", padded_hidden[2:], expected_prefix),
         ]
+        if state.candidate_hidden is not None:
+            checks.append((f"the {self.candidate_batching!r} candidate batching", state.candidate_hidden[0], expected))
+        return [*checks, step, *episode]
+
+    def _episode_queries(self) -> list[int]:
+        """Queries the probe steps to an episode's last position: the longest, and one crossing the length switch."""
+        queries = [int(self.query_lengths.argmax())]
+        if self._switch is not None:
+            threshold = self._switch.threshold
+            crossing = (self.query_lengths <= threshold) & (self.query_lengths + self.max_length > threshold)  # (Q,)
+            if bool(crossing.any()):
+                queries.append(int(torch.where(crossing, self.query_lengths, -1).argmax()))
+        return list(dict.fromkeys(queries))
+
+    def _episode_checks(self, query: int) -> list[ProbeCheck]:
+        """Query ``query`` stepped with non-EOS tokens to its last position, against one no-cache forward.
+
+        Compares, at the last step (every candidate tau of ``x:y``, ``|x:y:tau|`` = query length plus
+        L), the candidates' last hidden states (or the prefix's, without embeddings), their
+        mean-pooled embeddings and ``log p(y:tau | x)``: a switch that depends on the position
+        (rotary scalings, windows) shows there.
+        """
+        state = self.initial_state(torch.tensor([query], device=self.device))
+        for _ in range(self.max_length - 1):
+            non_eos = state.candidate_tokens[0] != self.eos_token_id  # (k,)
+            if state.candidate_hidden is not None and bool(non_eos.any()):
+                state = self.advance(state, non_eos.int().argmax()[None])
+            else:
+                logprobs = self._logprobs(state.last_hidden)  # (1, n)
+                logprobs[:, self.eos_token_id] = float("-inf")
+                state = self.advance_tokens(state, logprobs.argmax(dim=1))
+        query_length = int(self.query_lengths[query])
+        prefix = torch.cat([self.query_tokens[query, :query_length], state.tokens[0, : int(state.lengths[0])]])
+        candidates = state.candidate_tokens[0][:, None]  # (k, 1)
+        sequences = torch.cat([prefix.expand(candidates.shape[0], -1), candidates], dim=1)  # (k, T)
+        output = self.model(input_ids=sequences, output_hidden_states=True, use_cache=False)
+        hidden = output.hidden_states[-1]  # (k, T, H)
+        logprobs = output.logits.float().log_softmax(dim=-1)[:, query_length - 1 : -1]  # (k, |y| + 1, n)
+        sequence_logprob = logprobs.gather(2, sequences[:, query_length:, None])[..., 0].sum(dim=1)  # (k,)
+        what = f"the last position of an episode ({sequences.shape[1]} tokens)"
+        checks = [(f"{what}: log p(y:tau | x)", self.candidate_sequence_logprobs(state)[0].float(), sequence_logprob)]
         if state.candidate_hidden is None:
-            return prefill_checks, [step]
-        return prefill_checks, [
-            (f"the {self.candidate_batching!r} candidate batching", state.candidate_hidden[0], expected),
-            step,
+            return [(f"{what}: the prefix", state.last_hidden[0], hidden[0, -2]), *checks]
+        start = 0 if self.pooling == "query_response" else query_length
+        return [
+            (what, state.candidate_hidden[0], hidden[:, -1]),
+            (f"{what}: the mean-pooled embedding", self.candidate_pooled(state)[0], hidden[:, start:].float().mean(1)),
+            *checks,
         ]
 
     def _reference_last_hidden(self, sequences: torch.Tensor) -> torch.Tensor:
@@ -531,17 +660,23 @@ class LanguageModelProblem:
         tolerance = self._head.tolerance
         for what, got, wanted in checks:
             if got.shape != wanted.shape:
-                return f"{what} gives last hidden states of shape {tuple(got.shape)}, not {tuple(wanted.shape)}"
+                return f"{what} has shape {tuple(got.shape)}, not {tuple(wanted.shape)}"
             error = float((got.float() - wanted.float()).abs().max())
             if not error <= tolerance * (1.0 + float(wanted.float().abs().max())):
-                return f"{what} gives last hidden states {error:.3g} away"
+                return f"{what} differs by {error:.3g} from the model's own no-cache forward"
         return None
 
     def _with_candidates(self, state: LanguageModelState, grow: torch.Tensor) -> LanguageModelState:
         """Recompute the top-k candidates of the rows ``grow`` ``(B,)`` and score every row's candidates."""
+        state = self._across_switch(state, grow)
         logprobs = self._logprobs(state.last_hidden)  # (B, n)
-        values, tokens = logprobs.topk(self.top_k, dim=1)  # (B, k), (B, k)
-        missing = ~(tokens == self.eos_token_id).any(dim=1)  # (B,)
+        eos_allowed = self._eos_allowed(state)  # (B,)
+        ranked = logprobs
+        if self.first_eos_position > 1:  # EOS is no candidate where it may not be chosen: k other tokens
+            ranked = logprobs.clone()
+            ranked[:, self.eos_token_id] = torch.where(eos_allowed, ranked[:, self.eos_token_id], float("-inf"))
+        values, tokens = ranked.topk(self.top_k, dim=1)  # (B, k), (B, k)
+        missing = ~(tokens == self.eos_token_id).any(dim=1) & eos_allowed  # (B,)
         if not self.eos_candidate:
             missing &= state.finished | (state.lengths >= self.max_length - 1)  # only where EOS is the one action
         tokens[:, -1] = torch.where(missing, self.eos_token_id, tokens[:, -1])
@@ -561,6 +696,46 @@ class LanguageModelProblem:
                 "candidate_hidden": candidate_hidden,
                 "candidate_past": candidate_past,
             }
+        )
+
+    def _across_switch(self, state: LanguageModelState, grow: torch.Tensor) -> LanguageModelState:
+        """``state`` with the prefix of the rows ``grow`` whose candidates first cross the length switch recomputed.
+
+        Longrope (:mod:`~tokenized_bandit_gym.llm.length_switch`): ``x:y:tau`` of more than
+        ``original_max_position_embeddings`` tokens runs the long factors at every position, so a
+        row whose ``x:y`` holds exactly that many gets its cache, pooled sum, ``log p(y | x)`` and
+        last hidden state from one forward of ``x:y`` with the long factors, as ``generate()``
+        recomputes at the switch. The state's own ``u(x, y)`` is then the long factors' too.
+        """
+        if self._switch is None:
+            return state
+        rows = torch.nonzero(grow & ~state.finished & (state.next_positions == self._switch.threshold))[:, 0]
+        if rows.numel() == 0:
+            return state
+        queries, lengths = state.queries[rows].tolist(), state.lengths[rows].tolist()
+        query_lengths = [int(self.query_lengths[query]) for query in queries]
+        sequences = [
+            torch.cat([self.query_tokens[query, :query_length], state.tokens[row, :length]])
+            for query, query_length, row, length in zip(queries, query_lengths, rows.tolist(), lengths, strict=True)
+        ]
+        hidden_sum, past, sequence_logprob, last_hidden = recomputed_prefix(
+            self._forward,
+            self._logprobs,
+            sequences,
+            query_lengths,
+            state.attention_mask[rows],
+            self.pooling == "query_response",
+            self.eos_token_id,
+        )
+        return replace(
+            state,
+            past=tuple(
+                (keys.index_copy(0, rows, new_keys), values.index_copy(0, rows, new_values))
+                for (keys, values), (new_keys, new_values) in zip(state.past, past, strict=True)
+            ),
+            hidden_sum=state.hidden_sum.index_copy(0, rows, hidden_sum),
+            sequence_logprob=state.sequence_logprob.index_copy(0, rows, sequence_logprob),
+            last_hidden=state.last_hidden.index_copy(0, rows, last_hidden.to(state.last_hidden.dtype)),
         )
 
     def _score(self, state: LanguageModelState, tokens: torch.Tensor) -> tuple[torch.Tensor, KeyValues]:
@@ -654,6 +829,10 @@ class LanguageModelProblem:
         )
         return self._with_candidates(grown, grow)
 
+    def _eos_allowed(self, state: LanguageModelState) -> torch.Tensor:
+        """Rows ``(B,)`` where EOS may come next: finished, or at position :attr:`first_eos_position` or later."""
+        return state.finished | (state.lengths >= self.first_eos_position - 1)
+
     def _grow(self, state: LanguageModelState, active: torch.Tensor | None) -> torch.Tensor:
         """Rows ``(B,)`` to extend: active, unfinished and shorter than L."""
         grow = ~state.finished & (state.lengths < self.max_length)
@@ -722,7 +901,7 @@ class LanguageModelProblem:
     def _fitted(self, ids: list[int], text: str) -> list[int]:
         """``ids`` of one query, checked (or left-truncated) so that ids plus L fit the model's positions."""
         positions = getattr(self.model.config.get_text_config(), "max_position_embeddings", None)
-        if not isinstance(positions, int) or len(ids) + self.max_length <= positions:
+        if not isinstance(positions, int) or positions <= 0 or len(ids) + self.max_length <= positions:
             return ids
         room = positions - self.max_length
         bos = getattr(self.tokenizer, "bos_token_id", None)

@@ -26,7 +26,7 @@ class TransformersDecoderForward:
     """
 
     def __init__(self, model: Any) -> None:
-        self._base = model.base_model
+        self._base = decoder_of(model)
         self.layout = attention_layout(model)
         self._dtype = model.get_input_embeddings().weight.dtype  # of the hidden states, hence of the masks
 
@@ -55,8 +55,31 @@ class TransformersDecoderForward:
             past_key_values=cache,
             use_cache=True,
         )
-        if type(output.past_key_values) is not DynamicCache:  # e.g. an encoder-decoder or recurrent cache
-            kind = type(output.past_key_values).__name__
-            raise ValueError(f"the model returns a {kind} cache, not a DynamicCache of one key and value per layer")
-        layers = output.past_key_values.layers
-        return output.last_hidden_state, tuple((layer.keys, layer.values) for layer in layers)
+        returned = output.get("cache", output.get("past_key_values"))  # transformers 5.2x names it cache
+        model_type = self.layout.model_type
+        if returned is None:
+            raise ValueError(
+                f"model_type={model_type!r} returns no key/value cache ({type(output).__name__} holds "
+                f"{list(output.keys())}): it is a recurrent or cache-less architecture, and the LLM envs step "
+                "each token over a cache of one key and value per layer"
+            )
+        if type(returned) is not DynamicCache:  # e.g. an encoder-decoder or recurrent cache
+            raise ValueError(
+                f"model_type={model_type!r} returns a {type(returned).__name__}, not a DynamicCache of one key and "
+                "value per layer (a recurrent, hybrid or encoder-decoder cache), which the LLM envs cannot step"
+            )
+        return output.last_hidden_state, tuple((layer.keys, layer.values) for layer in returned.layers)
+
+
+def decoder_of(model: Any) -> Any:
+    """The decoder stack of a causal LM, whose output is the last hidden state (``model.base_model`` in general).
+
+    Some causal-LM classes are their own base model (Llama-4's text model, whose
+    ``base_model_prefix`` names no child); their decoder is ``get_decoder()``, else the ``model`` child.
+    """
+    base = model.base_model
+    if base is model and callable(getattr(model, "get_decoder", None)):
+        base = model.get_decoder()
+    if base is model and isinstance(getattr(model, "model", None), torch.nn.Module):
+        base = model.model
+    return base
