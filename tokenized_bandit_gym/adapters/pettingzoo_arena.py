@@ -126,6 +126,9 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
         self._players: dict[str, tuple[np.ndarray, int, list[int]]] = {}
         self._query = 0
         self._noise = 0.0
+        # the env's constant info entries (the LLM envs' benchmark_upper_bound), in every info as the env has them
+        flag = getattr(base, "benchmark_upper_bound", None)
+        self._constant_info: dict[str, Any] = {} if flag is None else {"benchmark_upper_bound": flag}
 
     @property
     def eos_token_id(self) -> int:
@@ -162,7 +165,10 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
             self._as_rows(np.full(count, self._noise, dtype=np.float64)),
         )
         observations = self._observe(self.agents)
-        return observations, {name: round_start_info(self._query, self.rounds.info_schema) for name in self.agents}
+        return observations, {
+            name: {**round_start_info(self._query, self.rounds.info_schema), **self._constant_info}
+            for name in self.agents
+        }
 
     def step(
         self, actions: dict[str, Any]
@@ -219,6 +225,7 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
             rewards[name], infos[name] = step_reward_and_info(
                 self._query, forced[name], row_summary, self._noise, rounds.info_schema
             )
+            infos[name].update(self._constant_info)
         self.agents = [name for name in acting if not terminations[name]]
         return observations, rewards, terminations, dict.fromkeys(acting, False), infos
 
