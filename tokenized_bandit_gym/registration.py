@@ -161,6 +161,11 @@ def entry_point_problems() -> dict[str, str]:
     return dict(_entry_point_problems)
 
 
+def built_in_agent_names() -> frozenset[str]:
+    """The names of the agents this package ships (not registered by a user or an entry point)."""
+    return _BUILT_IN_AGENTS
+
+
 def list_agents() -> list[str]:
     """Names of every registered agent (built in, registered, or installed as an entry point), sorted."""
     _load_installed_entry_points()

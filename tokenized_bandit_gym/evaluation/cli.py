@@ -167,6 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(linear, TMAB, LLM) and, for the others, why not (what the agent's reset raises on that kind's task).",
     )
     _add_import_argument(listing)
+    listing.add_argument(
+        "--probe",
+        action="store_true",
+        help="ask every agent, built-in ones too, by resetting it on each kind's task (loads torch and the "
+        "shipped LLM; without it the built-in agents' answers are read from a table and only other agents are "
+        "asked)",
+    )
     from tokenized_bandit_gym.evaluation.ddmc.ddmc_arguments import add_ddmc_subcommand
 
     add_ddmc_subcommand(commands)
@@ -193,7 +200,7 @@ def _command_list(args: argparse.Namespace) -> int:
     print(f"agents (the kinds of task each plays: {kinds}):")
     names = list_agents()
     width = max(len(name) for name in names)
-    for support in agent_support_table(names):
+    for support in agent_support_table(names, probe=args.probe):
         if support.problem is not None:
             print(f"  {support.name:<{width}}  not usable: {support.problem}")
             continue
