@@ -2,7 +2,7 @@
 
 Run: ``PYTHONPATH=. python benchmarks/leaderboard_time.py`` (the default suite, with the agents
 that are registered; the others are listed and skipped). Use it to size ``rounds`` and ``seeds``
-of ``examples/leaderboard.toml`` for the README's 3-minute budget on 2 CPU cores.
+of the shipped ``tokenized_bandit_gym/specs/leaderboard.toml`` for the README's 3-minute budget on 2 CPU cores.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[1]
 class Args:
     """Command-line arguments."""
 
-    spec: str = str(REPO / "examples" / "leaderboard.toml")
+    spec: str = str(REPO / "tokenized_bandit_gym" / "specs" / "leaderboard.toml")
     """the spec to time"""
     workers: int = 0
     """local workers (0: all cores)"""

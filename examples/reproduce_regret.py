@@ -13,10 +13,11 @@ One convention for theta, the paper's: WrongTheta's ``theta'`` is ``-theta`` (th
 and ``theta' = -0.5 * 1``). By default theta is the env's, ``0.5 * 1`` scaled to unit norm; ``--paper`` (or
 ``--theta 0.5``) uses the literal ``0.5 * 1``. ``--wrong-theta w`` sets every coordinate of ``theta'`` to w instead.
 
-Defaults run in a few minutes on a CPU with the shipped 260K-parameter model (short responses, few rounds); the
-script prints its expected run time first (timed on three warm-up rounds) and shows a progress bar per agent. The
-paper's settings: ``--paper`` (L = 30, top-15, gamma = 0.8, theta = 0.5 * 1, T = 10,000, the appendix-D query
-generator); Figure 3 is ``--paper --top-k 10``. The paper used Llama-3-8B-Instruct (``--model``, ``--device``).
+Defaults run in about 12 s on a quiet 2-core CPU with the shipped 260K-parameter model (short responses, few
+rounds; a few times longer on a busy machine); the script prints its expected run time first (timed on three
+warm-up rounds) and shows a progress bar per agent. The paper's settings: ``--paper`` (L = 30, top-15,
+gamma = 0.8, theta = 0.5 * 1, T = 10,000, the appendix-D query generator); Figure 3 is ``--paper --top-k 10``.
+The paper used Llama-3-8B-Instruct (``--model``, ``--device``).
 
     PYTHONPATH=. python examples/reproduce_regret.py
     PYTHONPATH=. python examples/reproduce_regret.py --paper --model meta-llama/Meta-Llama-3-8B-Instruct --device cuda

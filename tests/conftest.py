@@ -1,4 +1,4 @@
-"""Shared test fixtures: offline Hugging Face, the shared data folder, small instances."""
+"""Shared test fixtures: offline Hugging Face, the package's data folder."""
 
 from __future__ import annotations
 
@@ -14,9 +14,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
-    """The real third-party data beside the checkout (``../shared/data``)."""
-    path = Path(os.environ.get("TBG_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
-    if not path.is_dir():
-        pytest.fail(f"shared data folder not found at {path}; set TBG_SHARED_DATA")
-    return path
+def package_data() -> Path:
+    """The real third-party data shipped in the package (``tokenized_bandit_gym/data``)."""
+    from tokenized_bandit_gym.evaluation.ddmc.resources import PACKAGE_DATA
+
+    return PACKAGE_DATA

@@ -8,12 +8,19 @@ that both import and that the leaderboard's agent registry still builds agents.
 from __future__ import annotations
 
 import ast
+import hashlib
+import importlib
 import importlib.metadata
 import os
+import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import textwrap
+import venv
+import warnings
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -109,14 +116,16 @@ def pip(*args: str | Path) -> None:
     assert completed.returncode == 0, completed.stderr
 
 
-def test_wheel_installs_beside_another_top_level_agents_package(tmp_path: Path) -> None:
+def build_wheel(tmp_path: Path) -> tuple[Path, tuple[str, ...]]:
+    """Build the wheel from a copy of the source (the build leaves nothing in the checkout); return it and the
+    pip options that build with this interpreter's setuptools when it is new enough (no index needed)."""
     isolation: tuple[str, ...] = ()
-    try:  # build with this interpreter's setuptools when it is new enough (no index needed)
+    try:
         if Version(importlib.metadata.version("setuptools")) >= Version("77"):
             isolation = ("--no-build-isolation",)
     except importlib.metadata.PackageNotFoundError:
         pass
-    source = tmp_path / "source"  # a copy, so the build leaves nothing in the checkout
+    source = tmp_path / "source"
     shutil.copytree(REPO_ROOT / PACKAGE, source / PACKAGE, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO_ROOT / "agents", source / "agents", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md", "LICENSE"):
@@ -124,6 +133,29 @@ def test_wheel_installs_beside_another_top_level_agents_package(tmp_path: Path) 
     wheels = tmp_path / "wheels"
     pip("wheel", "--no-deps", *isolation, "-w", wheels, source)
     (wheel,) = wheels.glob("tokenized_bandit_gym-*.whl")
+    return wheel, isolation
+
+
+SHIPPED_FILES = (
+    "data/README.md",
+    "data/truthfulqa/TruthfulQA.csv",
+    "data/truthfulqa/LICENSE",
+    "data/hh-rlhf/harmless-base_test.jsonl.gz",
+    "data/hh-rlhf/LICENSE",
+    "data/models/gpt2-tokenizer/vocab.json",
+    "data/models/gpt2-tokenizer/merges.txt",
+    "data/models/gpt2-tokenizer/LICENSE",
+    "data/models/stories260K/model.safetensors",
+    "data/models/stories260K/LICENSE",
+    "specs/leaderboard.toml",
+)
+
+
+def test_wheel_installs_beside_another_top_level_agents_package(tmp_path: Path) -> None:
+    wheel, isolation = build_wheel(tmp_path)
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    assert {f"{PACKAGE}/{name}" for name in SHIPPED_FILES} <= names
     stub = tmp_path / "stub"
     (stub / "agents").mkdir(parents=True)
     (stub / "agents" / "__init__.py").write_text('OWNER = "stub"\n')
@@ -150,6 +182,97 @@ def test_wheel_installs_beside_another_top_level_agents_package(tmp_path: Path) 
         print(len(result.cumulative_regret), type(packaged_agents.make("greedy_etc")).__name__)
     """
     assert run_python(code, tmp_path, pythonpath=target).split() == ["3", "GreedyETC"]
+
+
+def venv_seeing_this_environment(folder: Path) -> Path:
+    """A fresh venv (no pip, no packages of its own) whose imports fall back to this environment's packages.
+
+    A ``.pth`` file appends this environment's site-packages after the venv's own, so the dependencies
+    (torch, transformers, ...) come from here, and anything installed into the venv comes first. An
+    editable install of this checkout is not seen: its finder is a ``.pth`` file of this environment's
+    site folder, which the venv does not process. Returns the venv's interpreter.
+    """
+    venv.create(folder, with_pip=False)
+    python = folder / "bin" / "python"
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    here = {sysconfig.get_path("purelib"), sysconfig.get_path("platlib")}
+    (Path(purelib) / "dependencies_from_the_test_environment.pth").write_text("\n".join(sorted(here)) + "\n")
+    return python
+
+
+@pytest.mark.slow
+def test_wheel_in_a_fresh_venv_runs_ddmc_and_the_main_job_outside_the_repository(tmp_path: Path) -> None:
+    wheel, _ = build_wheel(tmp_path)
+    python = venv_seeing_this_environment(tmp_path / "venv")
+    pip("--python", python, "install", "--no-deps", "--no-index", wheel)
+    elsewhere = tmp_path / "elsewhere"  # not the repository, and nothing of it beside
+    elsewhere.mkdir()
+    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    where = subprocess.run(
+        [str(python), "-c", f"import {PACKAGE}; print({PACKAGE}.__file__)"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    assert where.startswith(str(tmp_path / "venv")), where
+    tbg = str(tmp_path / "venv" / "bin" / "tbg")
+    ddmc = subprocess.run(
+        [tbg, "ddmc", "--dataset", "truthfulqa", "--max-items", "20", "--json", "ddmc.json"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert ddmc.returncode == 0, ddmc.stderr[-3000:]
+    assert (elsewhere / "ddmc.json").stat().st_size > 0
+    main_job = subprocess.run(
+        [tbg, "run", "leaderboard", "--no-progress"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
+    assert main_job.returncode == 0, main_job.stderr[-3000:]
+    from tokenized_bandit_gym.evaluation.leaderboard_spec import load_spec
+
+    runs = len({run.key for run in load_spec("leaderboard", check_registry=False).runs()})
+    assert f"{runs} runs stored, 0 already in the store, 0 failed" in main_job.stderr, main_job.stderr[-3000:]
+    assert (elsewhere / "tbg-report" / "leaderboard.html").is_file()
+
+
+def test_data_readme_gives_the_checksum_and_license_of_every_shipped_file() -> None:
+    data = REPO_ROOT / PACKAGE / "data"
+    listed = dict(re.findall(r"^\| `([^`]+)` \| `([0-9a-f]{64})` \|$", (data / "README.md").read_text(), re.M))
+    shipped = {
+        path.relative_to(data).as_posix(): path
+        for path in data.rglob("*")
+        if path.is_file() and path.name != "README.md"
+    }
+    assert set(listed) == set(shipped)
+    for name, path in shipped.items():
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == listed[name], name
+    for folder in {path.parent for path in shipped.values()}:
+        assert (folder / "LICENSE").is_file(), folder
+
+
+def test_rl_zoo_config_wraps_with_importable_non_deprecated_names() -> None:
+    config = (REPO_ROOT / "examples" / "rl_zoo3_tlb.yml").read_text()
+    wrappers = re.findall(r"^\s+- (tokenized_bandit_gym\.[\w.]+)$", config, re.M)
+    assert wrappers
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)
+        for dotted in wrappers:
+            module_name, _, name = dotted.rpartition(".")
+            assert callable(getattr(importlib.import_module(module_name), name)), dotted
 
 
 @pytest.mark.parametrize("name", ["eoful", "random", "greedy_etc"])

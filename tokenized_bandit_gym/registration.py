@@ -8,11 +8,19 @@ Agents are registered like envs (Gymnasium's ``register``/``make``): a name maps
 name agents without importing any agent module, and the implementations (the repository's
 top-level ``agents/`` folder, installed as :mod:`tokenized_bandit_gym.agents`) depend on the
 public API only.
+
+A user's own agent goes everywhere a built-in one goes, in three ways: by its ``"package.module:Class"``
+reference in place of a name, registered under a name with :func:`register_agent` (``tbg run --import
+module`` imports a module that does so), or listed by an installed distribution in the entry-point group
+:data:`AGENT_ENTRY_POINT_GROUP`. Worker processes repeat the registrations
+(:func:`agent_registrations`, :func:`restore_agent_registrations`).
 """
 
 from __future__ import annotations
 
 import importlib
+import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gymnasium.envs.registration import register, registry
@@ -100,36 +108,187 @@ AGENT_ENTRY_POINTS: dict[str, str] = {
 }
 
 
+AGENT_ENTRY_POINT_GROUP = "tokenized_bandit_gym.agents"
+"""The entry-point group an installed distribution lists its agents in (``name = "module:Class"``)."""
+
+_BUILT_IN_AGENTS = frozenset(AGENT_ENTRY_POINTS)
+_imported_agent_modules: list[str] = []
+_entry_point_problems: dict[str, str] = {}
+_entry_points_loaded = False
+
+
+class AgentLoadError(ValueError):
+    """An agent's ``"module:Class"`` does not import, or what it names is not an agent; the message names it."""
+
+
+def _split_entry_point(entry_point: str) -> tuple[str, str] | None:
+    """``(module, Class)`` of a ``"module:Class"`` string, or None when it does not have that shape."""
+    module_name, _, class_name = entry_point.partition(":")
+    if not module_name.strip() or not class_name.strip() or ":" in class_name:
+        return None
+    return module_name.strip(), class_name.strip()
+
+
+def _load_installed_entry_points() -> None:
+    """Register, once, the agents installed distributions list in :data:`AGENT_ENTRY_POINT_GROUP`.
+
+    Nothing is imported here: each entry point's ``"module:Class"`` value is registered as it is, and
+    imported when the agent is made. A malformed or clashing entry point is skipped and recorded in
+    :func:`entry_point_problems` under its name, so it does not hide the other agents.
+    """
+    global _entry_points_loaded
+    if _entry_points_loaded:
+        return
+    _entry_points_loaded = True
+    from importlib.metadata import entry_points
+
+    for entry_point in entry_points(group=AGENT_ENTRY_POINT_GROUP):
+        value = entry_point.value.split("[", 1)[0].strip()  # drop an "[extra]" marker
+        where = f"entry point {entry_point.name!r} = {entry_point.value!r} of group {AGENT_ENTRY_POINT_GROUP!r}"
+        if _split_entry_point(value) is None:
+            _entry_point_problems[entry_point.name] = f"{where} is not 'module:Class'"
+        elif AGENT_ENTRY_POINTS.get(entry_point.name, value) != value:
+            _entry_point_problems[entry_point.name] = (
+                f"{where} clashes with the agent already registered as {AGENT_ENTRY_POINTS[entry_point.name]!r}"
+            )
+        else:
+            AGENT_ENTRY_POINTS[entry_point.name] = value
+
+
+def entry_point_problems() -> dict[str, str]:
+    """Installed entry points that could not be registered (name -> why), after loading them."""
+    _load_installed_entry_points()
+    return dict(_entry_point_problems)
+
+
+def built_in_agent_names() -> frozenset[str]:
+    """The names of the agents this package ships (not registered by a user or an entry point)."""
+    return _BUILT_IN_AGENTS
+
+
 def list_agents() -> list[str]:
-    """Names of every registered agent, sorted."""
+    """Names of every registered agent (built in, registered, or installed as an entry point), sorted."""
+    _load_installed_entry_points()
     return sorted(AGENT_ENTRY_POINTS)
+
+
+def is_agent_reference(name: str) -> bool:
+    """Whether ``name`` is a registered agent name or a ``"package.module:Class"`` reference."""
+    _load_installed_entry_points()
+    return name in AGENT_ENTRY_POINTS or (":" in name and _split_entry_point(name) is not None)
 
 
 def register_agent(name: str, entry_point: str) -> None:
     """Register ``entry_point`` (``"module:Class"``, imported only when the agent is made) under ``name``.
 
+    Registering the same name with the same entry point again does nothing (so a module that registers
+    its agents can be imported again, e.g. by each worker process).
+
     Raises:
         TypeError: ``name`` or ``entry_point`` is not a string.
-        ValueError: ``name`` is taken or ``entry_point`` is not ``"module:Class"``.
+        ValueError: ``name`` is taken by another entry point, or ``entry_point`` is not ``"module:Class"``.
     """
     if not isinstance(name, str) or not isinstance(entry_point, str):
         raise TypeError(f"name and entry_point must be strings, got {name!r} and {entry_point!r}")
-    if name in AGENT_ENTRY_POINTS:
-        raise ValueError(f"agent name {name!r} is already registered")
-    module_name, _, class_name = entry_point.partition(":")
-    if not module_name or not class_name or ":" in class_name:
+    if _split_entry_point(entry_point) is None:
         raise ValueError(f"entry_point must look like 'module:Class', got {entry_point!r}")
+    _load_installed_entry_points()
+    if AGENT_ENTRY_POINTS.get(name, entry_point) != entry_point:
+        raise ValueError(f"agent name {name!r} is already registered (as {AGENT_ENTRY_POINTS[name]!r})")
     AGENT_ENTRY_POINTS[name] = entry_point
 
 
-def make_agent(name: str, **kwargs: Any) -> Agent:
-    """Build the agent registered as ``name`` with ``kwargs`` (its module is imported now).
+def import_agent_modules(modules: list[str] | tuple[str, ...]) -> None:
+    """Import modules that register agents (``tbg run --import``), and remember them for worker processes.
+
+    Raises:
+        AgentLoadError: a module does not import (the message names it and the error).
+    """
+    for module_name in modules:
+        try:
+            importlib.import_module(module_name)
+        except Exception as error:  # noqa: BLE001  (any error in the user's module is reported by its name)
+            raise AgentLoadError(f"cannot import {module_name!r}: {type(error).__name__}: {error}") from error
+        if module_name not in _imported_agent_modules:
+            _imported_agent_modules.append(module_name)
+
+
+@dataclass(frozen=True)
+class AgentRegistrations:
+    """What a worker process needs to make the agents this process knows: modules to import, names to register.
+
+    Entry points of installed distributions are not carried: a worker reads them from its own
+    installation. ``"module:Class"`` names need nothing: the worker imports them when it makes the agent.
+    """
+
+    modules: tuple[str, ...] = ()
+    entry_points: tuple[tuple[str, str], ...] = ()
+    search_path: tuple[str, ...] = ()
+
+
+def agent_registrations() -> AgentRegistrations:
+    """This process's agent registrations beyond the built-in ones, for :func:`restore_agent_registrations`."""
+    _load_installed_entry_points()
+    added = tuple((name, entry) for name, entry in AGENT_ENTRY_POINTS.items() if name not in _BUILT_IN_AGENTS)
+    return AgentRegistrations(tuple(_imported_agent_modules), added, tuple(sys.path))
+
+
+def restore_agent_registrations(registrations: AgentRegistrations) -> None:
+    """Repeat another process's registrations here (a worker): its import path, its modules, its names.
+
+    Raises:
+        AgentLoadError: a module does not import here.
+    """
+    sys.path.extend(entry for entry in registrations.search_path if entry not in sys.path)
+    import_agent_modules(registrations.modules)
+    for name, entry_point in registrations.entry_points:
+        register_agent(name, entry_point)
+
+
+def load_agent_class(name: str) -> type:
+    """Import the class of the agent ``name``: a registered name or a ``"package.module:Class"`` reference.
 
     Raises:
         ValueError: unknown name (the message lists the known ones).
+        AgentLoadError: its module does not import, lacks the class, or the class is not an agent
+            (no ``reset`` with ``act``/``update`` or ``act_batch``/``update_batch``).
     """
-    if name not in AGENT_ENTRY_POINTS:
-        raise ValueError(f"unknown agent {name!r}; registered agents: {list_agents()}")
-    module_name, class_name = AGENT_ENTRY_POINTS[name].split(":")
-    agent_class = getattr(importlib.import_module(module_name), class_name)
-    return agent_class(**kwargs)
+    _load_installed_entry_points()
+    entry_point = AGENT_ENTRY_POINTS.get(name, name)
+    parts = _split_entry_point(entry_point)
+    if parts is None:
+        problem = _entry_point_problems.get(name)
+        if problem is not None:
+            raise AgentLoadError(f"agent {name!r} could not be registered: {problem}")
+        raise ValueError(f"unknown agent {name!r}; registered agents: {list_agents()} (or give 'package.module:Class')")
+    module_name, class_name = parts
+    source = repr(name) if entry_point == name else f"{name!r} ({entry_point!r})"
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:  # noqa: BLE001  (any import error is reported with the agent's name)
+        raise AgentLoadError(
+            f"agent {source}: cannot import module {module_name!r}: {type(error).__name__}: {error}"
+        ) from error
+    agent_class = getattr(module, class_name, None)
+    if agent_class is None:
+        raise AgentLoadError(f"agent {source}: module {module_name!r} has no attribute {class_name!r}")
+    plays_rounds = all(callable(getattr(agent_class, method, None)) for method in ("reset", "act", "update"))
+    plays_batches = all(
+        callable(getattr(agent_class, method, None)) for method in ("reset", "act_batch", "update_batch")
+    )
+    if not isinstance(agent_class, type) or not (plays_rounds or plays_batches):
+        raise AgentLoadError(
+            f"agent {source}: {agent_class!r} is not an agent class (an agent has reset, act and update, "
+            "or reset, act_batch and update_batch)"
+        )
+    return agent_class
+
+
+def make_agent(name: str, **kwargs: Any) -> Agent:
+    """Build the agent ``name`` (a registered name or ``"package.module:Class"``) with ``kwargs``.
+
+    Raises:
+        ValueError: unknown name (the message lists the known ones).
+        AgentLoadError: the agent's class cannot be imported or is not an agent.
+    """
+    return load_agent_class(name)(**kwargs)

@@ -17,13 +17,13 @@ def test_ddmc_help_is_listed(capsys: pytest.CaptureFixture[str]) -> None:
     assert "ddmc" in capsys.readouterr().out
 
 
-def test_tbg_ddmc_runs_on_a_few_truthfulqa_questions(tmp_path: Path, shared_data: Path) -> None:
+def test_tbg_ddmc_runs_on_a_few_truthfulqa_questions(tmp_path: Path, package_data: Path) -> None:
     out = tmp_path / "ddmc.json"
     status = main(
         [
             "ddmc",
             "--dataset",
-            str(shared_data / "truthfulqa" / "TruthfulQA.csv"),
+            str(package_data / "truthfulqa" / "TruthfulQA.csv"),
             "--max-items",
             "4",
             "--num-bootstrap",

@@ -1,4 +1,4 @@
-"""The README's main job: `tbg run examples/leaderboard.toml` runs the default suite and prints the table (slow)."""
+"""The README's main job: `tbg run leaderboard` (the shipped default spec) runs and prints the table (slow)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from tokenized_bandit_gym import agents
-from tokenized_bandit_gym.evaluation.leaderboard_spec import load_spec
+from tokenized_bandit_gym.evaluation.leaderboard_spec import load_spec, resolve_spec_path
 
 REPO = Path(__file__).resolve().parents[2]
-SPEC = REPO / "examples" / "leaderboard.toml"
+SPEC = resolve_spec_path("leaderboard")
 
 
 @pytest.mark.slow
@@ -22,7 +22,7 @@ def test_default_leaderboard_runs_and_prints_the_table(tmp_path: Path) -> None:
     missing = sorted({agent.name for agent in spec.agents} - set(agents.list_agents()))
     if missing:
         pytest.skip(f"agents of the default suite not registered yet: {missing}")
-    command = [sys.executable, "-m", "tokenized_bandit_gym.evaluation.cli", "run", str(SPEC), "--no-progress"]
+    command = [sys.executable, "-m", "tokenized_bandit_gym.evaluation.cli", "run", "leaderboard", "--no-progress"]
     completed = subprocess.run(
         command, cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(REPO)), capture_output=True, text=True, timeout=900
     )

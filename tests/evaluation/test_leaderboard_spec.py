@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from tokenized_bandit_gym.evaluation.leaderboard_spec import SpecError, load_spec, parse_spec
+from tokenized_bandit_gym.evaluation.leaderboard_spec import SHIPPED_SPECS, SpecError, load_spec, parse_spec
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+DEFAULT_SPEC = SHIPPED_SPECS / "leaderboard.toml"
 
 VALID: dict[str, Any] = {
     "rounds": 20,
@@ -121,7 +121,7 @@ def test_bad_toml_and_missing_file_are_reported(tmp_path: Path) -> None:
 
 
 def test_example_leaderboard_spec_is_well_formed() -> None:
-    spec = load_spec(EXAMPLES / "leaderboard.toml", check_registry=False)
+    spec = load_spec(DEFAULT_SPEC, check_registry=False)
     assert len(spec.tasks) >= 3 and len(spec.seeds) >= 2
     names = {agent.name for agent in spec.agents}
     assert {"random", "oracle_greedy"} <= names
@@ -132,7 +132,7 @@ def test_default_suite_sizes_its_tmab_so_greedy_etc_commits_within_t() -> None:
 
     from tokenized_bandit_gym.agents.greedy_etc import default_exploration_rounds
 
-    spec = load_spec(EXAMPLES / "leaderboard.toml", check_registry=False)
+    spec = load_spec(DEFAULT_SPEC, check_registry=False)
     etc = next(agent for agent in spec.agents if agent.name.endswith("greedy_etc"))
     assert etc.theory_exponent == pytest.approx(2 / 3)
     assert next(agent for agent in spec.agents if agent.name == "eoful").theory_exponent == 0.5

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
 from tests.llm.tiny_models import randomised
+from tokenized_bandit_gym.evaluation.ddmc.resources import PACKAGE_DATA
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+DATA = PACKAGE_DATA
 
 
 @pytest.fixture(scope="session", autouse=True)

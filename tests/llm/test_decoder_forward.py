@@ -68,6 +68,7 @@ def _tiny(kind: str) -> Any:
 FAMILIES = ["llama", "llama-bias-gelu", "llama3-rope", "mistral", "qwen2", "gpt2", "gpt2-layer-scaled-relu"]
 
 
+@pytest.mark.filterwarnings("error::FutureWarning")  # e.g. transformers' deprecated past_key_values keyword
 @pytest.mark.parametrize("kind", FAMILIES)
 def test_native_forward_equals_transformers_over_a_cache(kind: str) -> None:
     """Left-padded prefill (2-D mask), then k candidates under a 4-D mask, then one more token."""

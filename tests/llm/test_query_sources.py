@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tokenized_bandit_gym.evaluation.ddmc.resources import PACKAGE_DATA
 from tokenized_bandit_gym.llm.query_sources import (
     PAPER_INTERESTS,
     PAPER_TEMPLATES,
@@ -15,7 +16,7 @@ from tokenized_bandit_gym.llm.query_sources import (
     resolve_queries,
 )
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+DATA = PACKAGE_DATA
 
 
 def test_paper_generator_is_seeded_and_covers_the_grid() -> None:

@@ -1,9 +1,10 @@
 """``tbg``: run leaderboards, report them, list what can be run.
 
-    tbg run examples/leaderboard.toml            # every task x agent x seed not yet stored
+    tbg run leaderboard                          # the shipped default spec: every task x agent x seed not yet stored
+    tbg run my_spec.toml --import my_agents      # a spec of your own; my_agents registers your agents
     tbg report --store tbg-results.sqlite --out tbg-report
     tbg verify --store tbg-results.sqlite        # check every stored run against its checksums
-    tbg list
+    tbg list                                     # env ids, and each agent with the kinds of task it plays
 
 ``tbg run`` stores each finished run at once (Ctrl-C, ``kill`` or ``kill -9`` lose only runs in
 progress; rerunning resumes), then prints the leaderboard and writes the report (``--out``).
@@ -25,6 +26,8 @@ import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from tokenized_bandit_gym.registration import AGENT_ENTRY_POINT_GROUP
 
 if TYPE_CHECKING:
     from tokenized_bandit_gym.evaluation.leaderboard_spec import LeaderboardSpec
@@ -144,6 +147,31 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _add_import_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first (repeatable), e.g. one that calls register_agent; looked up from the current "
+        "directory too, and imported by every worker process",
+    )
+
+
+def import_user_modules(modules: Sequence[str]) -> None:
+    """Import ``tbg run --import`` modules (the current directory searched too, as ``python -m`` does).
+
+    Raises:
+        AgentLoadError: a module does not import (named in the message).
+    """
+    from tokenized_bandit_gym.registration import import_agent_modules
+
+    if modules and os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    import_agent_modules(list(modules))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``tbg`` argument parser (one subcommand per action, ``--help`` on each)."""
     parser = argparse.ArgumentParser(
@@ -159,7 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
         "is committed at once, so an interrupted run resumes where it stopped. Prints the leaderboard of the "
         "spec's runs and writes the report to --out.",
     )
-    run.add_argument("spec", type=Path, help="leaderboard spec (TOML), e.g. examples/leaderboard.toml")
+    run.add_argument(
+        "spec",
+        type=Path,
+        help="leaderboard spec (TOML file), or the name of a spec shipped in the package: leaderboard (the default)",
+    )
+    _add_import_argument(run)
     run.add_argument("--store", type=Path, default=Path(DEFAULT_STORE), help=f"results store (default {DEFAULT_STORE})")
     run.add_argument("--backend", choices=("local", "ray"), default="local", help="local processes (default) or Ray")
     run.add_argument(
@@ -203,8 +236,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--store", type=Path, default=Path(DEFAULT_STORE), help=f"results store (default {DEFAULT_STORE})"
     )
 
-    commands.add_parser(
-        "list", help="registered env ids and agent names", description="Print the registered env ids and agent names."
+    listing = commands.add_parser(
+        "list",
+        help="registered env ids, and agents with the kinds of task they play",
+        description="Print the registered env ids, then every agent (built in, registered by --import, or "
+        f"installed under the entry-point group {AGENT_ENTRY_POINT_GROUP}) with the kinds of task it plays "
+        "(linear, TMAB, LLM) and, for the others, why not (what the agent's reset raises on that kind's task).",
+    )
+    _add_import_argument(listing)
+    listing.add_argument(
+        "--probe",
+        action="store_true",
+        help="ask every agent, built-in ones too, by resetting it on each kind's task (loads torch and the "
+        "shipped LLM; without it the built-in agents' answers are read from a table and only other agents are "
+        "asked)",
     )
     from tokenized_bandit_gym.evaluation.ddmc.ddmc_arguments import add_ddmc_subcommand
 
@@ -215,20 +260,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _command_list() -> int:
+def _command_list(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     import tokenized_bandit_gym
-    from tokenized_bandit_gym.registration import list_agents
+    from tokenized_bandit_gym.evaluation.agent_support import TASK_KINDS, agent_support_table
+    from tokenized_bandit_gym.registration import entry_point_problems, list_agents
 
+    import_user_modules(args.imports)
     ours = tokenized_bandit_gym.registered_ids()
     others = sorted(env_id for env_id in gym.registry if "Tokenized" in env_id and env_id not in ours)
     print("envs:")
     for env_id in [*ours, *others]:
         print(f"  {env_id}")
-    print("agents:")
-    for name in list_agents():
-        print(f"  {name}")
+    kinds = ", ".join(f"{kind} = {env_id}" for kind, env_id in TASK_KINDS.items())
+    print(f"agents (the kinds of task each plays: {kinds}):")
+    names = list_agents()
+    width = max(len(name) for name in names)
+    for support in agent_support_table(names, probe=args.probe):
+        if support.problem is not None:
+            print(f"  {support.name:<{width}}  not usable: {support.problem}")
+            continue
+        print(f"  {support.name:<{width}}  {', '.join(support.supported) or 'none'}")
+        for kind, reason in support.reasons.items():
+            if reason is not None:
+                print(f"  {'':<{width}}    not {kind}: {reason}")
+    for name, problem in entry_point_problems().items():
+        print(f"  {name:<{width}}  not usable: {problem}")
     return 0
 
 
@@ -293,6 +351,7 @@ def _labels(run: RunSpec) -> dict[str, str]:
 def _command_run(args: argparse.Namespace) -> int:
     from tokenized_bandit_gym.evaluation.leaderboard_spec import load_spec
 
+    import_user_modules(args.imports)
     spec = load_spec(args.spec)
     if not args.no_report:
         check_output_folder(args.out)
@@ -367,16 +426,17 @@ def _command_report(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tbg`` console script; returns the exit status.
 
-    Spec and store errors are printed as one line (``tbg: error: ...``) with status 2.
+    Spec, store and ``--import`` errors are printed as one line (``tbg: error: ...``) with status 2.
     """
     args = build_parser().parse_args(argv)  # --help exits here, before anything heavy is imported
     from tokenized_bandit_gym.evaluation.leaderboard_spec import SpecError
     from tokenized_bandit_gym.evaluation.ray_backend import RayUnavailableError
     from tokenized_bandit_gym.evaluation.results_store import StoreError
+    from tokenized_bandit_gym.registration import AgentLoadError
 
     try:
         if args.command == "list":
-            return _command_list()
+            return _command_list(args)
         if args.command in ("run", "ddmc", "check-model"):  # torch work: one thread unless OMP_NUM_THREADS is set
             from tokenized_bandit_gym.threads import use_small_work_threads
 
@@ -388,7 +448,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "verify":
             return _command_verify(args)
         return _command_report(args)
-    except (SpecError, StoreError, RayUnavailableError, OutputError) as error:
+    except (SpecError, StoreError, RayUnavailableError, OutputError, AgentLoadError) as error:
         print(f"tbg: error: {error}", file=sys.stderr)
         return 2
     except sqlite3.Error as error:  # a full disk or a read-only store while runs are stored

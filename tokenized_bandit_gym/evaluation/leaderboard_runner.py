@@ -14,8 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from tqdm.auto import tqdm
-
+from tokenized_bandit_gym.evaluation.progress import ProgressCounter
 from tokenized_bandit_gym.evaluation.results_store import LeaseHolder, ResultsStore, StoreError
 from tokenized_bandit_gym.evaluation.run_failure import RunFailure
 from tokenized_bandit_gym.evaluation.run_record import RunRecord
@@ -148,8 +147,9 @@ def run_leaderboard(
         workers: local worker processes (default: chosen by the local backend from the idle
             cores and the measured work); ignored by Ray.
         ray_address: the Ray cluster to use (default: ``RAY_ADDRESS`` or a local Ray).
-        progress: show progress bars over runs and rounds (on stderr).
-        log: where failures are reported (default: stderr).
+        progress: show progress over runs and rounds on ``log``: tqdm bars on a terminal, else a plain
+            line every half minute (:mod:`~tokenized_bandit_gym.evaluation.progress`).
+        log: where progress and failures are reported (default: stderr).
         lease_seconds: how long a claimed run stays leased without a heartbeat.
 
     Returns:
@@ -175,15 +175,19 @@ def run_leaderboard(
         return summary
     holder = LeaseHolder()
     claims = ClaimedRuns(pending, store, holder, lease_seconds)
-    runs_bar = tqdm(total=len(pending), desc="runs", unit="run", disable=not progress, position=0)
-    rounds_bar = tqdm(
-        total=sum(run.rounds for run in pending), desc="rounds", unit="round", disable=not progress, position=1
+    runs_bar = ProgressCounter(len(pending), "runs", "run", enabled=progress, stream=log, position=0)
+    rounds_bar = ProgressCounter(
+        sum(run.rounds for run in pending), "rounds", "round", enabled=progress, stream=log, position=1
     )
+    rounds_of = {run.key: run.rounds for run in pending}
     credited: dict[str, int] = {}
 
     def advance(key: str, rounds: int) -> None:
-        credited[key] = credited.get(key, 0) + rounds
-        rounds_bar.update(rounds)
+        # A run's credit stops at its rounds: a worker's report may arrive after the run's outcome
+        # (it is queued), and a vector env's last step may end more rounds than the run records.
+        added = max(0, min(rounds, rounds_of.get(key, 0) - credited.get(key, 0)))
+        credited[key] = credited.get(key, 0) + added
+        rounds_bar.update(added)
 
     outcomes: Iterator[RunRecord | RunFailure]
     if backend == "local":
@@ -198,15 +202,13 @@ def run_leaderboard(
         with _heartbeat(store, holder, lease_seconds), contextlib.closing(outcomes):  # type: ignore[type-var]
             for outcome in outcomes:
                 key = outcome.spec.key
-                rounds_bar.update(outcome.spec.rounds - credited.get(key, 0))
-                credited[key] = outcome.spec.rounds
+                advance(key, outcome.spec.rounds)
                 if isinstance(outcome, RunFailure):
                     store.release(holder, key)
                     summary.failures.append(outcome)
-                    tqdm.write(
+                    runs_bar.write(
                         f"run failed: {outcome.spec.task_label} / {outcome.spec.agent_label} / seed "
-                        f"{outcome.spec.seed}: {outcome.error}\n{outcome.traceback}",
-                        file=log,
+                        f"{outcome.spec.seed}: {outcome.error}\n{outcome.traceback}"
                     )
                 elif store.add(outcome):
                     summary.stored += 1

@@ -1,6 +1,7 @@
 """Leaderboard specs: which agents play which tasks, for how many rounds and seeds (TOML).
 
-A spec file looks like this (``examples/leaderboard.toml`` is the default suite)::
+A spec file looks like this (the default suite, ``tbg run leaderboard``, ships in the package as
+``tokenized_bandit_gym/specs/leaderboard.toml``; :func:`load_spec` finds a shipped spec by its name)::
 
     title = "my leaderboard"        # optional
     rounds = 200                    # T for every task unless a task sets its own
@@ -17,7 +18,7 @@ A spec file looks like this (``examples/leaderboard.toml`` is the default suite)
                                      # the report shows theory's exponents and dashed curves on this task
 
     [[agent]]
-    name = "eoful"                   # a registered agent name (``tbg list``)
+    name = "eoful"                   # a registered agent name (``tbg list``) or "package.module:Class"
     kwargs = { beta = 0.1 }          # optional, passed to tokenized_bandit_gym.agents.make
     label = "EOFUL"                  # optional display name
     tasks = ["TLB n=8"]              # optional: only these task labels (default: every task)
@@ -29,7 +30,9 @@ Every task x agent x horizon x seed is one run. An agent with ``act_batch`` (a B
 
 Validation raises :class:`SpecError` naming the field (``task[1].kwargs``) and the bad value; env
 kwargs are checked by making the env once, agent kwargs by building the agent once, and names against
-the registries at validation time (so agents registered later are accepted once they exist).
+the registries at validation time (so agents registered later are accepted once they exist). An agent's
+``"package.module:Class"`` that does not import, or names something that is not an agent, is refused here,
+before any run.
 """
 
 from __future__ import annotations
@@ -59,8 +62,30 @@ _TASK_KEYS = {"id", "kwargs", "label", "rounds", "horizons", "caveat", "theorem_
 _AGENT_KEYS = {"name", "kwargs", "label", "tasks", "reference", "theory_exponent"}
 
 
+SHIPPED_SPECS = Path(__file__).resolve().parents[1] / "specs"
+"""The folder of the specs shipped in the package (``leaderboard.toml``, the default suite)."""
+
+
 class SpecError(ValueError):
     """A leaderboard spec is invalid; the message names the field and the bad value."""
+
+
+def shipped_spec_names() -> list[str]:
+    """Names of the specs shipped in the package (``"leaderboard"``), sorted."""
+    return sorted(path.stem for path in SHIPPED_SPECS.glob("*.toml"))
+
+
+def resolve_spec_path(path: str | Path) -> Path:
+    """Return ``path`` if it exists, else the shipped spec it names (``"leaderboard"`` or ``"leaderboard.toml"``).
+
+    A name that is neither an existing path nor a shipped spec is returned as it is (reading it then fails
+    with a message that lists the shipped names).
+    """
+    path = Path(path)
+    if path.exists() or path.name != str(path):
+        return path
+    shipped = SHIPPED_SPECS / (path.name if path.suffix == ".toml" else f"{path.name}.toml")
+    return shipped if shipped.is_file() else path
 
 
 @dataclass(frozen=True)
@@ -135,14 +160,14 @@ def load_spec(path: str | Path, check_registry: bool = True) -> LeaderboardSpec:
     """Read and validate a TOML spec file.
 
     Args:
-        path: the ``.toml`` file.
+        path: the ``.toml`` file, or the name of a spec shipped in the package (``"leaderboard"``).
         check_registry: also check env ids and agent names against the registries and build each
             env and agent once to validate their kwargs.
 
     Raises:
         SpecError: unreadable file, invalid TOML, or an invalid field (named with its value).
     """
-    path = Path(path)
+    path = resolve_spec_path(path)
     try:
         if path.exists() and not path.is_file():
             raise SpecError(
@@ -158,7 +183,9 @@ def load_spec(path: str | Path, check_registry: bool = True) -> LeaderboardSpec:
         _check_spec_memory(f"spec file {str(path)!r} of {size:,} bytes", size * SPEC_FILE_BYTES_PER_BYTE)
         text = path.read_text(encoding="utf-8")
     except OSError as error:
-        raise SpecError(f"cannot read spec file {str(path)!r}: {error}") from error
+        raise SpecError(
+            f"cannot read spec file {str(path)!r}: {error} (shipped specs, run by name: {shipped_spec_names()})"
+        ) from error
     except UnicodeDecodeError as error:
         raise SpecError(
             f"spec file {str(path)!r} is not UTF-8 text (byte {error.object[error.start : error.start + 1]!r} at "
@@ -384,7 +411,7 @@ def _check_against_registries(spec: LeaderboardSpec) -> None:
 
     import tokenized_bandit_gym
     from tokenized_bandit_gym.core.tokenized_problem import TokenizedBanditProblem
-    from tokenized_bandit_gym.registration import list_agents, make_agent
+    from tokenized_bandit_gym.registration import AgentLoadError, is_agent_reference, list_agents, load_agent_class
 
     for index, task in enumerate(spec.tasks):
         if task.id not in gym.registry:
@@ -414,12 +441,18 @@ def _check_against_registries(spec: LeaderboardSpec) -> None:
         finally:
             env.close()
         _VALID_ENVS.add(identity)
-    known_agents = list_agents()
     for index, entry in enumerate(spec.agents):
-        if entry.name not in known_agents:
-            raise SpecError(f"agent[{index}].name {entry.name!r} is not a registered agent; registered: {known_agents}")
+        if not is_agent_reference(entry.name):
+            raise SpecError(
+                f"agent[{index}].name {entry.name!r} is not a registered agent; registered: {list_agents()} "
+                "(or give 'package.module:Class')"
+            )
         try:
-            make_agent(entry.name, **entry.kwargs)
+            agent_class = load_agent_class(entry.name)
+        except AgentLoadError as error:
+            raise SpecError(f"agent[{index}].name {entry.name!r} cannot be used: {error}") from error
+        try:
+            agent_class(**entry.kwargs)
         except (TypeError, ValueError) as error:
             raise SpecError(
                 f"agent[{index}].kwargs {entry.kwargs!r} are invalid for {entry.name!r}: {error}"

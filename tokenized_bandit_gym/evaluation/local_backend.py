@@ -41,6 +41,7 @@ from tokenized_bandit_gym.evaluation.execute_run import (
 from tokenized_bandit_gym.evaluation.run_failure import RunFailure
 from tokenized_bandit_gym.evaluation.run_record import RunRecord
 from tokenized_bandit_gym.evaluation.run_spec import RunSpec
+from tokenized_bandit_gym.registration import AgentRegistrations, agent_registrations, restore_agent_registrations
 
 _worker_queue: Any = None
 _worker_stop: Any = None
@@ -101,11 +102,16 @@ def _exit_when_orphaned(parent: int) -> None:
     os._exit(1)
 
 
-def _init_worker(progress_queue: Any, stop_event: Any, parent: int) -> None:
-    """Pool initializer: ignore Ctrl-C and SIGTERM (the parent handles them), keep the queue and the stop event."""
+def _init_worker(progress_queue: Any, stop_event: Any, parent: int, registrations: AgentRegistrations) -> None:
+    """Pool initializer: ignore Ctrl-C and SIGTERM (the parent handles them), keep the queue and the stop event.
+
+    It also repeats the parent's agent registrations (``tbg run --import`` modules, ``register_agent``
+    names), so a user's agent is made here as in the parent.
+    """
     global _worker_queue, _worker_stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    restore_agent_registrations(registrations)
     _worker_queue = progress_queue
     _worker_stop = stop_event
     threading.Thread(target=_exit_when_orphaned, args=(parent,), daemon=True).start()
@@ -214,7 +220,7 @@ def _run_in_pool(
         max_workers=workers,
         mp_context=context,
         initializer=_init_worker,
-        initargs=(progress_queue, stop_event, os.getpid()),
+        initargs=(progress_queue, stop_event, os.getpid(), agent_registrations()),
     )
     try:
         pending: set[Future[RunRecord | RunFailure]] = set()

@@ -4,8 +4,10 @@ Ray is an optional dependency (``pip install "tokenized-bandit-gym[distributed]"
 one task (``num_cpus=1``) calling the same worker function as the local backend under the same
 thread settings (the tasks' runtime environment sets
 :data:`~tokenized_bandit_gym.threads.THREAD_ENVIRONMENT`), so a run gives the same
-bits on Ray as locally; the driver stores each result as soon as it finishes. Workers on other
-machines need the package (and its version) installed. A task whose node dies is retried on
+bits on Ray as locally; the driver stores each result as soon as it finishes. Each task first repeats
+the driver's agent registrations (:func:`~tokenized_bandit_gym.registration.restore_agent_registrations`),
+so a user's agent plays on Ray too. Workers on other machines need the package (and its version), and
+the modules of any user agent, installed. A task whose node dies is retried on
 another node (Ray's ``max_retries``); a run that still cannot finish is reported as failed.
 
 A local Ray started here is shut down at the end, and also when this process is killed
@@ -36,6 +38,7 @@ from tokenized_bandit_gym.evaluation.results_store import process_alive
 from tokenized_bandit_gym.evaluation.run_failure import RunFailure
 from tokenized_bandit_gym.evaluation.run_record import RunRecord
 from tokenized_bandit_gym.evaluation.run_spec import RunSpec
+from tokenized_bandit_gym.registration import AgentRegistrations, agent_registrations, restore_agent_registrations
 from tokenized_bandit_gym.threads import THREAD_ENVIRONMENT
 
 
@@ -55,8 +58,9 @@ def import_ray() -> Any:
     return ray
 
 
-def _ray_task(run: RunSpec) -> RunRecord | RunFailure:
+def _ray_task(run: RunSpec, registrations: AgentRegistrations) -> RunRecord | RunFailure:
     try:
+        restore_agent_registrations(registrations)  # the driver's user agents (``tbg run --import``, register_agent)
         return execute_run(run)
     except Exception as error:  # noqa: BLE001  (any agent or env error fails this run only)
         return RunFailure(spec=run, error=f"{type(error).__name__}: {error}", traceback=traceback.format_exc())
@@ -169,11 +173,12 @@ def run_ray(
             signal.signal(signal.SIGTERM, sigterm_handler)
     remote = ray.remote(num_cpus=1, max_retries=3)(_ray_task)
     capacity = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    registrations = agent_registrations()
     references: dict[Any, RunSpec] = {}
     try:
         while True:
             while len(references) < capacity and (run := source.next_run()) is not None:
-                references[remote.remote(run)] = run
+                references[remote.remote(run, registrations)] = run
             if not references:
                 if source.exhausted():
                     return

@@ -8,11 +8,11 @@ from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
-from tqdm.auto import tqdm
 
 from tokenized_bandit_gym.agent import Agent
 from tokenized_bandit_gym.batched_agent import BatchedAgent
 from tokenized_bandit_gym.evaluation.online_result import OnlineResult
+from tokenized_bandit_gym.evaluation.progress import ProgressCounter
 from tokenized_bandit_gym.evaluation.run_online_vector import run_online_vector
 from tokenized_bandit_gym.task import Task
 
@@ -61,7 +61,8 @@ def run_online(
         key: np.zeros(rounds)
         for key in ("regret", "utility", "optimal_utility", "oracle_greedy_utility", "reward", "wall_time")
     }
-    for round_index in tqdm(range(rounds), disable=not progress, desc=getattr(agent, "name", "agent"), leave=False):
+    bar = ProgressCounter(rounds, getattr(agent, "name", "agent"), "round", enabled=progress, leave=False)
+    for round_index in range(rounds):
         start = time.perf_counter()
         observation, info = env.reset(seed=seed if round_index == 0 else None)
         terminated = truncated = False
@@ -74,6 +75,8 @@ def run_online(
         columns["reward"][round_index] = reward
         for key in ("regret", "utility", "optimal_utility", "oracle_greedy_utility"):
             columns[key][round_index] = info[key]
+        bar.update(1)
+    bar.close()
     metadata = {
         "env_id": env.spec.id if env.spec is not None else None,
         "agent": getattr(agent, "name", type(agent).__name__),

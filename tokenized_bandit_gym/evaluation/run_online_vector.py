@@ -10,11 +10,11 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
-from tqdm.auto import tqdm
 
 from tokenized_bandit_gym.agent import Agent
 from tokenized_bandit_gym.batched_agent import BatchedAgent
 from tokenized_bandit_gym.evaluation.online_result import OnlineResult
+from tokenized_bandit_gym.evaluation.progress import ProgressCounter
 from tokenized_bandit_gym.host_array import as_host_array
 from tokenized_bandit_gym.independent_agents import IndependentAgents
 from tokenized_bandit_gym.task import Task
@@ -106,7 +106,7 @@ def run_online_vector(
     if isinstance(observations["action_mask"], torch.Tensor):
         needs_action = torch.as_tensor(needs_action, device=observations["action_mask"].device)
     recorded = 0
-    bar = tqdm(total=rounds, disable=not progress, desc=getattr(agent, "name", "agent"), leave=False)
+    bar = ProgressCounter(rounds, getattr(agent, "name", "agent"), "round", enabled=progress, leave=False)
     start = time.perf_counter()
     while recorded < rounds:
         actions = agent.act_batch(observations, infos, needs_action)

@@ -24,7 +24,7 @@ class RunSpec:
     Attributes:
         env_id: a registered Gymnasium id.
         env_kwargs: keyword arguments of ``gym.make``.
-        agent: a registered agent name (``tokenized_bandit_gym.agents.list_agents()``).
+        agent: a registered agent name (``tokenized_bandit_gym.agents.list_agents()``) or ``"package.module:Class"``.
         agent_kwargs: keyword arguments of ``tokenized_bandit_gym.agents.make``.
         seed: seeds the env's query and noise streams and the agent.
         rounds: T, the number of rounds (episodes).

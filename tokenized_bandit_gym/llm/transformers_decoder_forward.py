@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -29,6 +30,9 @@ class TransformersDecoderForward:
         self._base = decoder_of(model)
         self.layout = attention_layout(model)
         self._dtype = model.get_input_embeddings().weight.dtype  # of the hidden states, hence of the masks
+        # transformers renamed the forward's ``past_key_values`` to ``cache`` (the old name warns, and goes in 5.40).
+        parameters = inspect.signature(self._base.forward).parameters
+        self._cache_keyword = "cache" if "cache" in parameters else "past_key_values"
 
     def __call__(
         self,
@@ -52,8 +56,8 @@ class TransformersDecoderForward:
             input_ids=input_ids,
             attention_mask=self.layout.masks(attention_mask, position_ids, self._dtype),
             position_ids=position_ids,
-            past_key_values=cache,
             use_cache=True,
+            **{self._cache_keyword: cache},
         )
         returned = output.get("cache", output.get("past_key_values"))  # transformers 5.2x names it cache
         model_type = self.layout.model_type

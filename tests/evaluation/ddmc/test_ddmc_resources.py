@@ -1,17 +1,17 @@
+from pathlib import Path
+
 import pytest
 
+import tokenized_bandit_gym
 from tokenized_bandit_gym.evaluation.ddmc import resources
 
 
-def test_packaged_copy_is_preferred(tmp_path, monkeypatch):
-    packaged, shared = tmp_path / "package" / "data", tmp_path / "shared" / "data"
-    for root in (packaged, shared):
-        (root / "models" / "stories260K").mkdir(parents=True)
-        (root / "models" / "stories260K" / "config.json").write_text("{}")
-    (shared / "truthfulqa").mkdir()
-    (shared / "truthfulqa" / "TruthfulQA.csv").write_text("")
-    monkeypatch.setattr(resources, "data_roots", lambda: [packaged, shared])
-    assert resources.resolve_dataset("truthfulqa") == shared / "truthfulqa" / "TruthfulQA.csv"
+def test_bundled_datasets_resolve_inside_the_package():
+    package = Path(tokenized_bandit_gym.__file__).resolve().parent
+    assert resources.data_roots() == [package / "data"]
+    for name in resources.DATASET_FILES:
+        path = resources.resolve_dataset(name)
+        assert path.is_file() and path.is_relative_to(package)
 
 
 def test_model_names_resolve_like_the_package_loader():

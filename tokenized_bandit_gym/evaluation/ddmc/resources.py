@@ -1,8 +1,8 @@
 """Where the shipped model and the bundled datasets live.
 
 The shipped stories260K model is packaged at ``tokenized_bandit_gym/data/models/stories260K`` (the package's
-one loader resolves its name); the bundled datasets are looked up in the package's data folder first, then in
-the data folder beside a source checkout.
+one loader resolves its name); the bundled datasets ship in the same data folder (``tokenized_bandit_gym/data``,
+whose README gives their provenance, licenses and checksums). Nothing is looked up outside the package.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 from tokenized_bandit_gym.llm.load_language_model import DEFAULT_MODEL_NAME, resolve_model_source
 
-_PACKAGE_ROOT = Path(__file__).resolve().parents[2]  # tokenized_bandit_gym/
-_REPO_ROOT = _PACKAGE_ROOT.parent
+PACKAGE_DATA = Path(__file__).resolve().parents[2] / "data"
+"""The package's data folder (``tokenized_bandit_gym/data``): the shipped model, tokenizer and datasets."""
 
 DATASET_FILES: dict[str, str] = {
     "truthfulqa": "truthfulqa/TruthfulQA.csv",
@@ -23,8 +23,8 @@ DATASET_FILES: dict[str, str] = {
 
 
 def data_roots() -> list[Path]:
-    """Return the folders searched for shipped models and datasets, in order of preference."""
-    return [_PACKAGE_ROOT / "data", _REPO_ROOT.parent / "shared" / "data", _REPO_ROOT / "shared" / "data"]
+    """Return the folders searched for shipped models and datasets: the package's own data folder."""
+    return [PACKAGE_DATA]
 
 
 def resolve_model(name_or_path: str | os.PathLike[str] = DEFAULT_MODEL_NAME) -> str:
