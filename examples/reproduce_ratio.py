@@ -155,7 +155,9 @@ def main(args: Args) -> dict[str, Any]:
         flush=True,
     )
     run_online(env, agent, rounds=args.rounds, seed=args.seed, progress=True)
-    summary: dict[str, Any] = {"settings": dataclasses.asdict(args)}
+    formatting = env.unwrapped.problem.prompt_formatting
+    summary: dict[str, Any] = {"settings": dataclasses.asdict(args), "formatting": formatting}
+    print(f"queries: {summary['formatting']}")
     series = {}
     for norm in NORMS:
         ratio_max, ratio_mean = series[norm] = ratio_series(agent, norm)

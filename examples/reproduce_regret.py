@@ -190,6 +190,8 @@ def main(args: Args) -> dict[str, Any]:
     env = make_env(args)
     dim = int(env.observation_space["candidate_embeddings"].shape[-1])
     results: dict[str, Any] = {"settings": dataclasses.asdict(args), "feature_dim": dim, "agents": {}}
+    results["formatting"] = env.unwrapped.problem.prompt_formatting
+    print(f"queries: {results['formatting']}")
     names = [n.strip() for n in args.agents.split(",") if n.strip()]
     warmup = run_online(env, make_agent(names[0], env, args), rounds=3, seed=args.seed)
     per_round = float(np.median(warmup.wall_time))  # the first round also pays one-off setup

@@ -190,6 +190,13 @@ class LanguageModelProblem:
         gamma = torch.tensor([self.gamma], dtype=torch.float64, device=self.device)
         return torch.cat([(1.0 - self.gamma) * latent, gamma])  # (d + 1,)
 
+    @property
+    def prompt_formatting(self) -> str:
+        """How a query becomes the prompt, in words (scripts and reports print it beside their results)."""
+        if self.chat_template:
+            return "the chat template: the query is the user turn, the response follows the assistant header"
+        return "the raw query text (no chat template)"
+
     def decode(self, tokens: torch.Tensor | Sequence[int]) -> str:
         """Text of response ids (the first EOS and what follows are dropped)."""
         ids = [int(t) for t in torch.as_tensor(tokens).tolist()]
