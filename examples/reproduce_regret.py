@@ -242,7 +242,12 @@ def main(args: Args) -> dict[str, Any]:
         result = run_online(env, agent, rounds=args.rounds, seed=seed, progress=True)
         seconds = round(time.perf_counter() - start, 1)
         entry = {"cumulative_regret": result.cumulative_regret.tolist(), "seconds": seconds}
-        for attribute in ("prefix_ratio_max", "prefix_ratio_mean", "prefix_inverse_ratio_max"):
+        for attribute in (
+            "prefix_ratio_max",
+            "prefix_ratio_mean",
+            "prefix_inverse_ratio_max",
+            "prefix_inverse_ratio_mean",
+        ):
             if hasattr(agent, attribute):
                 entry[attribute] = [float(v) for v in getattr(agent, attribute)]
         runs[f"{name}/{seed}"] = entry
