@@ -83,8 +83,6 @@ class Args:
     """seed of the query and noise streams (shared by all agents)"""
     seeds: str = ""
     """comma-separated seeds to run and average (overrides --seed), e.g. 0,1,2"""
-    fixed_length: bool = False
-    """every response has exactly L tokens (EOS only at position L), as in the paper's Figure 2"""
     device: str = "cpu"
     """torch device"""
     out_dir: str = "runs/regret"
@@ -132,7 +130,6 @@ def make_env(args: Args) -> Any:
             theta=[args.theta] * _hidden_size(args.model) if args.theta else None,
             noise_scale=args.noise_scale,
             device=args.device,
-            **({"fixed_length": True} if args.fixed_length else {}),
         )
     except gym.error.Error as error:
         raise require(f"the env {ENV_ID}", error) from error
@@ -155,7 +152,7 @@ def make_agent(name: str, env: Any, args: Args) -> Any:
     if name == "eoful":
         kwargs["beta"] = args.beta
     elif name == "fixed_theta_greedy":
-        kwargs["theta"] = wrong_theta(env.unwrapped.problem, args.wrong_theta)
+        kwargs["theta"] = "negated" if args.wrong_theta == 0.0 else wrong_theta(env.unwrapped.problem, args.wrong_theta)
     try:
         return agents.make(name, **kwargs)
     except ValueError as error:

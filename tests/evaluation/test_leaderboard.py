@@ -86,7 +86,9 @@ def swept_spec(reference_random: bool | None = None):
         {
             "rounds": 16,
             "seeds": [0, 1],
-            "task": [{"id": "A-v0", "label": "A", "horizons": [4, 8], "caveat": "mind the gap"}],
+            "task": [
+                {"id": "A-v0", "label": "A", "horizons": [4, 8], "caveat": "mind the gap", "theorem_applies": True}
+            ],
             "agent": agents,
         },
         check_registry=False,

@@ -52,7 +52,7 @@ def report_page(tmp_path: Path) -> Path:
             "rounds": 40,
             "seeds": [0, 1, 2],
             "task": [
-                {"id": "A-v0", "label": "A", "horizons": [10, 20], "caveat": "a caveat for A"},
+                {"id": "A-v0", "label": "A", "horizons": [10, 20], "caveat": "a caveat for A", "theorem_applies": True},
                 {"id": "B-v0", "label": "B"},
             ],
             "agent": [{"name": "learner", "theory_exponent": 0.5}, {"name": "random"}],

@@ -99,7 +99,8 @@ def test_alignment_observation_is_the_tlb_reduction() -> None:
             features @ problem.theta.numpy(), problem.candidate_utilities(state)[0].numpy(), atol=1e-4
         )
         np.testing.assert_allclose(np.linalg.norm(features[:, :-1], axis=1), 1.0, atol=1e-5)
-        assert (observation["candidate_tokens"] == problem.eos_token_id).any()
+        at_last_position = observation["length"] == problem.max_length - 1
+        assert (observation["candidate_tokens"] == problem.eos_token_id).any() == at_last_position  # fixed length
         observation, reward, terminated, _, info = env.step(int(np.argmax(observation["action_mask"])))
     assert reward == info["utility"]
     np.testing.assert_allclose(

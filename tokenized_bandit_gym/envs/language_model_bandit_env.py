@@ -26,6 +26,10 @@ from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 
 Observation = dict[str, np.ndarray | np.int64]
 OPTIMAL_KINDS = ("oracle_greedy", "oracle_beam")
+BENCHMARK_UPPER_BOUND = False
+"""``info["benchmark_upper_bound"]`` of every LLM env, from reset on: greedy decoding and beam search with the
+true utility are benchmarks, not the optimum, so an agent can beat them (negative regret). With free lengths
+(``fixed_length=False``) even a degenerate policy can: ``v(p)`` favours short responses."""
 
 
 class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
@@ -49,6 +53,7 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    benchmark_upper_bound = BENCHMARK_UPPER_BOUND
 
     def __init__(
         self,
@@ -149,7 +154,7 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
             torch.tensor([self._query], dtype=torch.int64, device=device),
             torch.tensor([self._noise], dtype=torch.float64, device=device),
         )
-        return self._observe(), {"query_index": self._query}
+        return self._observe(), {"query_index": self._query, "benchmark_upper_bound": BENCHMARK_UPPER_BOUND}
 
     def step(self, action: object) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Append the chosen candidate; the reward is 0 until the response is complete.
@@ -170,6 +175,7 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
         terminated = bool(rounds.finished[0])
         summary = summary_row(rounds.round_summary(rounds.finished), 0) if terminated else None
         reward, info = step_reward_and_info(self._query, forced_eos, summary, self._noise)
+        info["benchmark_upper_bound"] = BENCHMARK_UPPER_BOUND
         return self._observe(), reward, terminated, False, info
 
     def action_masks(self) -> np.ndarray:

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-from tokenized_bandit_gym.envs.language_model_bandit_env import LanguageModelBanditEnv
+import numpy as np
+import torch
+
+from tokenized_bandit_gym.envs.language_model_bandit_env import BENCHMARK_UPPER_BOUND, LanguageModelBanditEnv
 from tokenized_bandit_gym.envs.language_model_round_batch import LanguageModelRoundBatch
 from tokenized_bandit_gym.envs.tokenized_bandit_vector_env import TokenizedBanditVectorEnv
 
@@ -73,6 +76,29 @@ class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
         self.beam_width = template.beam_width
         self.observe_features = template.observe_features
         self.observe_logprobs = template.observe_logprobs
+
+    benchmark_upper_bound = BENCHMARK_UPPER_BOUND
+
+    def reset(self, *args: Any, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The shared vector env's reset; ``infos["benchmark_upper_bound"]`` ``(N,)`` bool is added."""
+        observations, infos = super().reset(*args, **kwargs)
+        return observations, self._with_benchmark_flag(infos)
+
+    def step(self, actions: Any) -> tuple[dict[str, Any], Any, Any, Any, dict[str, Any]]:
+        """The shared vector env's step; ``infos["benchmark_upper_bound"]`` ``(N,)`` bool is added."""
+        observations, rewards, terminated, truncated, infos = super().step(actions)
+        return observations, rewards, terminated, truncated, self._with_benchmark_flag(infos)
+
+    def _with_benchmark_flag(self, infos: dict[str, Any]) -> dict[str, Any]:
+        """``infos`` with the ``(N,)`` bool flag :data:`BENCHMARK_UPPER_BOUND` on every row, in the array backend."""
+        if self.array_backend == "numpy":
+            flag: Any = np.full(self.num_envs, BENCHMARK_UPPER_BOUND, dtype=bool)
+            present: Any = np.ones(self.num_envs, dtype=bool)
+        else:
+            flag = torch.full((self.num_envs,), BENCHMARK_UPPER_BOUND, dtype=torch.bool, device=self.device)
+            present = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
+        infos["benchmark_upper_bound"], infos["_benchmark_upper_bound"] = flag, present
+        return infos
 
     def _make_round_batch(self, template: Any) -> LanguageModelRoundBatch:
         """The N-row LLM round batch, with the pool's initial states cached as ``cache_initial_states`` says."""

@@ -33,7 +33,8 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
     ``u = <theta', [e : v(p)]>`` with ``theta' = [(1 - gamma) * theta : gamma]``
     (``env.unwrapped.problem.theta``), and the observation's ``candidate_embeddings`` are the
     ``d + 1`` features ``[e(x, y:tau) : v(p(x, y:tau))]`` of every candidate, so any TLB agent
-    (EOFUL, FixedThetaGreedy with ``theta' = problem.reduced_theta(-0.5 * ones)``) runs unchanged.
+    (EOFUL, or the paper's WrongTheta: ``fixed_theta_greedy`` with ``theta="negated"``, that is
+    ``theta' = problem.reduced_theta(-latent_theta)``) runs unchanged.
     The raw mean-pooled hidden states (``problem.candidate_pooled``), token log-probs and
     sequence log-probs (``problem.candidate_sequence_logprobs``) stay available on the problem.
 
@@ -69,15 +70,24 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
 
     ## Episode End
 
-    Termination: the response ends with EOS. At position L only EOS is allowed; any action there
-    ends the response with EOS (``info["forced_eos"]``) unless ``strict_actions=True``.
+    Termination: the response ends with EOS. By default (``fixed_length=True``, the paper's
+    setting) EOS is allowed only at position L, so every response has L tokens; at position L
+    only EOS is allowed, and any action there ends the response with EOS (``info["forced_eos"]``)
+    unless ``strict_actions=True``. Why fixed length is the default: ``v = log p`` of the whole
+    response favours short responses, so with free lengths answering EOS at once (utility about
+    -18 on the defaults) beats greedy decoding with the true utility (about -28), and a
+    degenerate always-EOS policy would have negative regret. With every response of length L the
+    comparison is between responses of one length, and always-EOS, uniform random and similar
+    policies have positive regret on every value map. ``fixed_length=False`` (EOS anywhere) or
+    ``min_length=m`` (EOS from position m on) restore free lengths, an explicit choice.
     Truncation: never. The last ``info`` holds ``utility``, ``optimal_utility`` and ``regret``
     against the benchmark ``optimal_kind`` (``"oracle_greedy"``: greedy decoding with the true
     utility over the same top-k candidates, the paper's plotted benchmark; ``"oracle_beam"``: the
     better of a beam search of ``beam_width`` and greedy; agents can beat either, so regret can be
     negative), ``oracle_greedy_utility``, ``noise``, ``response``, ``optimal_response``, ``text``
     (the decoded response), ``response_logprob`` and ``response_embedding`` (``[e : v]``).
-    Benchmarks are computed once per query on first use and cached.
+    Benchmarks are computed once per query on first use and cached. Since the benchmark is not the
+    optimum, every ``info`` from reset on holds ``benchmark_upper_bound = False`` (the report says it too).
 
     ## Arguments
 
@@ -122,6 +132,8 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
     | ``query_column`` | None | CSV column of the queries (default TruthfulQA's ``Question``) |
     | ``query_field`` | None | JSONL field of the queries, dotted path (default HH-RLHF's first turn) |
     | ``strict_actions`` | False | raise on masked actions |
+    | ``fixed_length`` | True | EOS only at position L (the paper's setting; see Episode End) |
+    | ``min_length`` | None | EOS only from position m on (with ``fixed_length=False``; ``1 <= m <= L``) |
 
     >>> import gymnasium as gym
     >>> import tokenized_bandit_gym
@@ -146,7 +158,9 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
 
     ## Version History
 
-    * v0: initial release.
+    * v0: initial release. Before the first published leaderboard, the default became
+      ``fixed_length=True`` (EOS only at position L, the paper's setting): with free lengths an
+      empty answer beat the benchmark. ``fixed_length=False`` gives the earlier dynamics.
     """
 
     def __init__(
@@ -179,6 +193,8 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
         query_field: str | None = None,
         strict_actions: bool = False,
         render_mode: str | None = None,
+        fixed_length: bool = True,
+        min_length: int | None = None,
     ) -> None:
         problem = make_language_model_problem(
             model,
@@ -194,6 +210,8 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
             query_field=query_field,
             query_truncation=query_truncation,
             max_length=max_length,
+            fixed_length=fixed_length,
+            min_length=min_length,
             top_k=top_k,
             gamma=gamma,
             value_map=value_map,

@@ -44,7 +44,9 @@ class TokenizedDecodingEnv(LanguageModelBanditEnv):
 
     ## Episode End
 
-    As in ``TokenizedAlignment-v0``: EOS ends the round, forced at position L; the last ``info``
+    As in ``TokenizedAlignment-v0``: EOS ends the round, only at position L by default
+    (``fixed_length=True``: with free lengths and ``v = p ** (1 / L)`` for the fixed L, the
+    answer EOS-at-once is the most likely response and the beam benchmark itself); the last ``info``
     holds ``utility``, ``optimal_utility``, ``regret`` against ``optimal_kind`` (greedy decoding,
     the LM's own greedy output, or the better of beam search and greedy), ``text`` and the rest.
 
@@ -67,6 +69,8 @@ class TokenizedDecodingEnv(LanguageModelBanditEnv):
     | ``forward_implementation`` | ``"auto"`` | as in ``TokenizedAlignment-v0`` |
     | ``trust_remote_code``, ``strict_actions`` | | as in ``TokenizedAlignment-v0`` |
     | ``attn_implementation``, ``query_truncation`` | ``"auto"``, ``"none"`` | as in ``TokenizedAlignment-v0`` |
+    | ``fixed_length`` | True | EOS only at position L |
+    | ``min_length`` | None | EOS only from position m on (with ``fixed_length=False``) |
 
     >>> import gymnasium as gym
     >>> import tokenized_bandit_gym
@@ -88,7 +92,9 @@ class TokenizedDecodingEnv(LanguageModelBanditEnv):
 
     ## Version History
 
-    * v0: initial release.
+    * v0: initial release. Before the first published leaderboard, the default became
+      ``fixed_length=True`` (EOS only at position L): with free lengths the empty answer was the
+      benchmark. ``fixed_length=False`` gives the earlier dynamics.
     """
 
     def __init__(
@@ -116,6 +122,8 @@ class TokenizedDecodingEnv(LanguageModelBanditEnv):
         query_truncation: str = "none",
         strict_actions: bool = False,
         render_mode: str | None = None,
+        fixed_length: bool = True,
+        min_length: int | None = None,
     ) -> None:
         if not isinstance(query, str) or not query.strip():
             raise ValueError(f"query must be a non-empty string, got {query!r}")
@@ -130,6 +138,8 @@ class TokenizedDecodingEnv(LanguageModelBanditEnv):
             attn_implementation=attn_implementation,
             query_truncation=query_truncation,
             max_length=max_length,
+            fixed_length=fixed_length,
+            min_length=min_length,
             top_k=top_k,
             gamma=1.0,
             value_map=value_map,

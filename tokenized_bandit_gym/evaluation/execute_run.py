@@ -255,12 +255,14 @@ def execute_run(
         if isinstance(agent, _ProgressAgent):
             agent.flush()
         device = str(getattr(env.unwrapped, "problem", None) and env.unwrapped.problem.device)
+        benchmark = str(getattr(env.unwrapped, "optimal_kind", "exact"))  # what regret is measured against
         env.close()
         wall_time = time.perf_counter() - start
     metadata = dict(environment_metadata())
     metadata.update(
         {
             "device": device,
+            "benchmark": benchmark,
             "wall_time": wall_time,
             "started_at": started_at,
             "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

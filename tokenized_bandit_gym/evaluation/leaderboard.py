@@ -9,6 +9,14 @@ agent mean), so 0 is optimal and 1 is as bad as random; the aggregate mean and I
 stratified bootstrap CIs (seeds resampled within tasks), and the probability of improvement of
 each agent over each other is averaged over the tasks both played.
 
+Each task states its benchmark (:data:`BENCHMARKS`, from the runs' ``benchmark`` metadata): the
+exact optimum (synthetic tasks), or on LLM tasks greedy decoding or beam search with the true
+utility, which are not upper bounds (an agent can beat them: regret can be negative). Agents are
+ranked across tasks only when every ranked agent played the same tasks, and never on a score that
+is ``n/a``. Theory's exponents (and the plots' dashed curves) appear only on tasks whose spec says
+``theorem_applies = true``. The headline names each task's leader, its margin over the runner-up
+and the probability of improvement between the two.
+
 Oracles and the random baseline are *reference* rows (:data:`REFERENCE_AGENTS`, or ``reference``
 in the spec): shown with their statistics but not ranked. Each row carries theory's regret
 exponent ``a`` when one is known (:data:`THEORY_EXPONENTS`, or ``theory_exponent`` in the spec):
@@ -56,6 +64,16 @@ REFERENCE_AGENTS = frozenset({"random", "oracle_greedy", "oracle_optimal"})
 # and GreedyETC's O(n L T^(2/3) (log T)^(1/3)) (Theorem 4.2).
 THEORY_EXPONENTS = {"eoful": 0.5, "batched_eoful": 0.5, "greedy_etc": 2.0 / 3.0, "batched_greedy_etc": 2.0 / 3.0}
 
+# The benchmark regret is measured against (the env's optimal_kind, stored with each run) -> how tables name it.
+BENCHMARKS = {
+    "exact": "exact optimum",
+    "oracle_greedy": "oracle greedy: greedy decoding with the true utility, not an upper bound (regret can be "
+    "negative)",
+    "oracle_beam": "oracle beam: the better of beam search and greedy decoding with the true utility, not an upper "
+    "bound (regret can be negative)",
+}
+UNRECORDED_BENCHMARK = "not recorded with these runs"
+
 # Run metadata shown as the report's provenance (every distinct value over the runs).
 PROVENANCE_KEYS = (
     "git_commit",
@@ -74,7 +92,7 @@ class TaskAgentRow:
 
     task: str
     agent: str
-    rank: int
+    rank: int | None
     runs: int
     rounds: int
     mean: float
@@ -87,14 +105,19 @@ class TaskAgentRow:
     reference: bool = False
     theory_exponent: float = math.nan
     horizon_exponent: float = math.nan
+    seeds_identical: bool = False
 
 
 @dataclass(frozen=True)
 class AggregateRow:
-    """One agent across tasks: normalised final regret (0 optimal, 1 the task's reference)."""
+    """One agent across tasks: normalised final regret (0 optimal, 1 the task's reference).
+
+    ``rank`` is 0 for a reference row and None where no rank is given (a score of ``n/a``, or
+    ranked agents that did not all play the same tasks).
+    """
 
     agent: str
-    rank: int
+    rank: int | None
     tasks: int
     runs: int
     mean: float
@@ -130,7 +153,13 @@ class HorizonPoints:
 
 @dataclass
 class Leaderboard:
-    """Everything a report shows (see the module docstring)."""
+    """Everything a report shows (see the module docstring).
+
+    ``benchmarks`` maps a task to its benchmark's kind (a key of :data:`BENCHMARKS`, or
+    :data:`UNRECORDED_BENCHMARK`); ``theory_tasks`` are the tasks where theory applies;
+    ``spec_given`` says whether a spec supplied caveats, roles and horizons; ``headline`` is the
+    report's three opening lines (leader, margin, confidence).
+    """
 
     title: str
     tasks: list[str]
@@ -149,6 +178,15 @@ class Leaderboard:
     provenance: dict[str, list[str]] = field(default_factory=dict)
     spec_text: str = ""
     horizon_runs: int = 0
+    benchmarks: dict[str, str] = field(default_factory=dict)
+    theory_tasks: set[str] = field(default_factory=set)
+    spec_given: bool = False
+    aggregate_note: str = ""
+    headline: list[str] = field(default_factory=list)
+
+    def theory_exponent(self, task: str, agent: str) -> float | None:
+        """Theory's exponent of ``agent`` on ``task``, or None where none is known or the theorem does not apply."""
+        return self.theory_exponents.get(agent) if task in self.theory_tasks else None
 
     @property
     def runs_summary(self) -> str:
@@ -228,6 +266,7 @@ def build_leaderboard(
         agent = agent_of[canonical_json([run.agent, run.agent_kwargs])]
         groups.setdefault((task, agent), []).append(record)
     reference_agents, theory = _agent_roles(groups, spec)
+    theory_tasks = _theory_tasks(spec, groups)
     horizon_points = _horizon_points(groups, sweep_records, sweep_of, task_of, agent_of, resamples, seed)
     tasks = list(dict.fromkeys(task for task, _ in groups))
     finals = {pair: np.array([record.final_regret for record in runs]) for pair, runs in groups.items()}
@@ -269,8 +308,9 @@ def build_leaderboard(
                     ms_per_round=float(per_round.mean() * 1000.0),
                     normalized_mean=float(values.mean() / scale[task]) if scale[task] > 0 else math.nan,
                     reference=agent in reference_agents,
-                    theory_exponent=theory.get(agent, math.nan),
+                    theory_exponent=theory.get(agent, math.nan) if task in theory_tasks else math.nan,
                     horizon_exponent=_loglog_slope(points.horizons, points.mean) if points is not None else math.nan,
+                    seeds_identical=len(values) > 1 and bool(np.all(values == values[0])),
                 )
             )
         task_rows.sort(key=lambda row: (row.mean, row.agent))
@@ -308,6 +348,7 @@ def build_leaderboard(
         )
     aggregate.sort(key=lambda row: (math.isnan(row.iqm), row.iqm, row.agent))
     aggregate = _ranked(aggregate)
+    aggregate, aggregate_note = _common_tasks_only(aggregate, groups, tasks, scale, references)
     agents_ordered = [row.agent for row in aggregate]
 
     improvement = {}
@@ -341,7 +382,93 @@ def build_leaderboard(
         provenance=_provenance(records + sweep_records),
         spec_text=spec.text if spec is not None else "",
         horizon_runs=len(sweep_records),
+        benchmarks={task: _benchmark(runs) for (task, _), runs in groups.items()},
+        theory_tasks=theory_tasks,
+        spec_given=spec is not None,
+        aggregate_note=aggregate_note,
+        headline=_headline(rows, finals, tasks),
     )
+
+
+def _benchmark(runs: list[RunRecord]) -> str:
+    """The benchmark kind stored with the runs (one key of :data:`BENCHMARKS`), or :data:`UNRECORDED_BENCHMARK`."""
+    kinds = {str(record.metadata.get("benchmark")) for record in runs if record.metadata.get("benchmark")}
+    return kinds.pop() if len(kinds) == 1 else UNRECORDED_BENCHMARK
+
+
+def _theory_tasks(spec: LeaderboardSpec | None, groups: dict[tuple[str, str], list[RunRecord]]) -> set[str]:
+    """The task names whose spec entry says ``theorem_applies`` (none without a spec)."""
+    if spec is None:
+        return set()
+    applies = {canonical_json([task.id, task.kwargs, task.rounds]) for task in spec.tasks if task.theorem_applies}
+    return {
+        task
+        for (task, _), runs in groups.items()
+        if canonical_json([runs[0].spec.env_id, runs[0].spec.env_kwargs, runs[0].spec.rounds]) in applies
+    }
+
+
+def _common_tasks_only(
+    aggregate: list[AggregateRow],
+    groups: dict[tuple[str, str], list[RunRecord]],
+    tasks: list[str],
+    scale: dict[str, float],
+    references: dict[str, str],
+) -> tuple[list[AggregateRow], str]:
+    """Drop the aggregate ranks unless every ranked agent has a score over the same tasks; returns the rows and why."""
+    scored = [task for task in tasks if scale[task] > 0]
+    notes = [
+        f"{task}: its normalising agent {references[task]} has mean R(T) {scale[task]:.3g} <= 0, so no "
+        "normalised score there"
+        for task in tasks
+        if task not in scored
+    ]
+    played = {
+        row.agent: frozenset(task for task in scored if (task, row.agent) in groups)
+        for row in aggregate
+        if row.rank is not None and row.rank > 0
+    }
+    if len(set(played.values())) > 1:
+        aggregate = [replace(row, rank=None) if row.rank else row for row in aggregate]
+        notes.insert(
+            0,
+            "Not ranked across tasks: the agents did not all play the same tasks ("
+            + "; ".join(f"{agent}: {', '.join(sorted(names)) or 'none'}" for agent, names in played.items())
+            + "). Compare agents within each task's table",
+        )
+    return aggregate, ". ".join(notes) + ("." if notes else "")
+
+
+def _headline(rows: list[TaskAgentRow], finals: dict[tuple[str, str], np.ndarray], tasks: list[str]) -> list[str]:
+    """Three lines: each task's leader, its margin over the runner-up, and how sure the ordering is."""
+    leaders, margins, confidences = [], [], []
+    for task in tasks:
+        ranked = [row for row in rows if row.task == task and row.rank]
+        if not ranked:
+            leaders.append(f"{task}: no ranked agent")
+            continue
+        first = ranked[0]
+        tied = [row.agent for row in ranked if row.rank == first.rank]
+        leaders.append(f"{task}: {' and '.join(tied)}" + (" (tied)" if len(tied) > 1 else ""))
+        if len(ranked) < 2:
+            margins.append(f"{task}: {first.agent} is the only ranked agent (mean R(T) {first.mean:.2f})")
+            continue
+        second = ranked[1]
+        margins.append(
+            f"{task}: mean R(T) {first.mean:.2f} for {first.agent} against {second.mean:.2f} for {second.agent} "
+            f"(runner-up), {second.mean - first.mean:.2f} lower"
+        )
+        probability = probability_of_improvement(finals[(task, first.agent)], finals[(task, second.agent)])
+        overlap = first.ci_high >= second.ci_low
+        confidences.append(
+            f"{task}: P({first.agent} < {second.agent}) = {probability:.2f} over {first.runs} x {second.runs} "
+            f"seed pairs; the 95% CIs of the means {'overlap' if overlap else 'do not overlap'}"
+        )
+    return [
+        "Leader: " + "; ".join(leaders) + ".",
+        "Margin: " + ("; ".join(margins) if margins else "no runner-up to compare with") + ".",
+        "Confidence: " + ("; ".join(confidences) if confidences else "no runner-up to compare with") + ".",
+    ]
 
 
 def _agent_roles(
@@ -441,13 +568,20 @@ def _ranked(rows: list[Row]) -> list[Row]:
     """Copies of ``rows`` (sorted best first) with ``rank`` set; equal scores share a rank.
 
     Task rows are ranked by mean final regret, aggregate rows by IQM of normalised regret.
-    Reference rows are not ranked (rank 0) and follow the ranked rows, in the same order.
+    Reference rows are not ranked (rank 0) and follow the ranked rows, in the same order; a row
+    whose score is ``n/a`` (NaN) gets no rank (None) and follows the ranked ones.
     """
     ranked: list[Row] = []
+    unscored: list[Row] = []
     previous_score = math.nan
-    for position, row in enumerate(row for row in rows if not row.reference):
+    for row in rows:
+        if row.reference:
+            continue
         score = row.mean if isinstance(row, TaskAgentRow) else row.iqm
-        rank = ranked[-1].rank if ranked and score == previous_score else position + 1
+        if math.isnan(score):
+            unscored.append(replace(row, rank=None))
+            continue
+        rank = ranked[-1].rank if ranked and score == previous_score else len(ranked) + 1
         ranked.append(replace(row, rank=rank))
         previous_score = score
-    return ranked + [replace(row, rank=0) for row in rows if row.reference]
+    return ranked + unscored + [replace(row, rank=0) for row in rows if row.reference]

@@ -24,21 +24,29 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tokenized_bandit_gym.evaluation.leaderboard import GROWTH_WINDOW_START, Leaderboard
+from tokenized_bandit_gym.evaluation.leaderboard import (
+    BENCHMARKS,
+    GROWTH_WINDOW_START,
+    Leaderboard,
+    TaskAgentRow,
+)
 from tokenized_bandit_gym.evaluation.regret_plots import BAND, close_figure, plot_all, plot_horizons, plot_task
 
 _EXPLANATION = (
-    "Regret is the final cumulative regret R(T) = sum_t [u(x_t, y*_t) - u(x_t, y_t)] against the exact optimum "
-    "(lower is better). Mean and IQM (interquartile mean) are over seeds; the 95% CI of the mean is a "
-    "percentile bootstrap over seeds. Growth is the slope of log R(t) against log t over rounds "
+    "Regret is the final cumulative regret R(T) = sum_t [u(x_t, y*_t) - u(x_t, y_t)] against each task's "
+    "benchmark y*_t, stated with the task: the exact optimum, or on LLM tasks greedy decoding (or beam search) "
+    "with the true utility, which an agent can beat, so regret there can be negative (lower is better). Mean and "
+    "IQM (interquartile mean) are over seeds; the 95% CI of the mean is a percentile bootstrap over seeds. Growth "
+    "is the slope of log R(t) against log t over rounds "
     f"t >= {GROWTH_WINDOW_START:g} T of one run (about 1: linear regret, 0.5: sqrt(T), 0: regret stopped growing); "
-    "theory is the exponent a of the paper's bound R(T) = O(T^a (log T)^(1 - a)) (EOFUL 0.5, Theorem 3.2; "
+    "theory (shown only on tasks where the theorem applies) is the exponent a of the paper's bound "
+    "R(T) = O(T^a (log T)^(1 - a)) (EOFUL 0.5, Theorem 3.2; "
     "GreedyETC 2/3, Theorem 4.2); horizon is the slope of log mean R(T) against log T over runs at several "
     "horizons T, the quantity a bound in T describes. Rows marked 'ref' are reference agents (oracles, random): "
     "shown for scale, not ranked. Across tasks, R(T) is divided by the task's normalising agent's mean (random "
     "when it ran, else the worst agent), and the 95% CIs are stratified bootstrap CIs (seeds resampled within "
     "each task). Plots: mean over seeds, band: " + BAND + "; dashed: theory's bound shape scaled to the mean "
-    "at the last point."
+    "at the last point, where the theorem applies."
 )
 
 # One table: title, note, header, rows of cells, and per row "reference" or "".
@@ -69,8 +77,28 @@ def _markdown(header: list[str], body: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
-def _rank(rank: int) -> str:
+def _rank(rank: int | None) -> str:
+    if rank is None:
+        return "-"
     return "ref" if rank == 0 else str(rank)
+
+
+def _row_interval(row: TaskAgentRow) -> str:
+    """The row's 95% CI, saying why when it has zero width because every seed gave the same R(T)."""
+    interval = _interval(row.ci_low, row.ci_high)
+    return f"{interval} (all {row.runs} seeds identical)" if row.seeds_identical else interval
+
+
+_NO_SPEC = (
+    "No leaderboard spec was given or stored with these runs (tbg report --spec FILE gives one), so this report "
+    "cannot show the tasks' caveats, the tasks where a theorem applies (theory exponents and curves), the spec's "
+    "reference flags, or the horizon analysis (runs at a task's extra horizons appear as tasks of their own)."
+)
+
+
+def _benchmark_note(leaderboard: Leaderboard, task: str) -> str:
+    kind = leaderboard.benchmarks.get(task, "")
+    return f"Benchmark: {BENCHMARKS.get(kind, kind or 'not recorded')}."
 
 
 def _tables(leaderboard: Leaderboard) -> list[Table]:
@@ -79,9 +107,10 @@ def _tables(leaderboard: Leaderboard) -> list[Table]:
     tables.append(
         (
             "All tasks (normalised regret: 0 = optimal, 1 = the task's normalising agent)",
-            "Ranked by IQM; 'ref' rows are reference agents, not ranked. Normalising agent per task: "
+            "Ranked by IQM; 'ref' rows are reference agents, not ranked; '-': no rank. Normalising agent per task: "
             + ", ".join(f"{task}: {agent}" for task, agent in leaderboard.references.items())
-            + ".",
+            + "."
+            + (f" {leaderboard.aggregate_note}" if leaderboard.aggregate_note else ""),
             ["rank", "agent", "tasks", "runs", "mean", "95% CI", "IQM", "95% CI (IQM)", "ms/round"],
             [
                 [
@@ -104,17 +133,22 @@ def _tables(leaderboard: Leaderboard) -> list[Table]:
         rows = leaderboard.rows_for(task)
         seeds = leaderboard.task_seeds.get(task, [])
         swept = any(not math.isnan(row.horizon_exponent) for row in rows)
-        header = ["rank", "agent", "seeds", "mean R(T)", "95% CI", "IQM R(T)", "growth", "theory"]
+        theory = task in leaderboard.theory_tasks
+        header = ["rank", "agent", "seeds", "mean R(T)", "95% CI", "IQM R(T)", "growth"]
+        header += ["theory"] if theory else []
         header += ["horizon"] if swept else []
         header += ["normalised", "ms/round"]
         body = []
         for row in rows:
-            cells = [_rank(row.rank), row.agent, str(row.runs), _number(row.mean), _interval(row.ci_low, row.ci_high)]
-            cells += [_number(row.iqm), _number(row.growth_exponent), _number(row.theory_exponent)]
+            cells = [_rank(row.rank), row.agent, str(row.runs), _number(row.mean), _row_interval(row)]
+            cells += [_number(row.iqm), _number(row.growth_exponent)]
+            cells += [_number(row.theory_exponent)] if theory else []
             cells += [_number(row.horizon_exponent)] if swept else []
             cells += [_number(row.normalized_mean, 3), _number(row.ms_per_round, 2)]
             body.append(cells)
-        note = f"T = {rows[0].rounds} rounds, {len(seeds)} seed(s)."
+        note = f"T = {rows[0].rounds} rounds, {len(seeds)} seed(s). {_benchmark_note(leaderboard, task)}"
+        if not theory:
+            note += " No theory exponent: the spec does not say that a theorem applies to this task."
         if swept:
             horizons = sorted({int(h) for points in leaderboard.horizon_points[task].values() for h in points.horizons})
             note += f" Horizon exponent fitted over T = {', '.join(str(h) for h in horizons)}."
@@ -147,7 +181,10 @@ def _provenance_lines(leaderboard: Leaderboard) -> list[str]:
 
 def markdown_report(leaderboard: Leaderboard) -> str:
     """The leaderboard as Markdown: the cross-task table, one table per task, P(improvement)."""
-    parts = [f"# {leaderboard.title}", "", f"{leaderboard.runs_summary}. {_EXPLANATION}"]
+    parts = [f"# {leaderboard.title}", "", "  \n".join(leaderboard.headline), ""]
+    parts.append(f"{leaderboard.runs_summary}. {_EXPLANATION}")
+    if not leaderboard.spec_given:
+        parts.extend(["", _NO_SPEC])
     provenance = _provenance_lines(leaderboard)
     if provenance:
         parts.extend(["", "Provenance of the runs: " + "; ".join(provenance) + "."])
@@ -180,6 +217,7 @@ table.matrix td:first-child { text-align: left; font-weight: 600; }
 thead { background: #f2f2f2; }
 tbody tr:first-child:not(.reference) { background: #eef7ee; }
 tr.reference td { color: #666; font-style: italic; background: #f7f7f7; }
+.headline { font-size: 1.05rem; line-height: 1.5; border-left: 4px solid #2a7; padding-left: 0.7rem; }
 .note { color: #555; font-size: 0.9rem; }
 .caveat { border-left: 3px solid #d9a400; padding-left: 0.6rem; }
 figure { margin: 0 0 2rem; }
@@ -198,9 +236,15 @@ def html_report(leaderboard: Leaderboard, svg_by_task: dict[str, str], overview_
     """
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
     provenance = "".join(f"<li>{html.escape(line)}</li>" for line in _provenance_lines(leaderboard))
+    headline = "<br>".join(html.escape(line) for line in leaderboard.headline)
     sections = [
         f"<h1>{html.escape(leaderboard.title)}</h1>",
+        f'<p class="headline">{headline}</p>',
         f'<p class="note">{leaderboard.runs_summary}, generated {generated}. {html.escape(_EXPLANATION)}</p>',
+    ]
+    if not leaderboard.spec_given:
+        sections.append(f'<p class="note caveat">{html.escape(_NO_SPEC)}</p>')
+    sections += [
         f'<section id="provenance"><h2>Provenance</h2><ul>{provenance or "<li>not recorded</li>"}</ul>',
     ]
     if leaderboard.spec_text:
@@ -275,7 +319,13 @@ def write_report(leaderboard: Leaderboard, out_dir: str | Path) -> dict[str, Pat
     paths["html"] = out / "leaderboard.html"
     paths["html"].write_text(html_report(leaderboard, svg_by_task, overview), encoding="utf-8")
 
-    summary = [{key: _json_value(value) for key, value in asdict(row).items()} for row in leaderboard.rows]
+    summary = [
+        {
+            **{key: _json_value(value) for key, value in asdict(row).items()},
+            "benchmark": leaderboard.benchmarks.get(row.task),
+        }
+        for row in leaderboard.rows
+    ]
     aggregate = [{key: _json_value(value) for key, value in asdict(row).items()} for row in leaderboard.aggregate]
     runs = []
     for record in leaderboard.records:
@@ -311,6 +361,11 @@ def write_report(leaderboard: Leaderboard, out_dir: str | Path) -> dict[str, Pat
         "theory_exponents": leaderboard.theory_exponents,
         "horizon_runs": leaderboard.horizon_runs,
         "caveats": leaderboard.caveats,
+        "headline": leaderboard.headline,
+        "benchmarks": leaderboard.benchmarks,
+        "theory_tasks": sorted(leaderboard.theory_tasks),
+        "spec_given": leaderboard.spec_given,
+        "aggregate_note": leaderboard.aggregate_note,
         "provenance": leaderboard.provenance,
         "horizons": {
             task: {

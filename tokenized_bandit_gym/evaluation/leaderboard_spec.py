@@ -13,6 +13,8 @@ A spec file looks like this (``examples/leaderboard.toml`` is the default suite)
     rounds = 300                     # optional override
     horizons = [100, 200]            # optional: also run every agent at these T < rounds, to fit R(T) ~ T^a
     caveat = "..."                   # optional: a note the report prints beside the task
+    theorem_applies = true           # optional (default false): the caveat says the paper's bound holds here, so
+                                     # the report shows theory's exponents and dashed curves on this task
 
     [[agent]]
     name = "eoful"                   # a registered agent name (``tbg list``)
@@ -47,7 +49,7 @@ else:  # pragma: no cover - exercised on Python 3.10 only
     import tomli as tomllib
 
 _TOP_KEYS = {"title", "rounds", "seeds", "task", "agent"}
-_TASK_KEYS = {"id", "kwargs", "label", "rounds", "horizons", "caveat"}
+_TASK_KEYS = {"id", "kwargs", "label", "rounds", "horizons", "caveat", "theorem_applies"}
 _AGENT_KEYS = {"name", "kwargs", "label", "tasks", "reference", "theory_exponent"}
 
 
@@ -65,6 +67,7 @@ class TaskEntry:
     rounds: int
     horizons: tuple[int, ...] = ()
     caveat: str = ""
+    theorem_applies: bool = False
 
 
 @dataclass(frozen=True)
@@ -266,6 +269,9 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>", check_registry: 
         caveat = entry.get("caveat", "")
         if not isinstance(caveat, str):
             raise SpecError(f"{where}.caveat must be a string, got {caveat!r}")
+        theorem_applies = entry.get("theorem_applies", False)
+        if not isinstance(theorem_applies, bool):
+            raise SpecError(f"{where}.theorem_applies must be true or false, got {theorem_applies!r}")
         tasks.append(
             TaskEntry(
                 id=env_id,
@@ -274,6 +280,7 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>", check_registry: 
                 rounds=task_rounds,
                 horizons=tuple(sorted(horizons)),
                 caveat=caveat.strip(),
+                theorem_applies=theorem_applies,
             )
         )
 

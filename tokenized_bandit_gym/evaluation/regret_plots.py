@@ -79,7 +79,7 @@ def plot_task(leaderboard: Leaderboard, task: str, axis: Any | None = None) -> A
         style = ":" if agent in leaderboard.reference_agents else "-"
         axis.plot(curve.rounds, curve.mean, style, color=color, label=_label(leaderboard, agent), linewidth=1.6)
         axis.fill_between(curve.rounds, curve.low, curve.high, color=color, alpha=0.2, linewidth=0)
-        exponent = leaderboard.theory_exponents.get(agent)
+        exponent = leaderboard.theory_exponent(task, agent)
         if exponent is not None and agent not in swept and curve.mean[-1] > 0:
             _theory_line(axis, curve.rounds, exponent, float(curve.mean[-1]), color, agent, "t")
     seeds = len(leaderboard.task_seeds.get(task, []))
@@ -111,7 +111,7 @@ def plot_horizons(leaderboard: Leaderboard, task: str, axis: Any | None = None) 
             capsize=3,
             label=_label(leaderboard, agent),
         )
-        exponent = leaderboard.theory_exponents.get(agent)
+        exponent = leaderboard.theory_exponent(task, agent)
         if exponent is not None:
             _theory_line(axis, points.horizons, exponent, float(points.mean[-1]), color, agent, "T")
     axis.set(xscale="log", yscale="log", xlabel="horizon T", ylabel="final regret R(T)")
@@ -138,7 +138,10 @@ def plot_all(leaderboard: Leaderboard) -> Any:
         plot(leaderboard, task, axis=axis)
     for axis in list(axes.flat)[len(panels) :]:
         axis.set_visible(False)
-    figure.suptitle("Cumulative regret: mean over seeds, dashed: theory's bound shape scaled to the mean at the end")
+    figure.suptitle(
+        "Cumulative regret: mean over seeds; dashed (only where the task's theorem applies): theory's bound shape "
+        "scaled to the mean at the end"
+    )
     figure.tight_layout()
     return figure
 

@@ -24,7 +24,8 @@ class RunRecord:
         spec: what was run.
         arrays: ``name -> (T,) float64`` for every name in ``ARRAY_NAMES``.
         metadata: environment of the run: ``package_version``, ``git_commit``, ``torch_version``,
-            ``transformers_version``, ``python_version``, ``platform``, ``device``,
+            ``transformers_version``, ``python_version``, ``platform``, ``device``, ``benchmark`` (the
+            env's ``optimal_kind``: ``"exact"``, ``"oracle_greedy"`` or ``"oracle_beam"``; absent on older runs),
             ``wall_time`` (seconds, whole run), ``started_at`` and ``finished_at`` (UTC, ISO 8601).
     """
 

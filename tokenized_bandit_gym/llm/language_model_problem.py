@@ -39,6 +39,25 @@ ProbeCheck = tuple[str, torch.Tensor, torch.Tensor]
 """``(what was probed, the core's last hidden states, the model's own no-cache ones)``."""
 
 
+def check_length_rule(fixed_length: bool, min_length: int | None, max_length: int) -> tuple[bool, int | None]:
+    """``(fixed_length, min_length)`` checked against L: a bool, and None or an int in ``[1, L]``, not both set.
+
+    Raises:
+        TypeError: ``fixed_length`` not a bool, or ``min_length`` not an int.
+        ValueError: ``min_length`` outside ``[1, L]``, or given with ``fixed_length=True``.
+    """
+    if not isinstance(fixed_length, bool):
+        raise TypeError(f"fixed_length must be a bool, got {fixed_length!r}")
+    if min_length is None:
+        return fixed_length, None
+    if fixed_length:
+        raise ValueError(
+            f"fixed_length=True already fixes every response at max_length={max_length}: "
+            f"min_length={min_length!r} cannot be given with it (pass one or the other)"
+        )
+    return fixed_length, check_int("min_length", min_length, minimum=1, maximum=max_length)
+
+
 class LanguageModelProblem:
     """Batched LLM-backed tokenized bandit instance (the core the LLM envs and vector envs share).
 
@@ -81,6 +100,11 @@ class LanguageModelProblem:
         query_truncation: ``"none"``: a query whose ids plus ``max_length`` exceed the model's
             ``max_position_embeddings`` is a ValueError naming both lengths; ``"left"``: such
             queries keep their last ids (and a leading BOS) so that they fit.
+        fixed_length: EOS only at position L, as on the synthetic ids (every response has L
+            tokens, the paper's experiments: "we set the length of each sentence to be L = 30").
+        min_length: EOS only at positions ``>= min_length`` (``1 <= min_length <= L``; None or 1:
+            anywhere). Where EOS is not allowed it is not a candidate: the k candidates are the
+            top-k other tokens. Greedy decoding and beam search (the benchmarks) obey the same rule.
 
     Raises:
         ValueError: a bad argument, an over-long query, or a model whose attention or LM head
@@ -89,7 +113,6 @@ class LanguageModelProblem:
             core's forward and head, and any difference is refused.
     """
 
-    fixed_length = False
     ddmc = False
 
     def __init__(
@@ -110,10 +133,13 @@ class LanguageModelProblem:
         candidate_batching: str = "auto",
         forward_implementation: str = "auto",
         query_truncation: str = "none",
+        fixed_length: bool = False,
+        min_length: int | None = None,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.max_length = check_int("max_length", max_length, minimum=1)
+        self.fixed_length, self.min_length = check_length_rule(fixed_length, min_length, self.max_length)
         self.gamma = check_real("gamma", gamma, low=0.0, high=1.0)
         self.pooling = check_choice("pooling", pooling, POOLING_SPANS)
         self.embedding_norm = check_choice("embedding_norm", embedding_norm, EMBEDDING_NORMS)
@@ -197,6 +223,13 @@ class LanguageModelProblem:
             return "the chat template: the query is the user turn, the response follows the assistant header"
         return "the raw query text (no chat template)"
 
+    @property
+    def first_eos_position(self) -> int:
+        """The first position (1-based) where EOS is allowed: L with ``fixed_length``, else ``min_length`` or 1."""
+        if self.fixed_length:
+            return self.max_length
+        return 1 if self.min_length is None else self.min_length
+
     def decode(self, tokens: torch.Tensor | Sequence[int]) -> str:
         """Text of response ids (the first EOS and what follows are dropped)."""
         ids = [int(t) for t in torch.as_tensor(tokens).tolist()]
@@ -244,10 +277,15 @@ class LanguageModelProblem:
         return self._with_candidates(state, torch.ones(batch, dtype=torch.bool, device=self.device))
 
     def action_mask(self, state: LanguageModelState) -> torch.Tensor:
-        """Allowed candidate indices ``(B, k)`` bool: only the EOS slot at position L and once finished."""
+        """Allowed candidate indices ``(B, k)`` bool.
+
+        Only the EOS slot at position L and once finished; before :attr:`first_eos_position`
+        (``fixed_length``, ``min_length``) every slot but EOS.
+        """
         only_eos = state.finished | (state.lengths >= self.max_length - 1)  # (B,)
         is_eos = state.candidate_tokens == self.eos_token_id  # (B, k)
-        return torch.where(only_eos[:, None], is_eos, torch.ones_like(is_eos))
+        eos_allowed = self._eos_allowed(state)  # (B,)
+        return torch.where(only_eos[:, None], is_eos, ~is_eos | eos_allowed[:, None])
 
     @torch.no_grad()
     def advance(
@@ -542,8 +580,13 @@ class LanguageModelProblem:
     def _with_candidates(self, state: LanguageModelState, grow: torch.Tensor) -> LanguageModelState:
         """Recompute the top-k candidates of the rows ``grow`` ``(B,)`` and score every row's candidates."""
         logprobs = self._logprobs(state.last_hidden)  # (B, n)
-        values, tokens = logprobs.topk(self.top_k, dim=1)  # (B, k), (B, k)
-        missing = ~(tokens == self.eos_token_id).any(dim=1)  # (B,)
+        eos_allowed = self._eos_allowed(state)  # (B,)
+        ranked = logprobs
+        if self.first_eos_position > 1:  # EOS is no candidate where it may not be chosen: k other tokens
+            ranked = logprobs.clone()
+            ranked[:, self.eos_token_id] = torch.where(eos_allowed, ranked[:, self.eos_token_id], float("-inf"))
+        values, tokens = ranked.topk(self.top_k, dim=1)  # (B, k), (B, k)
+        missing = ~(tokens == self.eos_token_id).any(dim=1) & eos_allowed  # (B,)
         if not self.eos_candidate:
             missing &= state.finished | (state.lengths >= self.max_length - 1)  # only where EOS is the one action
         tokens[:, -1] = torch.where(missing, self.eos_token_id, tokens[:, -1])
@@ -655,6 +698,10 @@ class LanguageModelProblem:
             candidate_past=state.candidate_past,
         )
         return self._with_candidates(grown, grow)
+
+    def _eos_allowed(self, state: LanguageModelState) -> torch.Tensor:
+        """Rows ``(B,)`` where EOS may come next: finished, or at position :attr:`first_eos_position` or later."""
+        return state.finished | (state.lengths >= self.first_eos_position - 1)
 
     def _grow(self, state: LanguageModelState, active: torch.Tensor | None) -> torch.Tensor:
         """Rows ``(B,)`` to extend: active, unfinished and shorter than L."""
