@@ -199,12 +199,16 @@ def seed_list(args: Args) -> list[int]:
 
 
 def resumable_runs(path: str, settings: dict[str, Any]) -> dict[str, Any]:
-    """The finished ``agent/seed`` runs of an earlier call with the same settings (seeds aside), else none."""
+    """The finished ``agent/seed`` runs of an earlier call with the same settings (seeds and agents aside), else none.
+
+    Runs are keyed by agent and seed, so runs made by separate calls (one agent or seed each, in parallel, each to
+    its own ``--out-dir``) combine by merging their ``runs`` into one regret.json and calling again with all of them.
+    """
     if not path or not os.path.exists(path):
         return {}
     with open(path, encoding="utf-8") as handle:
         earlier = json.load(handle)
-    same = {key: value for key, value in earlier.get("settings", {}).items() if key not in ("seed", "seeds")}
+    same = {key: value for key, value in earlier.get("settings", {}).items() if key not in ("seed", "seeds", "agents")}
     return dict(earlier.get("runs", {})) if same == settings else {}
 
 
@@ -214,8 +218,9 @@ def main(args: Args) -> dict[str, Any]:
     seeds = seed_list(args)
     env = make_env(args)
     dim = int(env.observation_space["candidate_embeddings"].shape[-1])
-    settings = {key: value for key, value in dataclasses.asdict(args).items() if key not in ("seed", "seeds")}
-    results: dict[str, Any] = {"settings": {**settings, "seeds": seeds}, "feature_dim": dim, "agents": {}}
+    settings = {key: value for key, value in dataclasses.asdict(args).items() if key not in ("seed", "seeds", "agents")}
+    results: dict[str, Any] = {"settings": {**settings, "seeds": seeds, "agents": args.agents}, "feature_dim": dim}
+    results["agents"] = {}
     results["formatting"] = env.unwrapped.problem.prompt_formatting
     print(f"queries: {results['formatting']}")
     json_path = os.path.join(args.out_dir, "regret.json") if args.out_dir else ""
