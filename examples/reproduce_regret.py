@@ -48,8 +48,12 @@ class Args:
 
     paper: bool = False
     """use the paper's settings (L=30, top-15, T=10,000, theta=0.5*1) for unset options"""
+    real_llm: bool = False
+    """the paper's settings on the real instruct model smollm2-135m-instruct, short: T=100, seeds 0,1,2 (unset
+    options); --rounds 1000 for the paper's horizon of Figure 2"""
     model: str = "stories260K"
-    """Hugging Face causal LM: stories260K (shipped), a local path, or a model id"""
+    """Hugging Face causal LM: stories260K (shipped), smollm2-135m-instruct (see the README), a local path, or a
+    model id"""
     queries: str = "paper"
     """query source of the env: paper (appendix-D generator), stories, a TruthfulQA/HH-RLHF file, ..."""
     rounds: int = 0
@@ -92,11 +96,15 @@ class Args:
 
 PAPER = {"rounds": 10_000, "max_length": 30, "top_k": 15, "theta": 0.5}
 QUICK = {"rounds": 150, "max_length": 10, "top_k": 8}
+REAL_LLM = {**PAPER, "rounds": 100, "seeds": "0,1,2"}
+REAL_LLM_MODEL = "smollm2-135m-instruct"
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
     args = parse_dataclass_arguments(Args, __doc__, argv)
-    for name, value in (PAPER if args.paper else QUICK).items():
+    if args.real_llm and args.model == Args.model:
+        args.model = REAL_LLM_MODEL
+    for name, value in (REAL_LLM if args.real_llm else PAPER if args.paper else QUICK).items():
         if not getattr(args, name):
             setattr(args, name, value)
     return args

@@ -59,3 +59,13 @@ def test_ratio_figure_from_a_regret_run(tmp_path: Path) -> None:
     assert summary["sigma_inverse"]["share_rounds_max_below_threshold"] == 1 / 3
     missing = subprocess.run([*command[:-4], "--seed", "0"], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert missing.returncode == 2 and "no EOFUL run of seed 0" in missing.stderr
+
+
+def test_real_llm_preset_is_the_paper_setting_short_on_smollm2() -> None:
+    from examples.reproduce_regret import parse_args
+
+    args = parse_args(["--real-llm"])
+    assert args.model == "smollm2-135m-instruct"
+    assert (args.max_length, args.top_k, args.gamma, args.theta) == (30, 15, 0.8, 0.5)
+    assert (args.rounds, args.seeds) == (100, "0,1,2")
+    assert parse_args(["--real-llm", "--rounds", "1000"]).rounds == 1000
