@@ -207,36 +207,38 @@ def seed_list(args: Args) -> list[int]:
 
 
 def resumable_runs(path: str, settings: dict[str, Any]) -> dict[str, Any]:
-    """The finished ``agent/seed`` runs of an earlier call with the same settings (seeds and agents aside), else none.
+    """An earlier call's regret.json when its settings (seeds and agents aside) are these, else an empty dict.
 
-    Runs are keyed by agent and seed, so runs made by separate calls (one agent or seed each, in parallel, each to
-    its own ``--out-dir``) combine by merging their ``runs`` into one regret.json and calling again with all of them.
+    Its ``runs`` are keyed by agent and seed, so runs made by separate calls (one agent or seed each, in parallel,
+    each to its own ``--out-dir``) combine by merging their ``runs`` into one regret.json and calling again with
+    all of them; a call with nothing left to run reads the feature dimension and formatting there, loading no model.
     """
     if not path or not os.path.exists(path):
         return {}
     with open(path, encoding="utf-8") as handle:
         earlier = json.load(handle)
     same = {key: value for key, value in earlier.get("settings", {}).items() if key not in ("seed", "seeds", "agents")}
-    return dict(earlier.get("runs", {})) if same == settings else {}
+    return earlier if same == settings else {}
 
 
 def main(args: Args) -> dict[str, Any]:
     from tokenized_bandit_gym.evaluation import run_online
 
     seeds = seed_list(args)
-    env = make_env(args)
-    dim = int(env.observation_space["candidate_embeddings"].shape[-1])
     settings = {key: value for key, value in dataclasses.asdict(args).items() if key not in ("seed", "seeds", "agents")}
-    results: dict[str, Any] = {"settings": {**settings, "seeds": seeds, "agents": args.agents}, "feature_dim": dim}
-    results["agents"] = {}
-    results["formatting"] = env.unwrapped.problem.prompt_formatting
-    print(f"queries: {results['formatting']}")
     json_path = os.path.join(args.out_dir, "regret.json") if args.out_dir else ""
-    runs = results["runs"] = resumable_runs(json_path, settings)
+    earlier = resumable_runs(json_path, settings)
+    runs = dict(earlier.get("runs", {}))
     names = [n.strip() for n in args.agents.split(",") if n.strip()]
     todo = [(name, seed) for seed in seeds for name in names if f"{name}/{seed}" not in runs]
     if runs:
         print(f"resuming: {len(runs)} finished runs kept from {json_path}, {len(todo)} to go")
+    env = make_env(args) if todo or "feature_dim" not in earlier else None
+    dim = int(env.observation_space["candidate_embeddings"].shape[-1]) if env is not None else earlier["feature_dim"]
+    formatting = env.unwrapped.problem.prompt_formatting if env is not None else earlier.get("formatting", "")
+    results: dict[str, Any] = {"settings": {**settings, "seeds": seeds, "agents": args.agents}, "feature_dim": dim}
+    results |= {"agents": {}, "formatting": formatting, "runs": runs}
+    print(f"queries: {formatting}")
     if todo:
         warmup = run_online(env, make_agent(names[0], env, args), rounds=3, seed=seeds[0])
         per_round = float(np.median(warmup.wall_time))  # the first round also pays one-off setup
