@@ -98,6 +98,8 @@ PAPER = {"rounds": 10_000, "max_length": 30, "top_k": 15, "theta": 0.5}
 QUICK = {"rounds": 150, "max_length": 10, "top_k": 8}
 REAL_LLM = {**PAPER, "rounds": 100, "seeds": "0,1,2"}
 REAL_LLM_MODEL = "smollm2-135m-instruct"
+RUN_KEYS = ("seed", "seeds", "agents", "out_dir")
+"""Options that say which runs to make and where, not how: runs resume across them."""
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
@@ -217,7 +219,7 @@ def resumable_runs(path: str, settings: dict[str, Any]) -> dict[str, Any]:
         return {}
     with open(path, encoding="utf-8") as handle:
         earlier = json.load(handle)
-    same = {key: value for key, value in earlier.get("settings", {}).items() if key not in ("seed", "seeds", "agents")}
+    same = {key: value for key, value in earlier.get("settings", {}).items() if key not in RUN_KEYS}
     return earlier if same == settings else {}
 
 
@@ -225,7 +227,7 @@ def main(args: Args) -> dict[str, Any]:
     from tokenized_bandit_gym.evaluation import run_online
 
     seeds = seed_list(args)
-    settings = {key: value for key, value in dataclasses.asdict(args).items() if key not in ("seed", "seeds", "agents")}
+    settings = {key: value for key, value in dataclasses.asdict(args).items() if key not in RUN_KEYS}
     json_path = os.path.join(args.out_dir, "regret.json") if args.out_dir else ""
     earlier = resumable_runs(json_path, settings)
     runs = dict(earlier.get("runs", {}))
