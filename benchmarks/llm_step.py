@@ -57,7 +57,8 @@ class Args:
     """Benchmark options."""
 
     models: str = "stories260K,gpt2-small-random"
-    """comma-separated: stories260K (shipped, pretrained) and/or gpt2-small-random (124M, random weights)"""
+    """comma-separated: stories260K (shipped, pretrained), smollm2-135m-instruct (the packaged real instruct model)
+    and/or gpt2-small-random (124M, random weights)"""
     max_length: int = 30
     """L, tokens per episode"""
     top_k: int = 15
@@ -85,6 +86,8 @@ def load(name: str, device: str, dtype: str = "float32") -> tuple[Any, Any]:
 
     from tokenized_bandit_gym.llm.load_language_model import load_language_model, resolve_dtype
 
+    if name == "smollm2-135m-instruct":  # the packaged real instruct model (see the README)
+        return load_language_model(name, device=device, dtype=dtype)
     model, tokenizer = load_language_model(device=device, dtype=dtype)
     if name == "stories260K":
         return model, tokenizer
@@ -94,7 +97,7 @@ def load(name: str, device: str, dtype: str = "float32") -> tuple[Any, Any]:
         torch.manual_seed(0)
         language_model = GPT2LMHeadModel(config).to(device=device, dtype=resolve_dtype(dtype))
         return language_model.eval(), tokenizer  # stories260K ids (< 512) drive it
-    raise ValueError(f"unknown model {name!r}: expected stories260K or gpt2-small-random")
+    raise ValueError(f"unknown model {name!r}: expected stories260K, smollm2-135m-instruct or gpt2-small-random")
 
 
 def make_env(model: Any, tokenizer: Any, args: Args, implementation: str) -> Any:
@@ -199,11 +202,32 @@ def time_floors(model: Any, prefix_length: int, args: Args) -> dict[str, float]:
     one_mask = torch.ones(1, prefix_length + 1, dtype=torch.int64, device=args.device)
     hidden = torch.randn(1, head.weight.shape[1], device=args.device, dtype=dtype)
     return {
+        "compute_floor": compute_floor_seconds(model, k, args.device),
         "one": timed(lambda: transformers_forward(ids[:, :1], one_mask, position[:, :1], past)),
         "k_transformers": timed(lambda: transformers_forward(ids[:, :k], mask, position, past)),
         "k_native": timed(lambda: native_forward(ids[:, :k], mask, position, past)),
         "head": timed(lambda: head(hidden).float().log_softmax(-1).topk(k)),
     }
+
+
+def compute_floor_seconds(model: Any, k: int, device: str) -> float:
+    """Seconds of the step's compute floor, at the machine's matmul throughput measured now (1024^3 matmul).
+
+    FLOPs: ``k * 2 * (decoder weights) + 2 * (LM head weights)``. Each candidate needs its own ``e(x, y:tau)``,
+    so the k tokens go through every decoder weight (2 FLOPs per weight and token); the LM head runs on the
+    chosen row only; the input embedding is a gather.
+    """
+    head = model.get_output_embeddings().weight
+    embedding = model.get_input_embeddings().weight
+    decoder = sum(parameter.numel() for parameter in model.parameters()) - embedding.numel()
+    if head.data_ptr() != embedding.data_ptr():
+        decoder -= head.numel()  # an untied head is not in the decoder either
+    flops = k * 2 * decoder + 2 * head.numel()
+    size = 1024
+    left = torch.randn(size, size, device=device, dtype=head.dtype)
+    right = torch.randn(size, size, device=device, dtype=head.dtype)
+    matmul = timed(lambda: torch.mm(left, right))
+    return flops / (2 * size**3 / matmul)
 
 
 def timed(call: Callable[[], None], calls: int = 5) -> float:
@@ -236,6 +260,7 @@ def benchmark(name: str, args: Args) -> str:
             "naive_each": time_naive(model, query, response, args, batched=False),
         }
         samples |= time_floors(model, len(query) + args.max_length // 2, args)
+        samples["k_native_and_head"] = samples["k_native"] + samples["head"]
         for key, value in samples.items():
             columns.setdefault(key, []).append(value)
     ms = {key: 1e3 * float(np.median(values)) for key, values in columns.items()}
@@ -259,6 +284,9 @@ def benchmark(name: str, args: Args) -> str:
         "the cache's own gain, same forward on both sides |",
         f"| (b') naive, a forward per candidate | {ms['naive_each']:.2f} | {ratio('naive_each', 'env_native')} | "
         "(b') / env |",
+        f"| compute floor: k x 2 x decoder weights + LM head at the measured matmul rate | "
+        f"{ms['compute_floor']:.2f} | {ratio('env_native', 'compute_floor')} | env / floor; "
+        f"k-token native fwd + head / floor: {ratio('k_native_and_head', 'compute_floor')} |",
         f"| floors: 1-token fwd (transformers) / k-token fwd (transformers, native) / LM head | "
         f"{ms['one']:.2f} / {ms['k_transformers']:.2f}, {ms['k_native']:.2f} / {ms['head']:.2f} | | |",
     ]

@@ -72,6 +72,9 @@ class Args:
     """torch device"""
     out_dir: str = "runs/ratio"
     """where ratio.png and ratio.json are written ('' for none)"""
+    from_regret: str = ""
+    """a regret.json of reproduce_regret.py: plot the ratios its EOFUL run of --seed recorded (its settings
+    replace the env options here) instead of running EOFUL again"""
 
 
 PAPER = {"rounds": 10_000, "max_length": 30, "top_k": 15}
@@ -119,7 +122,49 @@ def summarize(ratio_max: np.ndarray, ratio_mean: np.ndarray, threshold: float) -
     }
 
 
+def recorded_run(args: Args) -> tuple[Any, str]:
+    """EOFUL's ratios from a regret.json (as attributes, like the agent's) and its formatting; copies its settings."""
+    from types import SimpleNamespace
+
+    with open(args.from_regret, encoding="utf-8") as handle:
+        regret = json.load(handle)
+    run = regret.get("runs", {}).get(f"eoful/{args.seed}")
+    if run is None or "prefix_inverse_ratio_mean" not in run:
+        raise SystemExit(f"{args.from_regret} has no EOFUL run of seed {args.seed} with its recorded ratios")
+    for name in ("model", "queries", "max_length", "top_k", "gamma", "value_map", "embedding_norm", "beta"):
+        setattr(args, name, regret["settings"][name])
+    args.rounds = len(run["prefix_ratio_max"])
+    return SimpleNamespace(**run), regret.get("formatting", "")
+
+
 def main(args: Args) -> dict[str, Any]:
+    if args.from_regret:
+        agent, formatting = recorded_run(args)
+    else:
+        agent, formatting = run_eoful(args)
+    summary: dict[str, Any] = {"settings": dataclasses.asdict(args), "formatting": formatting}
+    print(f"queries: {summary['formatting']}")
+    series = {}
+    for norm in NORMS:
+        ratio_max, ratio_mean = series[norm] = ratio_series(agent, norm)
+        stats = summarize(ratio_max, ratio_mean, args.threshold)
+        summary[norm] = {"ratio_max": ratio_max.tolist(), "ratio_mean": ratio_mean.tolist(), **stats}
+        print(
+            f"{NORM_LABELS[norm]:<36} max ratio over all rounds {stats['max_of_max']:.3f}, mean ratio "
+            f"{stats['mean_of_mean']:.3f}, share of rounds with max ratio <= {args.threshold}: "
+            f"{stats['share_rounds_max_below_threshold']:.3f}"
+        )
+    if args.out_dir:
+        os.makedirs(args.out_dir, exist_ok=True)
+        plot(series, args, os.path.join(args.out_dir, "ratio.png"))
+        with open(os.path.join(args.out_dir, "ratio.json"), "w", encoding="utf-8") as handle:
+            json.dump(summary, handle)
+        print(f"wrote {args.out_dir}/ratio.png and ratio.json")
+    return summary
+
+
+def run_eoful(args: Args) -> tuple[Any, str]:
+    """Run EOFUL on the env of ``args``; return the agent (its recorded ratios) and the env's prompt formatting."""
     import gymnasium as gym
 
     import tokenized_bandit_gym  # noqa: F401  (registers the env ids)
@@ -155,24 +200,7 @@ def main(args: Args) -> dict[str, Any]:
         flush=True,
     )
     run_online(env, agent, rounds=args.rounds, seed=args.seed, progress=True)
-    summary: dict[str, Any] = {"settings": dataclasses.asdict(args)}
-    series = {}
-    for norm in NORMS:
-        ratio_max, ratio_mean = series[norm] = ratio_series(agent, norm)
-        stats = summarize(ratio_max, ratio_mean, args.threshold)
-        summary[norm] = {"ratio_max": ratio_max.tolist(), "ratio_mean": ratio_mean.tolist(), **stats}
-        print(
-            f"{NORM_LABELS[norm]:<36} max ratio over all rounds {stats['max_of_max']:.3f}, mean ratio "
-            f"{stats['mean_of_mean']:.3f}, share of rounds with max ratio <= {args.threshold}: "
-            f"{stats['share_rounds_max_below_threshold']:.3f}"
-        )
-    if args.out_dir:
-        os.makedirs(args.out_dir, exist_ok=True)
-        plot(series, args, os.path.join(args.out_dir, "ratio.png"))
-        with open(os.path.join(args.out_dir, "ratio.json"), "w", encoding="utf-8") as handle:
-            json.dump(summary, handle)
-        print(f"wrote {args.out_dir}/ratio.png and ratio.json")
-    return summary
+    return agent, env.unwrapped.problem.prompt_formatting
 
 
 def plot(series: dict[str, tuple[np.ndarray, np.ndarray]], args: Args, path: str) -> None:
@@ -193,8 +221,8 @@ def plot(series: dict[str, tuple[np.ndarray, np.ndarray]], args: Args, path: str
         axis.set_title(NORM_LABELS[norm], fontsize=8)
         axis.legend(fontsize=7)
     figure.suptitle(
-        f"EOFUL, L={args.max_length}, top-{args.top_k}, gamma={args.gamma}, value map {args.value_map}; "
-        f"one run, seed {args.seed}; max and mean over positions l per round",
+        f"EOFUL on {args.model}, L={args.max_length}, top-{args.top_k}, gamma={args.gamma}, "
+        f"value map {args.value_map}; one run, seed {args.seed}; max and mean over positions l per round",
         fontsize=9,
     )
     figure.tight_layout()

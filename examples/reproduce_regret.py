@@ -49,8 +49,12 @@ class Args:
 
     paper: bool = False
     """use the paper's settings (L=30, top-15, T=10,000, theta=0.5*1) for unset options"""
+    real_llm: bool = False
+    """the paper's settings on the real instruct model smollm2-135m-instruct, short: T=100, seeds 0,1,2 (unset
+    options); --rounds 1000 for the paper's horizon of Figure 2"""
     model: str = "stories260K"
-    """Hugging Face causal LM: stories260K (shipped), a local path, or a model id"""
+    """Hugging Face causal LM: stories260K (shipped), smollm2-135m-instruct (see the README), a local path, or a
+    model id"""
     queries: str = "paper"
     """query source of the env: paper (appendix-D generator), stories, a TruthfulQA/HH-RLHF file, ..."""
     rounds: int = 0
@@ -82,19 +86,28 @@ class Args:
     """comma-separated registry names of the agents to compare"""
     seed: int = 0
     """seed of the query and noise streams (shared by all agents)"""
+    seeds: str = ""
+    """comma-separated seeds to run and average (overrides --seed), e.g. 0,1,2"""
     device: str = "cpu"
     """torch device"""
     out_dir: str = "runs/regret"
-    """where regret.png and regret.json are written ('' for none)"""
+    """where regret.png and regret.json are written ('' for none); a run whose (agent, seed) is already in
+    regret.json with the same settings is kept, not repeated (rerun the command to resume)"""
 
 
 PAPER = {"rounds": 10_000, "max_length": 30, "top_k": 15, "theta": 0.5}
 QUICK = {"rounds": 150, "max_length": 10, "top_k": 8}
+REAL_LLM = {**PAPER, "rounds": 100, "seeds": "0,1,2"}
+REAL_LLM_MODEL = "smollm2-135m-instruct"
+RUN_KEYS = ("seed", "seeds", "agents", "out_dir")
+"""Options that say which runs to make and where, not how: runs resume across them."""
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
     args = parse_dataclass_arguments(Args, __doc__, argv)
-    for name, value in (PAPER if args.paper else QUICK).items():
+    if args.real_llm and args.model == Args.model:
+        args.model = REAL_LLM_MODEL
+    for name, value in (REAL_LLM if args.real_llm else PAPER if args.paper else QUICK).items():
         if not getattr(args, name):
             setattr(args, name, value)
     return args
@@ -185,52 +198,114 @@ def loglog_slope(cumulative: np.ndarray) -> float:
     return float(np.polyfit(np.log(t[half]), np.log(cumulative[half]), 1)[0])
 
 
+def seed_list(args: Args) -> list[int]:
+    """The seeds to run: ``--seeds`` if given, else ``--seed`` alone."""
+    try:
+        seeds = [int(part) for part in args.seeds.split(",") if part.strip()] if args.seeds else [args.seed]
+    except ValueError as error:
+        raise SystemExit(f"--seeds must be comma-separated integers, got {args.seeds!r}") from error
+    if not seeds or min(seeds) < 0:
+        raise SystemExit(f"--seeds must name non-negative seeds, got {args.seeds!r}")
+    return seeds
+
+
+def resumable_runs(path: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """An earlier call's regret.json when its settings (seeds and agents aside) are these, else an empty dict.
+
+    Its ``runs`` are keyed by agent and seed, so runs made by separate calls (one agent or seed each, in parallel,
+    each to its own ``--out-dir``) combine by merging their ``runs`` into one regret.json and calling again with
+    all of them; a call with nothing left to run reads the feature dimension and formatting there, loading no model.
+    """
+    if not path or not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as handle:
+        earlier = json.load(handle)
+    same = {key: value for key, value in earlier.get("settings", {}).items() if key not in RUN_KEYS}
+    return earlier if same == settings else {}
+
+
 def main(args: Args) -> dict[str, Any]:
     from tokenized_bandit_gym.evaluation import run_online
 
-    env = make_env(args)
-    dim = int(env.observation_space["candidate_embeddings"].shape[-1])
-    results: dict[str, Any] = {"settings": dataclasses.asdict(args), "feature_dim": dim, "agents": {}}
+    seeds = seed_list(args)
+    settings = {key: value for key, value in dataclasses.asdict(args).items() if key not in RUN_KEYS}
+    json_path = os.path.join(args.out_dir, "regret.json") if args.out_dir else ""
+    earlier = resumable_runs(json_path, settings)
+    runs = dict(earlier.get("runs", {}))
     names = [n.strip() for n in args.agents.split(",") if n.strip()]
-    warmup = run_online(env, make_agent(names[0], env, args), rounds=3, seed=args.seed)
-    per_round = float(np.median(warmup.wall_time))  # the first round also pays one-off setup
-    print(
-        f"{len(names)} agents x {args.rounds} rounds, L={args.max_length}, top-{args.top_k}: expected run time "
-        f"about {per_round * args.rounds * len(names) / 60:.1f} min ({per_round:.2f} s a round, median of 3 warm-ups)",
-        flush=True,
-    )
-    for name in names:
+    todo = [(name, seed) for seed in seeds for name in names if f"{name}/{seed}" not in runs]
+    if runs:
+        print(f"resuming: {len(runs)} finished runs kept from {json_path}, {len(todo)} to go")
+    env = make_env(args) if todo or "feature_dim" not in earlier else None
+    dim = int(env.observation_space["candidate_embeddings"].shape[-1]) if env is not None else earlier["feature_dim"]
+    formatting = env.unwrapped.problem.prompt_formatting if env is not None else earlier.get("formatting", "")
+    results: dict[str, Any] = {"settings": {**settings, "seeds": seeds, "agents": args.agents}, "feature_dim": dim}
+    results |= {"agents": {}, "formatting": formatting, "runs": runs}
+    print(f"queries: {formatting}")
+    if todo:
+        warmup = run_online(env, make_agent(names[0], env, args), rounds=3, seed=seeds[0])
+        per_round = float(np.median(warmup.wall_time))  # the first round also pays one-off setup
+        print(
+            f"{len(todo)} runs (agent x seed) x {args.rounds} rounds, L={args.max_length}, top-{args.top_k}: "
+            f"expected run time about {per_round * args.rounds * len(todo) / 60:.1f} min "
+            f"({per_round:.2f} s a round, median of 3 warm-ups)",
+            flush=True,
+        )
+    for name, seed in todo:
         agent = make_agent(name, env, args)
         start = time.perf_counter()
-        result = run_online(env, agent, rounds=args.rounds, seed=args.seed, progress=True)
-        cumulative = result.cumulative_regret
-        entry = {
-            "cumulative_regret": cumulative.tolist(),
-            "final_cumulative_regret": float(cumulative[-1]),
-            "mean_regret_last_20pct": float(result.regret[-max(1, args.rounds // 5) :].mean()),
-            "loglog_slope_second_half": loglog_slope(cumulative),
-            "seconds": round(time.perf_counter() - start, 1),
-        }
-        for attribute in ("prefix_ratio_max", "prefix_ratio_mean", "prefix_inverse_ratio_max"):
+        result = run_online(env, agent, rounds=args.rounds, seed=seed, progress=True)
+        seconds = round(time.perf_counter() - start, 1)
+        entry = {"cumulative_regret": result.cumulative_regret.tolist(), "seconds": seconds}
+        for attribute in (
+            "prefix_ratio_max",
+            "prefix_ratio_mean",
+            "prefix_inverse_ratio_max",
+            "prefix_inverse_ratio_mean",
+        ):
             if hasattr(agent, attribute):
                 entry[attribute] = [float(v) for v in getattr(agent, attribute)]
+        runs[f"{name}/{seed}"] = entry
+        if json_path:
+            write_json(results, json_path)
+    t = np.arange(1, args.rounds + 1)
+    for name in names:
+        per_seed = np.array([runs[f"{name}/{seed}"]["cumulative_regret"] for seed in seeds])  # (S, T)
+        cumulative = per_seed.mean(axis=0)  # (T,)
+        regret = np.diff(per_seed, axis=1, prepend=0.0)  # (S, T) per-round regret
+        entry = {
+            "cumulative_regret": cumulative.tolist(),
+            "cumulative_regret_min": per_seed.min(axis=0).tolist(),
+            "cumulative_regret_max": per_seed.max(axis=0).tolist(),
+            "final_cumulative_regret": float(cumulative[-1]),
+            "final_cumulative_regret_per_seed": per_seed[:, -1].tolist(),
+            "mean_regret_last_20pct": float(regret[:, -max(1, args.rounds // 5) :].mean()),
+            "loglog_slope_second_half": loglog_slope(cumulative),
+        }
         results["agents"][name] = entry
         print(
-            f"{AGENT_LABELS.get(name, name):<18} cumulative regret {entry['final_cumulative_regret']:9.3f}  "
+            f"{AGENT_LABELS.get(name, name):<18} cumulative regret {entry['final_cumulative_regret']:9.3f} "
+            f"(mean of {len(seeds)} seeds; per seed {', '.join(f'{v:.2f}' for v in per_seed[:, -1])})  "
             f"mean regret last 20% {entry['mean_regret_last_20pct']:+.4f}  "
-            f"log-log slope {entry['loglog_slope_second_half']:.2f}  ({entry['seconds']} s)"
+            f"log-log slope {entry['loglog_slope_second_half']:.2f}"
         )
-    t = np.arange(1, args.rounds + 1)
     bound = args.bound_scale * theoretical_bound(t, args.max_length, dim, args.bound_c)
     results["scaled_bound_final"] = float(bound[-1])
     print(f"{args.bound_scale} x bound c L sqrt(d T log T) at T={args.rounds}: {bound[-1]:.1f}")
     if args.out_dir:
         os.makedirs(args.out_dir, exist_ok=True)
         plot(results, t, bound, os.path.join(args.out_dir, "regret.png"))
-        with open(os.path.join(args.out_dir, "regret.json"), "w", encoding="utf-8") as handle:
-            json.dump(results, handle)
+        write_json(results, json_path)
         print(f"wrote {args.out_dir}/regret.png and regret.json")
     return results
+
+
+def write_json(results: dict[str, Any], path: str) -> None:
+    """Write ``results`` to ``path`` atomically (a killed run leaves the previous file whole, to resume from)."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path + ".tmp", "w", encoding="utf-8") as handle:
+        json.dump(results, handle)
+    os.replace(path + ".tmp", path)
 
 
 def plot(results: dict[str, Any], t: np.ndarray, bound: np.ndarray, path: str) -> None:
@@ -239,17 +314,21 @@ def plot(results: dict[str, Any], t: np.ndarray, bound: np.ndarray, path: str) -
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    settings = results["settings"]
+    seeds = settings["seeds"]
     figure, axis = plt.subplots(figsize=(4.5, 3.2))
     for name, entry in results["agents"].items():
-        axis.plot(t, entry["cumulative_regret"], label=AGENT_LABELS.get(name, name))
-    settings = results["settings"]
+        (line,) = axis.plot(t, entry["cumulative_regret"], label=AGENT_LABELS.get(name, name))
+        if len(seeds) > 1:
+            low, high = entry["cumulative_regret_min"], entry["cumulative_regret_max"]
+            axis.fill_between(t, low, high, color=line.get_color(), alpha=0.2)
     axis.plot(t, bound, "k--", label=f"{settings['bound_scale']} x bound")
     axis.set_xlabel("round t")
     axis.set_ylabel("cumulative regret vs oracle greedy")
+    runs = f"mean of seeds {seeds} (band: min-max)" if len(seeds) > 1 else f"one run, seed {seeds[0]}"
     axis.set_title(
-        f"L={settings['max_length']}, top-{settings['top_k']}, gamma={settings['gamma']}; "
-        f"one run, seed {settings['seed']}",
-        fontsize=9,
+        f"{settings['model']}, L={settings['max_length']}, top-{settings['top_k']}, gamma={settings['gamma']}; {runs}",
+        fontsize=8,
     )
     axis.legend(fontsize=7)
     figure.tight_layout()

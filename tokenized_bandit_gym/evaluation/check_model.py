@@ -49,7 +49,8 @@ class PathVerdict:
         compared: candidate rows compared (one row is the k candidates of one observation).
         min_cosine: smallest cosine between a candidate's embedding and the reference's.
         max_logprob_error: largest ``|log p(tau | x, y)|`` difference.
-        max_value_error: largest ``|v(p(x, y:tau))|`` difference.
+        max_value_error: largest ``|v(p(x, y:tau))|`` difference divided by ``|y| + 1``, the number of
+            token log-probs ``v`` sums (on a 49,152-token vocabulary float32 rounding alone moves each by ~4e-5).
         refusal: the env's error when it refused the path, else None.
         min_cosine_allowed: the cosine threshold of the verdict.
         max_error_allowed: the log-prob and ``v`` threshold of the verdict.
@@ -236,7 +237,8 @@ class _Errors:
         self.compared += 1
         self.min_cosine = min(self.min_cosine, float(cosine.min()))
         self.max_logprob = max(self.max_logprob, _max_error(logprobs, token.cpu()))
-        self.max_value = max(self.max_value, _max_error(features[:, -1], value))
+        # v sums the |y| + 1 token log-probs of y:tau, so float rounding in each adds up: compare per summed token.
+        self.max_value = max(self.max_value, _max_error(features[:, -1], value) / (length + 1))
 
 
 def _max_error(got: torch.Tensor, expected: torch.Tensor) -> float:
@@ -387,7 +389,7 @@ def _play(env: Any, problem: Any, errors: _Errors, steps: int, rng: np.random.Ge
 def format_verdicts(verdicts: list[PathVerdict]) -> str:
     """The verdict table: env, requested and used path, rows compared, the largest errors and the verdict."""
     header = f"{'env':7} {'requested':20} {'forward':13} {'batching':9} {'rows':>5} {'min cos':>10} "
-    header += f"{'max|dlogp|':>11} {'max|dv|':>10}  verdict"
+    header += f"{'max|dlogp|':>11} {'|dv|/tok':>10}  verdict"
     lines = [header]
     for verdict in verdicts:
         if verdict.refusal is not None:
@@ -408,7 +410,7 @@ def format_verdicts(verdicts: list[PathVerdict]) -> str:
 def thresholds(verdict: PathVerdict) -> str:
     """The verdict's thresholds and how they were set, as one phrase."""
     return (
-        f"thresholds: cosine >= {verdict.min_cosine_allowed:.6g}, |dlogp| and |dv| <= {verdict.max_error_allowed:.3g} "
+        f"thresholds: cosine >= {verdict.min_cosine_allowed:.6g}, |dlogp| and |dv|/tok <= {verdict.max_error_allowed:.3g} "
         f"({verdict.tolerance_basis})"
     )
 

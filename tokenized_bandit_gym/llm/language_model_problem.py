@@ -225,6 +225,13 @@ class LanguageModelProblem:
         return torch.cat([(1.0 - self.gamma) * latent, gamma])  # (d + 1,)
 
     @property
+    def prompt_formatting(self) -> str:
+        """How a query becomes the prompt, in words (scripts and reports print it beside their results)."""
+        if self.chat_template:
+            return "the chat template: the query is the user turn, the response follows the assistant header"
+        return "the raw query text (no chat template)"
+
+    @property
     def first_eos_position(self) -> int:
         """The first position (1-based) where EOS is allowed: L with ``fixed_length``, else ``min_length`` or 1."""
         if self.fixed_length:

@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tokenized_bandit_gym.llm.packaged_models import packaged_model, packaged_model_directory
+
 if TYPE_CHECKING:
     import torch
 
@@ -38,12 +40,23 @@ def resolve_dtype(dtype: str | torch.dtype) -> torch.dtype:
 def resolve_model_source(model: str | os.PathLike[str]) -> str:
     """What :func:`load_language_model` loads for ``model``: the shipped model's directory for ``"stories260K"``.
 
-    Any other name or path is returned as it is (a local directory, or a hub name looked up in the cache).
+    A packaged model's name (``"smollm2-135m-instruct"``, see
+    :mod:`~tokenized_bandit_gym.llm.packaged_models`) gives its converted safetensors directory,
+    converting its GGUF on first use. Any other name or path is returned as it is (a local
+    directory, or a hub name looked up in the cache). A local path of the same name wins over both.
+
+    Raises:
+        ValueError: a packaged model that is not installed (the message names the pip commands).
     """
     if not isinstance(model, (str, os.PathLike)):
         raise TypeError(f"model must be a hub name or a local path, got {model!r}")
     name = os.fspath(model)
-    return DEFAULT_MODEL if name == DEFAULT_MODEL_NAME and not Path(name).exists() else name
+    if Path(name).exists():
+        return name
+    if name == DEFAULT_MODEL_NAME:
+        return DEFAULT_MODEL
+    packaged = packaged_model(name)
+    return str(packaged_model_directory(packaged)) if packaged is not None else name
 
 
 def load_language_model(
@@ -57,12 +70,13 @@ def load_language_model(
 
     Rules: weights from safetensors only (pickled ``pytorch_model.bin`` files are refused, since
     unpickling runs code); no code shipped with the model unless ``trust_remote_code=True``; a
-    local directory, ``"stories260K"`` (the shipped model) or a hub name. A hub name not in the
+    local directory, ``"stories260K"`` (the shipped model), a packaged model such as
+    ``"smollm2-135m-instruct"`` (converted once from its installed GGUF) or a hub name. A hub name not in the
     Hugging Face cache while offline (``HF_HUB_OFFLINE=1``, or the hub unreachable within 3 s) is
     refused at once, before transformers spends half a minute retrying the network.
 
     Args:
-        model: a local directory, ``"stories260K"`` or a Hugging Face hub name.
+        model: a local directory, ``"stories260K"``, a packaged model name or a Hugging Face hub name.
         dtype: weight dtype.
         device: torch device.
         trust_remote_code: run code shipped with the model; off unless the user turns it on.

@@ -80,6 +80,10 @@ def run_ddmc_diagnostics(
         "num_bootstrap": num_bootstrap,
         "seed": seed,
         "embedding": "mean of last-layer hidden states over every token of the query:answer prefix",
+        "formatting": f"plain text, no chat template: {template!r}"
+        if template is not None
+        else "plain text, no chat template: the dataset's default join (TruthfulQA 'Q: {query}\\nA: {answer}', "
+        "HH-RLHF the dialogue as written)",
         "embed_seconds": round(time.perf_counter() - start, 2),
     }
     report = summarize_ddmc(

@@ -1,0 +1,71 @@
+"""reproduce_regret.py over several seeds: their mean and band, and a rerun that resumes instead of repeating."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.examples.test_reproduce_scripts import alignment_stack_available
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["--rounds", "3", "--max-length", "3", "--top-k", "2", "--seeds", "0,1"]
+
+
+def run(out_dir: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    script = str(ROOT / "examples" / "reproduce_regret.py")
+    command = [sys.executable, script, *TINY, "--out-dir", str(out_dir)]
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=out_dir)
+
+
+def test_seeds_are_averaged_and_a_rerun_resumes(tmp_path: Path) -> None:
+    if not alignment_stack_available():
+        pytest.skip("TokenizedAlignment-v0 and the reproduction agents are not installed")
+    first = run(tmp_path)
+    assert first.returncode == 0, first.stderr
+    data = json.loads((tmp_path / "regret.json").read_text())
+    assert sorted(data["runs"]) == sorted(f"{name}/{seed}" for name in data["agents"] for seed in (0, 1))
+    for name, entry in data["agents"].items():
+        per_seed = np.array([data["runs"][f"{name}/{seed}"]["cumulative_regret"] for seed in (0, 1)])
+        np.testing.assert_allclose(entry["cumulative_regret"], per_seed.mean(axis=0))
+        np.testing.assert_allclose(entry["cumulative_regret_min"], per_seed.min(axis=0))
+    assert "queries: " in first.stdout
+    second = run(tmp_path)
+    assert second.returncode == 0, second.stderr
+    assert "resuming: 6 finished runs kept" in second.stdout and "expected run time" not in second.stdout
+    assert json.loads((tmp_path / "regret.json").read_text())["runs"] == data["runs"]
+
+
+def test_ratio_figure_from_a_regret_run(tmp_path: Path) -> None:
+    """reproduce_ratio.py --from-regret plots the ratios EOFUL recorded in that run, without running it again."""
+    runs = {"eoful/1": {name: [1.0, 0.5, 0.75] for name in ("prefix_ratio_max", "prefix_ratio_mean")}}
+    runs["eoful/1"] |= {"prefix_inverse_ratio_max": [3.0, 2.0, 1.0], "prefix_inverse_ratio_mean": [2.0, 1.5, 1.0]}
+    settings = {"model": "some-model", "queries": "paper", "max_length": 5, "top_k": 3, "gamma": 0.8}
+    settings |= {"value_map": "logprob", "embedding_norm": "none", "beta": 1.0}
+    regret = {"settings": settings, "runs": runs, "formatting": "the raw query text (no chat template)"}
+    (tmp_path / "regret.json").write_text(json.dumps(regret))
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    script = str(ROOT / "examples" / "reproduce_ratio.py")
+    command = [sys.executable, script, "--from-regret", "regret.json", "--seed", "1", "--out-dir", "out"]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / "out" / "ratio.json").read_text())
+    assert summary["sigma_inverse"]["ratio_max"] == [3.0, 2.0, 1.0] and summary["sigma"]["max_of_max"] == 1.0
+    assert summary["settings"]["model"] == "some-model" and summary["settings"]["rounds"] == 3
+    assert summary["sigma_inverse"]["share_rounds_max_below_threshold"] == 1 / 3
+    missing = subprocess.run([*command[:-4], "--seed", "0"], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert missing.returncode == 2 and "no EOFUL run of seed 0" in missing.stderr
+
+
+def test_real_llm_preset_is_the_paper_setting_short_on_smollm2() -> None:
+    from examples.reproduce_regret import parse_args
+
+    args = parse_args(["--real-llm"])
+    assert args.model == "smollm2-135m-instruct"
+    assert (args.max_length, args.top_k, args.gamma, args.theta) == (30, 15, 0.8, 0.5)
+    assert (args.rounds, args.seeds) == (100, "0,1,2")
+    assert parse_args(["--real-llm", "--rounds", "1000"]).rounds == 1000

