@@ -410,8 +410,8 @@ def format_verdicts(verdicts: list[PathVerdict]) -> str:
 def thresholds(verdict: PathVerdict) -> str:
     """The verdict's thresholds and how they were set, as one phrase."""
     return (
-        f"thresholds: cosine >= {verdict.min_cosine_allowed:.6g}, |dlogp| and |dv|/tok <= {verdict.max_error_allowed:.3g} "
-        f"({verdict.tolerance_basis})"
+        f"thresholds: cosine >= {verdict.min_cosine_allowed:.6g}, "
+        f"|dlogp| and |dv|/tok <= {verdict.max_error_allowed:.3g} ({verdict.tolerance_basis})"
     )
 
 
