@@ -92,7 +92,9 @@ def play(env: Any, agent: Any, rounds: int, seed: int) -> dict[str, Any]:
         regret.append(float(info["regret"]))
         embedding = np.asarray(info["response_embedding"], dtype=np.float64)[: theta.shape[0]]  # e(x, y), (d,)
         fitted_reward.append(float(embedding @ theta))
-        query = problem.tokenizer.decode(observation["query"][: int(observation["query_length"])].tolist())
+        query = problem.tokenizer.decode(
+            observation["query"][: int(observation["query_length"])].tolist(), skip_special_tokens=True
+        )
         texts.append({"query": query, "response": problem.decode(observation["response"])})
     return {"regret": regret, "fitted_reward": fitted_reward, "texts": texts}
 

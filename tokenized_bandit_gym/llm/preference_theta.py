@@ -180,7 +180,7 @@ def held_out_accuracy(
 
 
 @torch.no_grad()
-def pooled_embeddings(problem: Any, texts: Sequence[str], max_tokens: int = 128, batch_size: int = 8) -> torch.Tensor:
+def pooled_embeddings(problem: Any, texts: Sequence[str], max_tokens: int = 64, batch_size: int = 8) -> torch.Tensor:
     """The env's ``e`` ``(n, d)`` float64 of whole texts: the model's mean-pooled last hidden state.
 
     Each text is tokenized as the env tokenizes a raw query (BOS included, no chat template: the
@@ -214,8 +214,8 @@ def pooled_embeddings(problem: Any, texts: Sequence[str], max_tokens: int = 128,
 def preference_theta(
     problem: Any,
     comparisons: Comparisons,
-    max_pairs: int = 400,
-    max_tokens: int = 128,
+    max_pairs: int = 200,
+    max_tokens: int = 64,
     l2: float = 1.0,
     seed: int = 0,
 ) -> PreferenceFit:
