@@ -163,7 +163,13 @@ def test_theta_names_are_checked(stories: tuple[Any, Any], tmp_path: Path) -> No
         gym.make("TokenizedAlignment-v0", comparisons=tmp_path / "x.jsonl", **kwargs)
     with pytest.raises(ValueError, match="'hh-rlhf', 'comparisons'"):
         gym.make("TokenizedAlignment-v0", theta="human", **kwargs)
-    assert "0.5 * 1" in gym.make("TokenizedAlignment-v0", **kwargs).unwrapped.problem.theta_source
+    default = gym.make("TokenizedAlignment-v0", **kwargs).unwrapped.problem
+    assert "0.5 * 1" in default.theta_source and default.preference_fit is None
+    vector = torch.ones(default.hidden_size)
+    assert (
+        "given by the user" in gym.make("TokenizedAlignment-v0", theta=vector, **kwargs).unwrapped.problem.theta_source
+    )
+    assert "random" in gym.make("TokenizedAlignment-v0", theta="random", **kwargs).unwrapped.problem.theta_source
 
 
 FIT_IN_A_PROCESS = """

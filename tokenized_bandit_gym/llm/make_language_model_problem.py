@@ -83,7 +83,6 @@ def make_language_model_problem(
     texts = resolve_queries(queries, seed, query_column=query_column, query_field=query_field)
     preference_data = _preference_data(theta, comparisons, comparison_fields)
     latent = None if preference_data is not None else theta
-    source = "a vector given by the user" if theta is not None else "the paper's 0.5 * 1, unit-normed"
     if isinstance(theta, str) and preference_data is None:
         if theta != "random":
             raise ValueError(f"theta must be None, 'random', 'hh-rlhf', 'comparisons' or a vector, got {theta!r}")
@@ -91,17 +90,16 @@ def make_language_model_problem(
         generator = torch.Generator().manual_seed(seed)
         direction = torch.randn(hidden, generator=generator, dtype=torch.float64)
         latent = direction / direction.norm()
-        source = f"a random unit direction (instance_seed={seed})"
     problem = LanguageModelProblem(language_model, tokenizer, texts, theta=latent, **problem_kwargs)
-    problem.preference_fit = None
+    if isinstance(theta, str) and theta == "random":
+        problem.theta_source = f"a random unit direction (instance_seed={seed})"
     if preference_data is not None:
         if problem.pooling != "query_response":
             raise ValueError(f"theta={theta!r} is fitted on whole texts and needs pooling='query_response'")
         fit = preference_theta(problem, preference_data, seed=seed)
         problem.latent_theta = fit.theta.to(problem.device)
         problem.preference_fit = fit
-        source = fit.describe()
-    problem.theta_source = source
+        problem.theta_source = fit.describe()
     return problem
 
 
@@ -109,13 +107,14 @@ def _preference_data(
     theta: object, comparisons: str | os.PathLike[str] | None, fields: Sequence[str]
 ) -> Comparisons | None:
     """The comparisons ``theta`` is fitted on (``"hh-rlhf"`` or ``"comparisons"``), else None."""
-    if theta == "comparisons":
+    name = theta if isinstance(theta, str) else None
+    if name == "comparisons":
         if comparisons is None:
             raise ValueError("theta='comparisons' needs comparisons= (a .jsonl, .jsonl.gz or .csv file of pairs)")
         return read_comparisons(comparisons, fields)
     if comparisons is not None:
         raise ValueError(f"comparisons= goes with theta='comparisons', got theta={theta!r}")
-    if theta == "hh-rlhf":
+    if name == "hh-rlhf":
         if not HH_RLHF_COMPARISONS.is_file():
             raise ValueError(f"the shipped HH-RLHF pairs are missing from the package ({HH_RLHF_COMPARISONS})")
         return read_comparisons(HH_RLHF_COMPARISONS)
