@@ -187,6 +187,7 @@ print(json.dumps({"theta": fit.theta.tolist(), "checksum": fit.checksum}))
 """
 
 
+@pytest.mark.slow
 def test_cache_is_safe_under_two_concurrent_processes(tmp_path: Path) -> None:
     file = write_jsonl(tmp_path / "pairs.jsonl", [{"chosen": a, "rejected": b} for a, b in PAIRS])
     cache = tmp_path / "cache"
