@@ -113,7 +113,7 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
     | ``gamma`` | 0.8 | weight of ``v(p)`` (paper) |
     | ``max_length`` | 30 | L (paper) |
     | ``queries`` | story openings | a source: ``"stories"``, ``"paper"`` (see below), ``"hf:<name>"``, a path, a list |
-    | ``theta`` | ``0.5 * 1`` unit-normed | ``1 / sqrt(d)`` per coordinate; ``"random"``; or a ``(d,)`` vector |
+    | ``theta`` | ``0.5 * 1`` unit-normed | ``"random"``, ``"hh-rlhf"``, ``"comparisons"`` or a vector |
     | ``value_map`` | ``"logprob"`` | ``v``: ``logprob``, ``scaled_logprob``, ``root_prob``, ``prob`` |
     | ``pooling`` | ``"query_response"`` | or ``"response"`` |
     | ``embedding_norm`` | ``"none"`` | the paper's raw mean-pooled state; ``"l2"`` for unit-norm ``e`` |
@@ -136,6 +136,16 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
     | ``strict_actions`` | False | raise on masked actions |
     | ``fixed_length`` | True | EOS only at position L (the paper's setting; see Episode End) |
     | ``min_length`` | None | EOS only from position m on (with ``fixed_length=False``; ``1 <= m <= L``) |
+    | ``comparisons`` | None | with ``theta="comparisons"``: a ``.jsonl``(``.gz``) or ``.csv`` of pairs |
+    | ``comparison_fields`` | ``("chosen", "rejected")`` | the two field (JSONL) or column (CSV) names |
+
+    ``theta="hh-rlhf"`` (the shipped HH-RLHF pairs) or ``"comparisons"`` (the user's file) fits
+    theta by Bradley-Terry on this model's own mean-pooled embeddings of the chosen and rejected
+    texts (:mod:`~tokenized_bandit_gym.llm.preference_theta`), unit-normed, cached once per model and
+    data; ``env.unwrapped.problem.theta_source`` names where theta came from (every theta) and
+    ``problem.preference_fit`` holds the held-out pairwise accuracy, its bootstrap interval, the
+    number of pairs and a checksum. A warning says when that accuracy is not clearly above chance.
+    This is a linear reward model on the policy model's own features, not a claim about human values.
 
     >>> import gymnasium as gym
     >>> import tokenized_bandit_gym
@@ -199,6 +209,8 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
         render_mode: str | None = None,
         fixed_length: bool = True,
         min_length: int | None = None,
+        comparisons: str | os.PathLike[str] | None = None,
+        comparison_fields: Sequence[str] = ("chosen", "rejected"),
     ) -> None:
         problem = make_language_model_problem(
             model,
@@ -216,6 +228,8 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
             max_length=max_length,
             fixed_length=fixed_length,
             min_length=min_length,
+            comparisons=comparisons,
+            comparison_fields=comparison_fields,
             top_k=top_k,
             gamma=gamma,
             value_map=value_map,

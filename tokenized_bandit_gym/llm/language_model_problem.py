@@ -182,6 +182,10 @@ class LanguageModelProblem:
         self.device = next(model.parameters()).device
         self.hidden_size = int(self._lm_head.weight.shape[1])
         self.latent_theta = self._make_theta(theta)  # (d,)
+        self.theta_source = "the paper's 0.5 * 1, unit-normed" if theta is None else "a vector given by the user"
+        """Where :attr:`latent_theta` came from, in words (reports print it)."""
+        self.preference_fit: Any = None
+        """The :class:`~tokenized_bandit_gym.llm.preference_theta.PreferenceFit` of a theta fitted on comparisons."""
         self.query_texts = list(queries)
         if not self.query_texts:
             raise ValueError("the query pool is empty")

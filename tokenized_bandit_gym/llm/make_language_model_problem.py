@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -12,6 +12,13 @@ import torch
 from tokenized_bandit_gym.core.validation import MAX_SEED, check_device, check_int
 from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 from tokenized_bandit_gym.llm.load_language_model import load_language_model
+from tokenized_bandit_gym.llm.preference_theta import (
+    DEFAULT_FIELDS,
+    HH_RLHF_COMPARISONS,
+    Comparisons,
+    preference_theta,
+    read_comparisons,
+)
 from tokenized_bandit_gym.llm.query_sources import resolve_queries
 
 
@@ -27,6 +34,8 @@ def make_language_model_problem(
     attn_implementation: str = "auto",
     query_column: str | None = None,
     query_field: str | None = None,
+    comparisons: str | os.PathLike[str] | None = None,
+    comparison_fields: Sequence[str] = DEFAULT_FIELDS,
     **problem_kwargs: Any,
 ) -> LanguageModelProblem:
     """Load the model (unless given loaded) and the queries, then build the problem.
@@ -36,7 +45,9 @@ def make_language_model_problem(
         tokenizer: the tokenizer of a loaded ``model``; None when ``model`` is a name or path.
         queries: a query source (see :func:`~tokenized_bandit_gym.llm.query_sources.resolve_queries`).
         theta: None (the paper's ``0.5 * 1``, unit-normed), ``"random"`` (a unit Gaussian
-            direction drawn from ``instance_seed``) or a ``(d,)`` vector.
+            direction drawn from ``instance_seed``), ``"hh-rlhf"`` (Bradley-Terry on the shipped
+            HH-RLHF pairs, :mod:`~tokenized_bandit_gym.llm.preference_theta`), ``"comparisons"``
+            (Bradley-Terry on the ``comparisons`` file) or a ``(d,)`` vector.
         instance_seed: seeds the paper's query generator and ``theta="random"``.
         dtype: weight dtype when loading.
         device: torch device when loading.
@@ -47,6 +58,8 @@ def make_language_model_problem(
         query_column: the CSV column holding the queries (see
             :func:`~tokenized_bandit_gym.llm.query_sources.resolve_queries`).
         query_field: the JSONL field holding the queries, a dotted path for nested objects.
+        comparisons: with ``theta="comparisons"``, a ``.jsonl``/``.jsonl.gz``/``.csv`` file of pairs.
+        comparison_fields: the (chosen, rejected) field or column names of ``comparisons``.
         **problem_kwargs: the remaining :class:`LanguageModelProblem` arguments.
     """
     seed = check_int("instance_seed", instance_seed, minimum=0, maximum=MAX_SEED)
@@ -69,20 +82,52 @@ def make_language_model_problem(
             )
         language_model = model
     texts = resolve_queries(queries, seed, query_column=query_column, query_field=query_field)
-    latent = theta
-    if isinstance(theta, str):
+    preference_data = _preference_data(theta, comparisons, comparison_fields)
+    latent = None if preference_data is not None else theta
+    if isinstance(theta, str) and preference_data is None:
         if theta != "random":
-            raise ValueError(f"theta must be None, 'random' or a vector, got {theta!r}")
+            raise ValueError(f"theta must be None, 'random', 'hh-rlhf', 'comparisons' or a vector, got {theta!r}")
         hidden = int(language_model.get_output_embeddings().weight.shape[1])
         generator = torch.Generator().manual_seed(seed)
         direction = torch.randn(hidden, generator=generator, dtype=torch.float64)
         latent = direction / direction.norm()
     if isinstance(model, torch.nn.Module):  # passed in loaded: nothing to rebuild it from, so no recipe
-        return LanguageModelProblem(language_model, tokenizer, texts, theta=latent, **problem_kwargs)
-    recipe = LanguageModelRecipe(
-        model, dtype, device, trust_remote_code, attn_implementation, texts, latent, dict(problem_kwargs)
-    )
-    return recipe.build_with(language_model, tokenizer)
+        problem = LanguageModelProblem(language_model, tokenizer, texts, theta=latent, **problem_kwargs)
+    else:
+        recipe = LanguageModelRecipe(
+            model, dtype, device, trust_remote_code, attn_implementation, texts, latent, dict(problem_kwargs)
+        )
+        problem = recipe.build_with(language_model, tokenizer)
+    if isinstance(theta, str) and theta == "random":
+        problem.theta_source = f"a random unit direction (instance_seed={seed})"
+    if preference_data is not None:
+        if problem.pooling != "query_response":
+            raise ValueError(f"theta={theta!r} is fitted on whole texts and needs pooling='query_response'")
+        fit = preference_theta(problem, preference_data, seed=seed)
+        problem.latent_theta = fit.theta.to(problem.device)
+        problem.preference_fit = fit
+        problem.theta_source = fit.describe()
+        if problem.recipe is not None:  # a copy rebuilds with the fitted theta, not the placeholder
+            problem.recipe = replace(problem.recipe, theta=fit.theta.detach().cpu())
+    return problem
+
+
+def _preference_data(
+    theta: object, comparisons: str | os.PathLike[str] | None, fields: Sequence[str]
+) -> Comparisons | None:
+    """The comparisons ``theta`` is fitted on (``"hh-rlhf"`` or ``"comparisons"``), else None."""
+    name = theta if isinstance(theta, str) else None
+    if name == "comparisons":
+        if comparisons is None:
+            raise ValueError("theta='comparisons' needs comparisons= (a .jsonl, .jsonl.gz or .csv file of pairs)")
+        return read_comparisons(comparisons, fields)
+    if comparisons is not None:
+        raise ValueError(f"comparisons= goes with theta='comparisons', got theta={theta!r}")
+    if name == "hh-rlhf":
+        if not HH_RLHF_COMPARISONS.is_file():
+            raise ValueError(f"the shipped HH-RLHF pairs are missing from the package ({HH_RLHF_COMPARISONS})")
+        return read_comparisons(HH_RLHF_COMPARISONS)
+    return None
 
 
 @dataclass(frozen=True)
