@@ -87,15 +87,23 @@ class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
         observations, rewards, terminated, truncated, infos = super().step(actions)
         return observations, rewards, terminated, truncated, self._with_benchmark_flag(infos)
 
-    def _with_benchmark_flag(self, infos: dict[str, Any]) -> dict[str, Any]:
-        """``infos`` with the ``(N,)`` bool flag :data:`BENCHMARK_UPPER_BOUND` on every row, in the array backend."""
+    def _with_benchmark_flag(self, infos: dict[str, Any], present: Any = None) -> dict[str, Any]:
+        """``infos`` with the ``(N,)`` bool flag :data:`BENCHMARK_UPPER_BOUND`, in the array backend.
+
+        The flag is on every row (``present`` None), and on the rows that ended in ``SAME_STEP``'s
+        ``final_info`` (masked as its other entries are), so a final info has every key a step's has.
+        """
         if self.array_backend == "numpy":
             flag: Any = np.full(self.num_envs, BENCHMARK_UPPER_BOUND, dtype=bool)
-            present: Any = np.ones(self.num_envs, dtype=bool)
+            mask: Any = np.ones(self.num_envs, dtype=bool) if present is None else present.copy()
         else:
             flag = torch.full((self.num_envs,), BENCHMARK_UPPER_BOUND, dtype=torch.bool, device=self.device)
-            present = torch.ones(self.num_envs, dtype=torch.bool, device=self.device)
-        infos["benchmark_upper_bound"], infos["_benchmark_upper_bound"] = flag, present
+            mask = (
+                torch.ones(self.num_envs, dtype=torch.bool, device=self.device) if present is None else present.clone()
+            )
+        infos["benchmark_upper_bound"], infos["_benchmark_upper_bound"] = flag, mask
+        if present is None and "final_info" in infos:
+            self._with_benchmark_flag(infos["final_info"], infos["_final_info"])
         return infos
 
     def _make_round_batch(self, template: Any) -> LanguageModelRoundBatch:

@@ -27,6 +27,10 @@ TASK_KINDS: dict[str, str] = {
 """Each kind of task and the id that stands for it."""
 
 _NO_EMBEDDINGS = "needs candidate embeddings (embedding_dim), which a TMAB has none of"
+_STOPPED_SEQUENCES = (
+    "explores stopped sequences y:t:EOS, and the LLM envs default to fixed_length=True (EOS only at position L): "
+    "pass fixed_length=False (or completion_token=c to the ETC agents)"
+)
 BUILT_IN_UNSUPPORTED: dict[str, dict[str, str]] = {
     "eoful": {"TMAB": _NO_EMBEDDINGS},
     "batched_eoful": {"TMAB": _NO_EMBEDDINGS},
@@ -35,6 +39,12 @@ BUILT_IN_UNSUPPORTED: dict[str, dict[str, str]] = {
     "lookahead_eoful": {
         "TMAB": "needs a TLB problem with an embedding oracle (a TMAB has no embeddings)",
         "LLM": "needs a TLB problem with an embedding oracle (its lookahead embeds prefixes the LLM has not run)",
+    },
+    "greedy_etc": {"LLM": _STOPPED_SEQUENCES},
+    "batched_greedy_etc": {"LLM": _STOPPED_SEQUENCES},
+    "lookahead_etc": {"LLM": _STOPPED_SEQUENCES},
+    "greedy_ucb": {
+        "LLM": "learns from stopped sequences y:t:EOS, and the LLM envs default to fixed_length=True: use uct"
     },
     "misaligned_greedy": {
         "linear": "needs observation['candidate_logprobs'], which only the LLM envs observe",

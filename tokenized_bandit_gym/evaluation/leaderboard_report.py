@@ -195,7 +195,12 @@ def _provenance_lines(leaderboard: Leaderboard) -> list[str]:
 
 def markdown_report(leaderboard: Leaderboard) -> str:
     """The leaderboard as Markdown: the cross-task table, one table per task, P(improvement)."""
-    parts = [f"# {markdown_line(leaderboard.title)}", "", "  \n".join(leaderboard.headline), ""]
+    parts = [
+        f"# {markdown_line(leaderboard.title)}",
+        "",
+        "  \n".join(markdown_line(line) for line in leaderboard.headline),
+        "",
+    ]
     parts.append(f"{leaderboard.runs_summary}. {_EXPLANATION}")
     if not leaderboard.spec_given:
         parts.extend(["", _NO_SPEC])
