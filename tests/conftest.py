@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,3 +20,21 @@ def package_data() -> Path:
     from tokenized_bandit_gym.evaluation.ddmc.resources import PACKAGE_DATA
 
     return PACKAGE_DATA
+
+
+@pytest.fixture(scope="module")
+def small_work_threads() -> Iterator[None]:
+    """What the README tells a script to do (``use_small_work_threads()``), for one module, given back after it.
+
+    Modules that step the LLM ids many times use it (``pytestmark``): with torch's default threads
+    their tiny forwards run 10-30x slower on a busy machine. Forked and spawned workers are tested
+    with torch's default threads in ``tests/envs/test_fork_safety.py``.
+    """
+    import torch
+
+    from tokenized_bandit_gym.threads import use_small_work_threads
+
+    threads = torch.get_num_threads()
+    use_small_work_threads()
+    yield
+    use_small_work_threads(threads)  # torch's count as it was

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import cloudpickle
 import numpy as np
 import pytest
-import torch
 from gymnasium import spaces
 from pettingzoo.test import parallel_api_test
 
@@ -16,7 +14,6 @@ import tokenized_bandit_gym
 from tokenized_bandit_gym.adapters.pettingzoo_arena import TokenizedBanditArena
 from tokenized_bandit_gym.adapters.supersuit_arena import SuperSuitArena
 from tokenized_bandit_gym.registration import LLM_ENVS
-from tokenized_bandit_gym.threads import use_small_work_threads
 
 ss = pytest.importorskip("supersuit")
 
@@ -25,13 +22,7 @@ SMALL_LLM = {"max_length": 5, "top_k": 4}
 NAMES = ["a", "b"]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _small_work_threads() -> Iterator[None]:
-    """What the README tells a script to do (``use_small_work_threads()``), given back after this module."""
-    threads = torch.get_num_threads()
-    use_small_work_threads()
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("small_work_threads")
 
 
 def make_arena(env_id: str) -> TokenizedBanditArena:

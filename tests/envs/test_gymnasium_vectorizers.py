@@ -21,6 +21,8 @@ ENV_IDS = tokenized_bandit_gym.registered_ids()
 SMALL_LLM = {"max_length": 5, "top_k": 4, "fixed_length": False}
 ROUND_KEYS = ("utility", "optimal_utility", "regret", "oracle_greedy_utility", "noise", "response", "response_length")
 
+pytestmark = pytest.mark.usefixtures("small_work_threads")
+
 
 def env_kwargs(env_id: str) -> dict[str, Any]:
     return dict(SMALL_LLM) if env_id in LLM_ENVS else {}

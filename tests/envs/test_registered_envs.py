@@ -5,7 +5,6 @@ from __future__ import annotations
 import copy
 import pickle
 import warnings
-from collections.abc import Iterator
 
 import cloudpickle
 import gymnasium as gym
@@ -17,21 +16,11 @@ from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import tokenized_bandit_gym
 from tokenized_bandit_gym.registration import LLM_ENVS, SYNTHETIC_ENVS
-from tokenized_bandit_gym.threads import use_small_work_threads
 
 ENV_IDS = [env_id for env_id in tokenized_bandit_gym.registered_ids() if env_id in SYNTHETIC_ENVS]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _small_work_threads() -> Iterator[None]:
-    """What the README tells a script to do (``use_small_work_threads()``), given back after this module.
-
-    With torch's default threads the LLM ids' steps run 10-30x slower on a busy machine.
-    """
-    threads = torch.get_num_threads()
-    use_small_work_threads()
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("small_work_threads")
 
 
 def play(env: gym.Env, seed: int, policy_seed: int, rounds: int = 3) -> list:
