@@ -5,6 +5,7 @@ from __future__ import annotations
 import runpy
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
@@ -38,7 +39,9 @@ def test_bandwidth_floor_benchmark_runs_its_tiny_shape_on_the_cpu() -> None:
     table = script["main"]([*argv, "--max-length", "4", "--top-k", "3", "--repeats", "1", "--bandwidth-bytes", "65536"])
     rows = _rows(table)
     assert [row[0] for row in rows] == ["| 1", "| 3", "| generate, B=1"]
-    assert all(float(row[1]) > 0 for row in rows)
+    assert all(float(row[1]) > 0 for row in rows[:2])  # the env steps, timed directly
+    # generate's per-token time is t(L) - t(1) over L - 1: at 3 new tokens of the tiny model, noise can make it <= 0
+    assert np.isfinite(float(rows[2][1]))
     model = script["build_model"](script["Args"](device="cpu", shape="tiny", dtype="float32"))
     embedding = model.get_input_embeddings().weight
     every_parameter = sum(parameter.numel() * 4 for parameter in model.parameters())
