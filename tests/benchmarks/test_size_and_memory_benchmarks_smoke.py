@@ -28,6 +28,7 @@ def test_size_sweep_times_loops_that_decide_alike(agent: str, size: dict, monkey
     assert rounds >= 20 and package > 0 and reference > 0  # measure() raises if the regrets differ
 
 
+@pytest.mark.slow  # tracemalloc's kept bytes depend on what earlier tests of the same process allocated
 def test_memory_benchmark_counts_the_result_columns_and_the_ratios(monkeypatch: pytest.MonkeyPatch) -> None:
     memory = _load("memory_per_round", monkeypatch)
     size = {"vocab_size": 4, "embedding_dim": 4, "max_length": 2}
