@@ -12,11 +12,15 @@ top-15, gamma = 0.8) four agents play the same queries and noise (common random 
   ``gamma * log p + (1 - gamma) * <theta, e>`` (``fixed_theta_greedy`` with the true ``theta'``; it is the
   env's regret benchmark, so its regret is 0 by construction).
 
-Printed and saved: cumulative regret, how often each agent's response has a higher fitted reward
-``<theta, e(x, y)>`` than Misaligned greedy's on the same query, and sample responses of the first and last rounds.
-The defaults are short (T = 12 rounds, one seed) so that they finish in minutes on a CPU.
+Printed and saved: cumulative regret (mean over seeds, with each seed's curve), how often each agent's response has
+a higher fitted reward ``<theta, e(x, y)>`` than Misaligned greedy's on the same query and seed, and sample
+responses of the first and last rounds. Each (agent, seed) run is written to ``out_dir/runs/`` as it ends
+(atomically), so an interrupted command resumes where it stopped and a rerun with more seeds plays only the new
+ones; a progress bar counts the rounds. The defaults are short (T = 12 rounds, one seed) so that they finish in
+minutes on a CPU; the section 5 figure of docs/REPRODUCTION.md is ``--rounds 30 --seeds 0 1``.
 
     PYTHONPATH=. python examples/reproduce_alignment.py
+    PYTHONPATH=. python examples/reproduce_alignment.py --rounds 30 --seeds 0 1
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,12 +59,12 @@ class Args:
     """response length L (fixed, the paper's setting)"""
     top_k: int = 15
     """top-k candidates"""
-    seed: int = 0
-    """seed of the query and noise streams (shared by all agents)"""
+    seeds: tuple[int, ...] = (0,)
+    """seeds of the query and noise streams (each shared by all agents)"""
     samples: int = 2
     """responses shown from the first and from the last rounds"""
     out_dir: str = "runs/alignment"
-    """where alignment.json and alignment.png are written"""
+    """where alignment.json, alignment.png and the finished runs (runs/, read back on a rerun) are written"""
 
 
 def make_agent(name: str, problem: Any) -> Any:
@@ -74,8 +79,11 @@ def make_agent(name: str, problem: Any) -> Any:
     return agents.make("fixed_theta_greedy", theta=problem.theta)
 
 
-def play(env: Any, agent: Any, rounds: int, seed: int) -> dict[str, Any]:
-    """``rounds`` episodes with ``agent`` learning online; per round: regret, fitted reward, query and response text."""
+def play(env: Any, agent: Any, rounds: int, seed: int, advance: Any = None) -> dict[str, Any]:
+    """``rounds`` episodes with ``agent`` learning online; per round: regret, fitted reward, query and response text.
+
+    ``advance()`` is called after each round (the progress bar).
+    """
     from tokenized_bandit_gym.task import Task
 
     problem = env.unwrapped.problem
@@ -96,7 +104,28 @@ def play(env: Any, agent: Any, rounds: int, seed: int) -> dict[str, Any]:
             observation["query"][: int(observation["query_length"])].tolist(), skip_special_tokens=True
         )
         texts.append({"query": query, "response": problem.decode(observation["response"])})
+        if advance is not None:
+            advance()
     return {"regret": regret, "fitted_reward": fitted_reward, "texts": texts}
+
+
+def write_atomically(path: str, document: Any) -> None:
+    """Write ``document`` as JSON to ``path`` through a temporary file renamed into place."""
+    folder = os.path.dirname(path) or "."
+    os.makedirs(folder, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump(document, stream, indent=1)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def run_settings(args: Args) -> dict[str, Any]:
+    """What determines a run's results besides its agent and seed (a stored run is reused only if they match)."""
+    return {key: getattr(args, key) for key in ("model", "queries", "rounds", "max_length", "top_k")}
 
 
 def main(args: Args) -> dict[str, Any]:
@@ -117,21 +146,51 @@ def main(args: Args) -> dict[str, Any]:
     problem = env.unwrapped.problem
     fit = problem.preference_fit
     print(f"theta: {problem.theta_source}", flush=True)
-    runs = {name: play(env, make_agent(name, problem), args.rounds, args.seed) for name in LABELS}
-    baseline = np.array(runs["misaligned_greedy"]["fitted_reward"])
+    from tokenized_bandit_gym.evaluation.progress import ProgressCounter
+
+    settings = run_settings(args)
+    runs: dict[str, dict[int, dict[str, Any]]] = {name: {} for name in LABELS}
+    missing = []
+    for seed in args.seeds:
+        for name in LABELS:
+            path = os.path.join(args.out_dir, "runs", f"{name}-seed{seed}.json") if args.out_dir else ""
+            stored = _read_run(path)
+            if stored is not None and stored.get("settings") == settings:
+                runs[name][seed] = stored
+            else:
+                missing.append((name, seed, path))
+    if len(missing) < len(LABELS) * len(args.seeds):
+        print(f"resuming: {len(LABELS) * len(args.seeds) - len(missing)} runs read back from {args.out_dir}/runs")
+    bar = ProgressCounter(len(missing) * args.rounds, "rounds", "round")
+    for name, seed, path in missing:
+        runs[name][seed] = {
+            **play(env, make_agent(name, problem), args.rounds, seed, lambda: bar.update(1)),
+            "settings": settings,
+        }
+        if path:
+            write_atomically(path, runs[name][seed])
+    bar.close()
     summary = {}
-    for name, run in runs.items():
-        preferred = float(np.mean(np.array(run["fitted_reward"]) > baseline))
-        ties = float(np.mean(np.array(run["fitted_reward"]) == baseline))
-        summary[name] = {"cumulative_regret": float(np.sum(run["regret"])), "preferred": preferred, "ties": ties}
+    for name, by_seed in runs.items():
+        rewards = np.array([by_seed[seed]["fitted_reward"] for seed in args.seeds])  # (seeds, T)
+        baseline = np.array([runs["misaligned_greedy"][seed]["fitted_reward"] for seed in args.seeds])
+        totals = [float(np.sum(by_seed[seed]["regret"])) for seed in args.seeds]
+        summary[name] = {
+            "cumulative_regret": float(np.mean(totals)),
+            "cumulative_regret_per_seed": totals,
+            "preferred": float(np.mean(rewards > baseline)),
+            "ties": float(np.mean(rewards == baseline)),
+        }
         print(
-            f"{LABELS[name]:<18} cumulative regret {summary[name]['cumulative_regret']:8.3f}  preferred over "
-            f"Misaligned greedy by the fitted reward in {preferred:.0%} of rounds (ties {ties:.0%})"
+            f"{LABELS[name]:<18} cumulative regret {summary[name]['cumulative_regret']:8.3f} (mean of "
+            f"{len(totals)} seeds)  preferred over Misaligned greedy by the fitted reward in "
+            f"{summary[name]['preferred']:.0%} of rounds (ties {summary[name]['ties']:.0%})"
         )
-    for name, run in runs.items():
+    first = args.seeds[0]
+    for name, by_seed in runs.items():
         for round_index in [*range(args.samples), *range(args.rounds - args.samples, args.rounds)]:
-            text = run["texts"][round_index]
-            print(f"[{LABELS[name]}, round {round_index + 1}] {text['query']!r} -> {text['response']!r}")
+            text = by_seed[first]["texts"][round_index]
+            print(f"[{LABELS[name]}, seed {first}, round {round_index + 1}] {text['query']!r} -> {text['response']!r}")
     results = {
         "settings": vars(args),
         "theta_source": problem.theta_source,
@@ -139,15 +198,24 @@ def main(args: Args) -> dict[str, Any]:
         "accuracy_interval": list(fit.accuracy_interval),
         "num_pairs": fit.num_pairs,
         "summary": summary,
-        "runs": runs,
+        "runs": {name: {str(seed): run for seed, run in by_seed.items()} for name, by_seed in runs.items()},
     }
     if args.out_dir:
-        os.makedirs(args.out_dir, exist_ok=True)
-        with open(os.path.join(args.out_dir, "alignment.json"), "w", encoding="utf-8") as handle:
-            json.dump(results, handle, indent=1)
+        write_atomically(os.path.join(args.out_dir, "alignment.json"), results)
         plot(results, os.path.join(args.out_dir, "alignment.png"))
         print(f"wrote {args.out_dir}/alignment.json and alignment.png")
     return results
+
+
+def _read_run(path: str) -> dict[str, Any] | None:
+    """A finished run written earlier to ``path``, or None (none there, or unreadable: it is played again)."""
+    if not path or not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
 
 
 def plot(results: dict[str, Any], path: str) -> None:
@@ -157,9 +225,13 @@ def plot(results: dict[str, Any], path: str) -> None:
     import matplotlib.pyplot as plt
 
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
-    for name, run in results["runs"].items():
-        rounds = np.arange(1, len(run["regret"]) + 1)
-        left.plot(rounds, np.cumsum(run["regret"]), label=LABELS[name])
+    for index, (name, by_seed) in enumerate(results["runs"].items()):
+        curves = np.cumsum([run["regret"] for run in by_seed.values()], axis=1)  # (seeds, T)
+        rounds = np.arange(1, curves.shape[1] + 1)
+        color = f"C{index}"
+        left.plot(rounds, curves.mean(axis=0), color=color, label=f"{LABELS[name]} (mean of {len(curves)})")
+        for curve in curves if len(curves) > 1 else []:
+            left.plot(rounds, curve, color=color, linewidth=0.6, alpha=0.35)
     left.set_xlabel("round t")
     left.set_ylabel("cumulative regret")
     left.set_title("Regret against reward-guided greedy (fitted theta)")

@@ -1,10 +1,13 @@
-"""Shared test fixtures: offline Hugging Face, the package's data folder."""
+"""Shared test fixtures: offline Hugging Face, the package's data folder, the scripts of examples/ and benchmarks/."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -38,3 +41,25 @@ def small_work_threads() -> Iterator[None]:
     use_small_work_threads()
     yield
     use_small_work_threads(threads)  # torch's count as it was
+
+
+@pytest.fixture
+def load_script(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], ModuleType]:
+    """Import a script by its path in the repository (``"examples/quickstart.py"``), for this test only.
+
+    The module is entered in ``sys.modules`` under its file's stem (dataclasses resolve string
+    annotations through it) and the script's folder is put on ``sys.path`` (a benchmark imports its
+    siblings); both are given back after the test.
+    """
+
+    def load(relative_path: str) -> ModuleType:
+        path = REPO_ROOT / relative_path
+        monkeypatch.syspath_prepend(str(path.parent))
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        assert spec is not None and spec.loader is not None, f"no script at {path}"
+        module = importlib.util.module_from_spec(spec)
+        monkeypatch.setitem(sys.modules, path.stem, module)
+        spec.loader.exec_module(module)
+        return module
+
+    return load

@@ -2,23 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "sb3_vs_eoful.py"
-
-
-def load_example():
-    spec = importlib.util.spec_from_file_location("sb3_vs_eoful", EXAMPLE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses resolve string annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_example_runs_and_skips_unregistered_agents(tmp_path, capsys):
-    example = load_example()
+def test_example_runs_and_skips_unregistered_agents(load_script, tmp_path, capsys):
+    example = load_script("examples/sb3_vs_eoful.py")
     plot = tmp_path / "regret.png"
     args = example.parse_args(
         [
@@ -39,8 +25,8 @@ def test_example_runs_and_skips_unregistered_agents(tmp_path, capsys):
     assert plot.stat().st_size > 0
 
 
-def test_example_arena_mode(tmp_path):
-    example = load_example()
+def test_example_arena_mode(load_script, tmp_path):
+    example = load_script("examples/sb3_vs_eoful.py")
     args = example.parse_args(
         ["--rounds", "4", "--arena", "--tlb-agents", "ppo,random", "--tmab-agents", "", "--plot", ""]
     )

@@ -9,8 +9,7 @@ Each library's test is skipped where it is not installed (``.[tianshou]``, ``.[m
 
 from __future__ import annotations
 
-import importlib.util
-import sys
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -26,19 +25,10 @@ from tokenized_bandit_gym.wrappers import ActionMaskAlias
 
 ENV_IDS = tokenized_bandit_gym.registered_ids()
 SMALL_LLM = {"max_length": 4, "top_k": 4}
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
 
 def env_kwargs(env_id: str) -> dict[str, Any]:
     return dict(SMALL_LLM) if env_id in LLM_ENVS else {}
-
-
-def load_example(name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[f"example_{name}"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_action_mask_alias_copies_the_mask_under_tianshous_key() -> None:
@@ -59,18 +49,20 @@ def test_action_mask_alias_copies_the_mask_under_tianshous_key() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("algorithm", ["dqn", "ppo"])
 @pytest.mark.parametrize("env_id", ENV_IDS)
-def test_tianshou_trainers_run_on_every_id_with_no_wrapper(env_id: str, algorithm: str) -> None:
+def test_tianshou_trainers_run_on_every_id_with_no_wrapper(
+    load_script: Callable[[str], ModuleType], env_id: str, algorithm: str
+) -> None:
     pytest.importorskip("tianshou", reason="Tianshou is not installed (pip install '.[tianshou]')")
-    example = load_example("tianshou_dqn")
+    example = load_script("examples/tianshou_dqn.py")
     args = example.Args(env_id=env_id, algorithm=algorithm, steps=64, num_envs=2, mask=False)
     summary = example.main(args)  # the trainer raises MalformedBufferError on a NaN or a missing entry
     assert summary["rounds"] > 0 and np.isfinite(summary["mean_regret"])
 
 
 @pytest.mark.slow
-def test_tianshou_dqn_plays_only_allowed_tokens_with_the_mask_alias() -> None:
+def test_tianshou_dqn_plays_only_allowed_tokens_with_the_mask_alias(load_script: Callable[[str], ModuleType]) -> None:
     pytest.importorskip("tianshou", reason="Tianshou is not installed (pip install '.[tianshou]')")
-    example = load_example("tianshou_dqn")
+    example = load_script("examples/tianshou_dqn.py")
     masked = example.main(example.Args(steps=256, num_envs=2, mask=True))
     unmasked = example.main(example.Args(steps=256, num_envs=2, mask=False))
     assert masked["rounds"] > 0 and masked["forced_eos"] == 0
@@ -125,15 +117,15 @@ def test_torchrl_gym_wrapper_takes_the_native_vector_env(env_id: str) -> None:
     assert not rewards[~done].any()  # the reward comes at a round's last step only
 
 
-def test_cleanrl_style_ppo_example_never_plays_a_masked_token() -> None:
-    example = load_example("cleanrl_ppo")
+def test_cleanrl_style_ppo_example_never_plays_a_masked_token(load_script: Callable[[str], ModuleType]) -> None:
+    example = load_script("examples/cleanrl_ppo.py")
     summary = example.main(example.Args(num_envs=4, num_steps=16, num_updates=2))
     assert summary["forced_eos"] == 0 and np.isfinite(summary["last_mean_reward"])
 
 
 @pytest.mark.slow
-def test_torchrl_ppo_example_trains_on_the_native_vector_env() -> None:
+def test_torchrl_ppo_example_trains_on_the_native_vector_env(load_script: Callable[[str], ModuleType]) -> None:
     pytest.importorskip("torchrl", reason="TorchRL is not installed (pip install '.[torchrl]')")
-    example = load_example("torchrl_ppo")
+    example = load_script("examples/torchrl_ppo.py")
     summary = example.main(example.Args(num_envs=4, frames_per_batch=128, total_frames=256))
     assert summary["batches"] == 2 and np.isfinite(summary["last_mean_reward"])

@@ -33,10 +33,10 @@ def test_workers_are_started_only_when_the_work_left_outweighs_their_start_up(
     assert local_backend.workers_worth_starting(rounds_left, seconds_per_round, cores) == expected
 
 
-def test_the_break_even_is_the_start_up_shared_over_the_workers() -> None:
+def test_the_break_even_is_one_start_up_since_this_process_keeps_playing() -> None:
     start = local_backend.WORKER_START_SECONDS
     for workers in (2, 3, 4):
-        break_even = start / (1 - 1 / workers)  # start + work / w == work
+        break_even = start  # (work + (w - 1) start) / w == work
         rounds = [1000] * workers
         assert local_backend.workers_worth_starting(rounds, 1.01 * break_even / sum(rounds), workers) == workers
         assert local_backend.workers_worth_starting(rounds, 0.99 * break_even / sum(rounds), workers) == 1
@@ -111,3 +111,38 @@ def test_a_sweep_by_default_claims_and_stores_every_run(monkeypatch: pytest.Monk
         assert asked == []  # three runs of four rounds: no worker pays for its start-up
         assert summary.stored == 3 and not summary.failures
         assert store.keys() == {run.key for run in runs}
+
+
+def test_this_process_plays_beside_the_spawned_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two workers: one run in this process's thread, the others in one spawned process; all are stored."""
+    import threading
+
+    played_here: list[int] = []
+    real_execute_run = local_backend.execute_run
+
+    def execute_run_here(run, **kwargs):  # noqa: ANN001, ANN202
+        played_here.append(threading.get_ident())
+        return real_execute_run(run, **kwargs)
+
+    monkeypatch.setattr(local_backend, "execute_run", execute_run_here)
+    runs = _runs(4, rounds=200)
+    seen: dict[str, int] = {}
+    outcomes = list(
+        local_backend.run_local(runs, workers=2, progress=lambda key, n: seen.__setitem__(key, seen.get(key, 0) + n))
+    )
+    assert all(isinstance(outcome, RunRecord) for outcome in outcomes), outcomes
+    assert sorted(outcome.spec.seed for outcome in outcomes) == [run.seed for run in runs]
+    assert played_here and threading.get_ident() not in played_here  # played here, in the pool's thread
+    assert len(played_here) < len(runs)  # and not every run: the spawned worker played some
+    assert {run.key for run in runs} == set(seen)
+
+
+def test_runs_are_claimed_most_expensive_first(tmp_path) -> None:
+    from tokenized_bandit_gym.evaluation.leaderboard_runner import LLM_ROUND_WEIGHT, pending_runs
+    from tokenized_bandit_gym.evaluation.results_store import ResultsStore
+
+    cheap = RunSpec("TokenizedMultiArmedBandit-v0", {}, "random", {}, 0, 10)
+    long = RunSpec("TokenizedMultiArmedBandit-v0", {}, "random", {}, 0, 1000)
+    llm = RunSpec("TokenizedAlignment-v0", {}, "random", {}, 0, 1000 // LLM_ROUND_WEIGHT + 1)
+    with ResultsStore(tmp_path / "order.sqlite") as store:
+        assert pending_runs([cheap, long, llm, cheap], store) == [llm, long, cheap]

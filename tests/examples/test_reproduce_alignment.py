@@ -2,30 +2,38 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
 
 @pytest.mark.slow
-def test_reproduce_alignment_oracle_is_the_benchmark(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reproduce_alignment_oracle_is_the_benchmark(
+    load_script: Callable[[str], ModuleType], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TBG_CACHE_DIR", str(tmp_path / "cache"))
-    spec = importlib.util.spec_from_file_location("example_reproduce_alignment", EXAMPLES / "reproduce_alignment.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["example_reproduce_alignment"] = module
-    spec.loader.exec_module(module)
-    args = module.Args(model="stories260K", rounds=3, max_length=4, top_k=3, samples=1, out_dir=str(tmp_path / "out"))
+    module = load_script("examples/reproduce_alignment.py")
+    args = module.Args(
+        model="stories260K", rounds=3, max_length=4, top_k=3, samples=1, seeds=(0, 1), out_dir=str(tmp_path / "out")
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # the fit on 260K parameters is not above chance: it warns
         results = module.main(args)
-    assert results["runs"]["args_oracle"]["regret"] == [0.0, 0.0, 0.0]  # reward-guided greedy is the env's benchmark
+    for run in results["runs"]["args_oracle"].values():
+        assert run["regret"] == [0.0, 0.0, 0.0]  # reward-guided greedy is the env's benchmark
     assert results["summary"]["misaligned_greedy"]["ties"] == 1.0
     for summary in results["summary"].values():
         assert 0.0 <= summary["preferred"] + summary["ties"] <= 1.0
     assert 0.0 <= results["accuracy_interval"][0] <= results["held_out_accuracy"] <= results["accuracy_interval"][1]
     assert (tmp_path / "out" / "alignment.png").stat().st_size > 0
+    stored = sorted(path.name for path in (tmp_path / "out" / "runs").iterdir())
+    assert stored == sorted(f"{name}-seed{seed}.json" for name in module.LABELS for seed in (0, 1))
+    played = []
+    monkeypatch.setattr(module, "play", lambda *arguments, **keywords: played.append(arguments))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        again = module.main(args)  # a rerun reads every finished run back and plays none
+    assert played == [] and again["summary"] == results["summary"]

@@ -1,7 +1,6 @@
 """Smoke tests of the paper-reproduction scripts: a tiny run where the alignment env and agents are installed,
 otherwise the clear message the scripts give when they are missing."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -52,11 +51,8 @@ def test_reproduction_script(script, output, tmp_path):
     assert "expected run time" in result.stdout
 
 
-def test_bound_and_slope_helpers():
-    spec = importlib.util.spec_from_file_location("reproduce_regret", ROOT / "examples" / "reproduce_regret.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
+def test_bound_and_slope_helpers(load_script):
+    module = load_script("examples/reproduce_regret.py")
     import numpy as np
 
     t = np.arange(1, 1001)
@@ -69,7 +65,7 @@ def test_bound_and_slope_helpers():
     assert module.parse_args([]).theta == 0.0  # the env's unit-norm 0.5 * 1
 
 
-def test_wrong_theta_is_minus_theta_by_default():
+def test_wrong_theta_is_minus_theta_by_default(load_script):
     import gymnasium as gym
     import torch
 
@@ -77,10 +73,7 @@ def test_wrong_theta_is_minus_theta_by_default():
 
     if not alignment_stack_available():
         pytest.skip("TokenizedAlignment-v0 is not installed")
-    spec = importlib.util.spec_from_file_location("reproduce_regret", ROOT / "examples" / "reproduce_regret.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = load_script("examples/reproduce_regret.py")
     problem = gym.make("TokenizedAlignment-v0", max_length=3, top_k=2).unwrapped.problem
     wrong = module.wrong_theta(problem)  # (d + 1,) [(1 - gamma) theta' : gamma]
     torch.testing.assert_close(wrong[:-1], -(1.0 - problem.gamma) * problem.latent_theta)

@@ -172,6 +172,45 @@ def test_theta_names_are_checked(stories: tuple[Any, Any], tmp_path: Path) -> No
     assert "random" in gym.make("TokenizedAlignment-v0", theta="random", **kwargs).unwrapped.problem.theta_source
 
 
+def test_a_copied_or_pickled_env_keeps_where_theta_came_from(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker gets the env pickled (its recipe): the fitted theta, its source and its fit travel with it."""
+    import copy
+    import pickle
+
+    import gymnasium as gym
+
+    monkeypatch.setenv("TBG_CACHE_DIR", str(tmp_path / "cache"))
+    file = write_jsonl(tmp_path / "mine.jsonl", [{"chosen": a, "rejected": b} for a, b in PAIRS])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a dozen pairs: the fit may not be clearly above chance
+        env = gym.make("TokenizedAlignment-v0", theta="comparisons", comparisons=file, max_length=4, top_k=3)
+        problem = env.unwrapped.problem
+        for again in (pickle.loads(pickle.dumps(env.unwrapped)).problem, copy.deepcopy(problem)):
+            assert again.theta_source == problem.theta_source and "mine.jsonl" in again.theta_source
+            assert again.preference_fit.checksum == problem.preference_fit.checksum
+            torch.testing.assert_close(again.latent_theta, problem.latent_theta)
+    default = pickle.loads(pickle.dumps(gym.make("TokenizedAlignment-v0", max_length=4, top_k=3).unwrapped)).problem
+    assert "0.5 * 1" in default.theta_source and default.preference_fit is None
+    randomised = gym.make("TokenizedAlignment-v0", theta="random", instance_seed=3, max_length=4, top_k=3)
+    assert "instance_seed=3" in pickle.loads(pickle.dumps(randomised.unwrapped)).problem.theta_source
+
+
+def test_the_report_names_where_theta_came_from(tmp_path: Path) -> None:
+    from tokenized_bandit_gym.evaluation.execute_run import execute_run
+    from tokenized_bandit_gym.evaluation.leaderboard import build_leaderboard
+    from tokenized_bandit_gym.evaluation.leaderboard_report import markdown_report
+    from tokenized_bandit_gym.evaluation.run_spec import RunSpec
+
+    kwargs = {"max_length": 3, "top_k": 2, "theta": "random", "instance_seed": 4}
+    record = execute_run(RunSpec("TokenizedAlignment-v0", kwargs, "misaligned_greedy", {}, 0, 2, "LLM", "M"))
+    assert record.metadata["theta_source"] == "a random unit direction (instance_seed=4)"
+    synthetic = execute_run(RunSpec("TokenizedMultiArmedBandit-v0", {}, "random", {}, 0, 2, "TMAB", "R"))
+    assert "theta_source" not in synthetic.metadata
+    leaderboard = build_leaderboard([record, synthetic])
+    assert leaderboard.theta_sources == {"LLM": record.metadata["theta_source"]}
+    assert "Theta: a random unit direction (instance_seed=4)." in markdown_report(leaderboard)
+
+
 FIT_IN_A_PROCESS = """
 import json, sys, warnings
 import torch

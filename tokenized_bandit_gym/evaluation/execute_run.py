@@ -264,6 +264,7 @@ def execute_run(
             agent.flush()
         device = str(getattr(env.unwrapped, "problem", None) and env.unwrapped.problem.device)
         benchmark = str(getattr(env.unwrapped, "optimal_kind", "exact"))  # what regret is measured against
+        theta_source = getattr(getattr(env.unwrapped, "problem", None), "theta_source", None)  # LLM alignment
         env.close()
         wall_time = time.perf_counter() - start
     metadata = dict(environment_metadata())
@@ -271,6 +272,7 @@ def execute_run(
         {
             "device": device,
             "benchmark": benchmark,
+            **({"theta_source": str(theta_source)} if theta_source is not None else {}),
             "wall_time": wall_time,
             "started_at": started_at,
             "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

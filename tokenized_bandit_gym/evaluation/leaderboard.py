@@ -158,7 +158,10 @@ class Leaderboard:
     ``benchmarks`` maps a task to its benchmark's kind (a key of :data:`BENCHMARKS`, or
     :data:`UNRECORDED_BENCHMARK`); ``theory_tasks`` are the tasks where theory applies;
     ``spec_given`` says whether a spec supplied caveats, roles and horizons; ``headline`` is the
-    report's three opening lines (leader, margin, confidence).
+    report's three opening lines (leader, margin, confidence); ``theta_sources`` maps each task whose
+    runs recorded it (the LLM alignment tasks) to where its theta came from (the env's
+    ``problem.theta_source``: the paper's 0.5 * 1, a random direction, or a Bradley-Terry fit with its
+    held-out accuracy).
     """
 
     title: str
@@ -183,6 +186,7 @@ class Leaderboard:
     spec_given: bool = False
     aggregate_note: str = ""
     headline: list[str] = field(default_factory=list)
+    theta_sources: dict[str, str] = field(default_factory=dict)
 
     def theory_exponent(self, task: str, agent: str) -> float | None:
         """Theory's exponent of ``agent`` on ``task``, or None where none is known or the theorem does not apply."""
@@ -387,7 +391,16 @@ def build_leaderboard(
         spec_given=spec is not None,
         aggregate_note=aggregate_note,
         headline=_headline(rows, finals, tasks),
+        theta_sources={
+            task: source for (task, _), runs in groups.items() if (source := _theta_source(runs)) is not None
+        },
     )
+
+
+def _theta_source(runs: list[RunRecord]) -> str | None:
+    """Where the runs' theta came from (``metadata["theta_source"]``), None where no run recorded it."""
+    sources = sorted({str(record.metadata["theta_source"]) for record in runs if record.metadata.get("theta_source")})
+    return "; ".join(sources) if sources else None
 
 
 def _benchmark(runs: list[RunRecord]) -> str:

@@ -161,6 +161,8 @@ def _tables(leaderboard: Leaderboard) -> list[Table]:
             cells += [_number(row.normalized_mean, 3), _number(row.ms_per_round, 2)]
             body.append(cells)
         note = f"T = {rows[0].rounds} rounds, {len(seeds)} seed(s). {_benchmark_note(leaderboard, task)}"
+        if task in leaderboard.theta_sources:
+            note += f" Theta: {leaderboard.theta_sources[task]}."
         if not theory:
             note += " No theory exponent: the spec does not say that a theorem applies to this task."
         if swept:
@@ -382,6 +384,7 @@ def write_report(leaderboard: Leaderboard, out_dir: str | Path) -> dict[str, Pat
         "caveats": leaderboard.caveats,
         "headline": leaderboard.headline,
         "benchmarks": leaderboard.benchmarks,
+        "theta_sources": leaderboard.theta_sources,
         "theory_tasks": sorted(leaderboard.theory_tasks),
         "spec_given": leaderboard.spec_given,
         "aggregate_note": leaderboard.aggregate_note,

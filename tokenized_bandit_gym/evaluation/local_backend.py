@@ -1,17 +1,21 @@
-"""Run leaderboard runs in local worker processes, or in this process when workers would not pay off.
+"""Run leaderboard runs in this process and in local worker processes beside it.
 
 By default (no worker count given) the first run is played in this process and timed; worker
 processes are started for the rest only when the work left, at the measured cost per round, is
 larger than what starting them costs (a spawned worker spends about :data:`WORKER_START_SECONDS`
-importing torch and the package before its first run) shared over the idle cores. So a small
-sweep, or one on a busy machine, never runs slower than with one worker.
+importing torch and the package before its first run). So a small sweep, or one on a busy machine,
+never runs slower than with one worker.
+
+With ``w`` workers, this process is one of them: it keeps playing runs (in a thread, its imports and
+loaded models already paid for) while ``w - 1`` spawned processes play the others, so two workers
+on two cores pay the start-up once, not twice. Runs are handed out one at a time as a worker frees
+up, from a :class:`~tokenized_bandit_gym.evaluation.execute_run.RunSource` (so a run claimed from a
+shared store is claimed only when a worker can start it).
 
 Workers are spawned (``multiprocessing`` "spawn" context, safe with torch and on every OS) and
 run :func:`~tokenized_bandit_gym.evaluation.execute_run.execute_run`; results come back to the
-parent, which stores each as soon as it finishes. Runs are taken from a
-:class:`~tokenized_bandit_gym.evaluation.execute_run.RunSource` one at a time as workers free up
-(so a run claimed from a shared store is claimed only when a worker can start it). Workers ignore
-SIGINT and SIGTERM: on Ctrl-C or ``kill`` the parent sets a shared stop event, each worker
+parent, which stores each as soon as it finishes. Workers ignore SIGINT and SIGTERM: on Ctrl-C or
+``kill`` the parent sets a shared stop event, each worker (and the parent's own playing thread)
 abandons its run at the end of the current round, the pool shuts down cleanly, and what finished
 is kept; a rerun resumes. If the parent is killed (``kill -9``), a watchdog thread in each worker
 notices within half a second and exits. Every run is played under the same thread settings (see
@@ -27,7 +31,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from multiprocessing import get_context
 from typing import Any
 
@@ -74,11 +78,12 @@ def idle_cores() -> int:
 
 
 def workers_worth_starting(rounds_left: Sequence[int] | None, seconds_per_round: float, cores: int) -> int:
-    """How many workers to start for the runs left, 1 meaning none (keep playing in this process).
+    """How many workers to use for the runs left, 1 meaning none started (keep playing in this process).
 
-    With ``w`` workers the rest takes about ``WORKER_START_SECONDS + work / w`` instead of ``work``
-    (``work`` = the rounds left times ``seconds_per_round``, measured on the runs played here); the
-    workers are started only when that is shorter.
+    This process keeps playing while ``w - 1`` spawned workers start, so with ``w`` workers the rest
+    takes about ``(work + (w - 1) * WORKER_START_SECONDS) / w`` instead of ``work`` (``work`` = the
+    rounds left times ``seconds_per_round``, measured on the runs played here): workers pay off
+    once the work left exceeds one start-up, and then every idle core is used.
 
     Args:
         rounds_left: the rounds of each run not handed out yet, or None when the source cannot
@@ -92,7 +97,7 @@ def workers_worth_starting(rounds_left: Sequence[int] | None, seconds_per_round:
     if workers < 2:
         return 1
     work = sum(rounds_left) * seconds_per_round
-    return workers if WORKER_START_SECONDS + work / workers < work else 1
+    return workers if (work + (workers - 1) * WORKER_START_SECONDS) / workers < work else 1
 
 
 def _exit_when_orphaned(parent: int) -> None:
@@ -190,7 +195,10 @@ def _run_in_this_process(
             continue
         start = time.perf_counter()
         outcome = _play_here(run, progress)
-        played_seconds += time.perf_counter() - start
+        # the rounds' own time (a worker pays the imports and the env's construction in its start-up)
+        played_seconds += (
+            float(outcome.arrays["wall_time"].sum()) if isinstance(outcome, RunRecord) else time.perf_counter() - start
+        )
         played_rounds += run.rounds
         yield outcome
         if pool_workers is not None and (workers := pool_workers(played_seconds / max(1, played_rounds))) > 1:
@@ -213,20 +221,41 @@ def _run_here_then_in_pool_if_worth_it(
 def _run_in_pool(
     source: RunSource, workers: int, progress: ProgressCallback | None
 ) -> Iterator[RunRecord | RunFailure]:
+    """Play the source's runs on ``workers`` workers: this process (a thread) and ``workers - 1`` spawned ones."""
     context = get_context("spawn")
     progress_queue = context.Queue() if progress is not None else None
     stop_event = context.Event()
-    executor = ProcessPoolExecutor(
-        max_workers=workers,
+    local_progress: queue_module.SimpleQueue[tuple[str, int]] = queue_module.SimpleQueue()
+    here = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tbg-run-here")
+    spawned = ProcessPoolExecutor(
+        max_workers=workers - 1,
         mp_context=context,
         initializer=_init_worker,
         initargs=(progress_queue, stop_event, os.getpid(), agent_registrations()),
     )
+
+    def play_here(run: RunSpec) -> RunRecord | RunFailure:
+        if stop_event.is_set():
+            return RunFailure(spec=run, error="RunInterrupted: stopped before it started")
+        try:
+            return execute_run(
+                run,
+                progress=(lambda key, rounds: local_progress.put((key, rounds))) if progress is not None else None,
+                stop=stop_event.is_set,
+            )
+        except Exception as error:  # noqa: BLE001  (any agent or env error fails this run only)
+            return RunFailure(spec=run, error=f"{type(error).__name__}: {error}", traceback=traceback.format_exc())
+
     try:
+        here_busy: Future[RunRecord | RunFailure] | None = None
         pending: set[Future[RunRecord | RunFailure]] = set()
         while True:
             while len(pending) < workers and (run := source.next_run()) is not None:
-                pending.add(executor.submit(_run_in_worker, run))
+                if here_busy is None:  # this process takes a run first: it starts at once
+                    here_busy = here.submit(play_here, run)
+                    pending.add(here_busy)
+                else:
+                    pending.add(spawned.submit(_run_in_worker, run))
             if not pending:
                 if source.exhausted():
                     return
@@ -234,13 +263,17 @@ def _run_in_pool(
                 continue
             done, pending = wait(pending, timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
             _drain(progress_queue, progress)
+            _drain(local_progress, progress)
             for future in done:
+                if future is here_busy:
+                    here_busy = None
                 yield future.result()
     finally:
         # Normal end: nothing is left. Interrupted (Ctrl-C, or the caller closed us): running runs
         # stop at the end of their round and are discarded, queued ones are cancelled.
         stop_event.set()
-        executor.shutdown(wait=True, cancel_futures=True)
+        here.shutdown(wait=True, cancel_futures=True)
+        spawned.shutdown(wait=True, cancel_futures=True)
         if progress_queue is not None:
             progress_queue.close()
 

@@ -107,8 +107,13 @@ def make_language_model_problem(
         problem.latent_theta = fit.theta.to(problem.device)
         problem.preference_fit = fit
         problem.theta_source = fit.describe()
-        if problem.recipe is not None:  # a copy rebuilds with the fitted theta, not the placeholder
-            problem.recipe = replace(problem.recipe, theta=fit.theta.detach().cpu())
+    if problem.recipe is not None:  # a copy rebuilds with the resolved theta and says where it came from
+        problem.recipe = replace(
+            problem.recipe,
+            theta=problem.latent_theta.detach().cpu() if preference_data is not None else problem.recipe.theta,
+            theta_source=problem.theta_source,
+            preference_fit=problem.preference_fit,
+        )
     return problem
 
 
@@ -147,6 +152,8 @@ class LanguageModelRecipe:
         queries: the resolved query pool (the texts, so no query file or dataset is read again).
         theta: the latent ``theta`` ``(d,)`` as resolved (None: the paper's default).
         problem_kwargs: the remaining :class:`LanguageModelProblem` arguments.
+        theta_source: where ``theta`` came from (the problem's ``theta_source``; None: as the problem says).
+        preference_fit: the Bradley-Terry fit ``theta`` came from, when it did (the problem's ``preference_fit``).
     """
 
     model: str | os.PathLike[str]
@@ -157,6 +164,8 @@ class LanguageModelRecipe:
     queries: list[str]
     theta: torch.Tensor | Sequence[float] | None
     problem_kwargs: dict[str, Any] = field(default_factory=dict)
+    theta_source: str | None = None
+    preference_fit: Any = None
 
     def build(self) -> LanguageModelProblem:
         """Load the model (or take it from the loader's cache) and build the problem."""
@@ -169,4 +178,7 @@ class LanguageModelRecipe:
         """The problem over ``language_model`` (loaded from this recipe), remembering the recipe."""
         problem = LanguageModelProblem(language_model, tokenizer, self.queries, theta=self.theta, **self.problem_kwargs)
         problem.recipe = self
+        if self.theta_source is not None:
+            problem.theta_source = self.theta_source
+        problem.preference_fit = self.preference_fit
         return problem
