@@ -132,14 +132,17 @@ def _should_stop() -> bool:
 
 def _run_in_worker(run: RunSpec) -> RunRecord | RunFailure:
     """Worker entry point: the record, or the failure (so the pool keeps going)."""
-    if _worker_stop.is_set():
+    return _play(run, _report_progress if _worker_queue is not None else None, _should_stop)
+
+
+def _play(
+    run: RunSpec, progress: ProgressCallback | None, stop: Callable[[], bool] | None = None
+) -> RunRecord | RunFailure:
+    """One run: its record, or its failure (so the sweep keeps going); a run asked to stop before it starts fails."""
+    if stop is not None and stop():
         return RunFailure(spec=run, error="RunInterrupted: stopped before it started")
     try:
-        return execute_run(
-            run,
-            progress=_report_progress if _worker_queue is not None else None,
-            stop=_should_stop,
-        )
+        return execute_run(run, progress=progress, stop=stop)
     except Exception as error:  # noqa: BLE001  (any agent or env error fails this run only)
         return RunFailure(spec=run, error=f"{type(error).__name__}: {error}", traceback=traceback.format_exc())
 
@@ -173,14 +176,6 @@ def run_local(
             yield from _run_in_pool(source, workers, progress)
 
 
-def _play_here(run: RunSpec, progress: ProgressCallback | None) -> RunRecord | RunFailure:
-    """One run in this process: its record, or its failure (so the sweep keeps going)."""
-    try:
-        return execute_run(run, progress=progress)
-    except Exception as error:  # noqa: BLE001  (any agent or env error fails this run only)
-        return RunFailure(spec=run, error=f"{type(error).__name__}: {error}", traceback=traceback.format_exc())
-
-
 def _run_in_this_process(
     source: RunSource, progress: ProgressCallback | None, pool_workers: Callable[[float], int] | None = None
 ) -> Iterator[RunRecord | RunFailure]:
@@ -194,7 +189,7 @@ def _run_in_this_process(
             time.sleep(_POLL_SECONDS)
             continue
         start = time.perf_counter()
-        outcome = _play_here(run, progress)
+        outcome = _play(run, progress)
         # the rounds' own time (a worker pays the imports and the env's construction in its start-up)
         played_seconds += (
             float(outcome.arrays["wall_time"].sum()) if isinstance(outcome, RunRecord) else time.perf_counter() - start
@@ -234,17 +229,8 @@ def _run_in_pool(
         initargs=(progress_queue, stop_event, os.getpid(), agent_registrations()),
     )
 
-    def play_here(run: RunSpec) -> RunRecord | RunFailure:
-        if stop_event.is_set():
-            return RunFailure(spec=run, error="RunInterrupted: stopped before it started")
-        try:
-            return execute_run(
-                run,
-                progress=(lambda key, rounds: local_progress.put((key, rounds))) if progress is not None else None,
-                stop=stop_event.is_set,
-            )
-        except Exception as error:  # noqa: BLE001  (any agent or env error fails this run only)
-            return RunFailure(spec=run, error=f"{type(error).__name__}: {error}", traceback=traceback.format_exc())
+    def report_here(key: str, rounds: int) -> None:
+        local_progress.put((key, rounds))
 
     try:
         here_busy: Future[RunRecord | RunFailure] | None = None
@@ -252,7 +238,7 @@ def _run_in_pool(
         while True:
             while len(pending) < workers and (run := source.next_run()) is not None:
                 if here_busy is None:  # this process takes a run first: it starts at once
-                    here_busy = here.submit(play_here, run)
+                    here_busy = here.submit(_play, run, report_here if progress else None, stop_event.is_set)
                     pending.add(here_busy)
                 else:
                     pending.add(spawned.submit(_run_in_worker, run))
