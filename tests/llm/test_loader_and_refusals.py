@@ -183,3 +183,23 @@ def test_ddmc_embedder_honours_windows_like_the_envs(tmp_path: Path, stories: tu
             hidden = model(input_ids=torch.tensor([sequence]), output_hidden_states=True).hidden_states[-1][0]
             expected = hidden.double().cumsum(dim=0) / torch.arange(1, len(sequence) + 1)[:, None]
             torch.testing.assert_close(rows.double(), expected, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("bars_on", [True, False])
+def test_loading_prints_no_weight_bar_and_keeps_the_users_setting(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], bars_on: bool
+) -> None:
+    """A weight-loading bar per env would bury ``tbg run``'s progress; the user's own choice is left as it was."""
+    import shutil
+
+    from transformers.utils import logging as transformers_logging
+
+    shutil.copytree(DEFAULT_MODEL, tmp_path / "model")  # a path not loaded before (loads are cached per path)
+    (transformers_logging.enable_progress_bar if bars_on else transformers_logging.disable_progress_bar)()
+    try:
+        capfd.readouterr()
+        load_language_model(str(tmp_path / "model"))
+        assert "Loading weights" not in capfd.readouterr().err
+        assert transformers_logging.is_progress_bar_enabled() is bars_on
+    finally:
+        transformers_logging.enable_progress_bar()

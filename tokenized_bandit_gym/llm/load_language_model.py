@@ -5,8 +5,10 @@ Importing this module imports no torch (``tbg ddmc --help`` reads :data:`DEFAULT
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -117,9 +119,10 @@ def _load(
         if attn_implementation == "auto" and getattr(config.get_text_config(), "attn_logit_softcapping", None):
             kernel = "eager"  # SDPA does not apply attention softcapping
         tokenizer = AutoTokenizer.from_pretrained(name, **options)
-        language_model = AutoModelForCausalLM.from_pretrained(
-            name, config=config, dtype=torch_dtype, use_safetensors=True, attn_implementation=kernel, **options
-        )
+        with _quiet_progress_bars():  # a weight-loading bar per env (and per worker) would bury tbg's own progress
+            language_model = AutoModelForCausalLM.from_pretrained(
+                name, config=config, dtype=torch_dtype, use_safetensors=True, attn_implementation=kernel, **options
+            )
     except (OSError, ValueError, ImportError) as error:
         raise ValueError(f"could not load the causal LM {name!r}: {error}") from error
     if tokenizer.eos_token_id is None:
@@ -128,6 +131,20 @@ def _load(
     language_model.eval()
     language_model.requires_grad_(False)
     return language_model, tokenizer
+
+
+@contextlib.contextmanager
+def _quiet_progress_bars() -> Iterator[None]:
+    """Turn transformers' progress bars off for the block, then back on if they were on."""
+    from transformers.utils import logging as transformers_logging
+
+    was_enabled = transformers_logging.is_progress_bar_enabled()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            transformers_logging.enable_progress_bar()
 
 
 def _check_source(name: str) -> bool:
