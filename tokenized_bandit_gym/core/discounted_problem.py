@@ -215,6 +215,25 @@ class DiscountedProblem(LinearTokenizedProblem):
             self._host_feature_table = self._feature_table.numpy()  # (Q, L + 1, n, d)
         return self.alpha * carry[None, :] + self.scale * self._host_feature_table[query, length]
 
+    def host_carry_rows(self) -> tuple[float, np.ndarray] | None:
+        """``(alpha, c * phi)`` with the rows ``(Q * (L + 1), n, d)`` in NumPy; None without the table or off the CPU.
+
+        The rows are those :meth:`observed_candidate_embeddings` gathers (the products
+        ``c * phi`` of :meth:`_next_carries`), so ``alpha * carry + rows[row, tau]`` is the
+        candidate's carry bit for bit.
+        """
+        if self._feature_table is None or self.device.type != "cpu":
+            return None
+        rows = self._scaled_rows().numpy()  # (Q * (L + 1), n * d)
+        return self.alpha, rows.reshape(rows.shape[0], self.vocab_size, -1)
+
+    def _scaled_rows(self) -> torch.Tensor:
+        """``c * phi``, one row per (query, length): ``(Q * (L + 1), n * d)`` (built on first use)."""
+        assert self._feature_table is not None
+        if self._scaled_feature_rows is None:
+            self._scaled_feature_rows = (self.scale * self._feature_table).flatten(0, 1).flatten(1)
+        return self._scaled_feature_rows
+
     def candidate_embeddings(self, state: DecodingState, carries: torch.Tensor | None = None) -> torch.Tensor:
         """``e(x, y:tau)`` for every token tau, ``(B, n, d)``: the carries themselves."""
         return self.candidate_carries(state) if carries is None else carries
@@ -236,17 +255,16 @@ class DiscountedProblem(LinearTokenizedProblem):
         """
         if self._feature_table is None:
             return super().observed_candidate_embeddings(state, carries_out)
-        if self._scaled_feature_rows is None:
-            self._scaled_feature_rows = (self.scale * self._feature_table).flatten(0, 1).flatten(1)
+        scaled_rows = self._scaled_rows()  # (Q * (L + 1), n * d)
         batch = state.queries.shape[0]
         rows = state.queries * (self.max_length + 1) + state.lengths  # (B,) table row (query, |y|)
         if carries_out is None:
             # Scratch reused from call to call (a fresh (B, n, d) tensor per call costs its page
             # faults again); only the float32 result is returned.
             if self._gathered_rows is None or self._gathered_rows.shape[0] != batch:
-                self._gathered_rows = torch.empty_like(self._scaled_feature_rows[:1]).expand(batch, -1).contiguous()
+                self._gathered_rows = torch.empty_like(scaled_rows[:1]).expand(batch, -1).contiguous()
             carries_out = self._gathered_rows.view(batch, self.vocab_size, -1)
-        gathered = torch.index_select(self._scaled_feature_rows, 0, rows, out=carries_out.view(batch, -1))
+        gathered = torch.index_select(scaled_rows, 0, rows, out=carries_out.view(batch, -1))
         carries = gathered.view(batch, self.vocab_size, -1).add_((self.alpha * state.carry)[:, None, :])  # (B, n, d)
         return carries.to(torch.float32)
 
