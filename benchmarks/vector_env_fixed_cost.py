@@ -5,9 +5,10 @@ NumPy (fancy indexing, arithmetic, ``astype``; no ``out=`` buffers) with no chec
 no copies beyond the observation: the chosen token's carry (a gather of ``c * phi`` and
 ``alpha * e + c * phi``, float64), the utilities of the rows whose round ended (``<theta, e>``),
 a restart of those rows on a pre-drawn query, the mask (a row of the mask table) and the
-float32 candidate embeddings of every row (a gather of the feature rows, the add, the cast). Its rows end rounds as the env's do, under the same random allowed
-policy. The native env (NumPy backend, ``NEXT_STEP`` autoreset, every info entry) is stepped by
-the throughput benchmark's :class:`~benchmarks.vector_env_stepper.VectorEnvStepper`.
+float32 candidate embeddings of every row (a gather of the feature rows, the add, the cast).
+Its rows end rounds as the env's do, under the same random allowed policy. The native env
+(NumPy backend, ``NEXT_STEP`` autoreset, every info entry) is stepped by the throughput
+benchmark's :class:`~benchmarks.vector_env_stepper.VectorEnvStepper`.
 
 Both are timed side by side in one process, interleaved, best chunk kept. The roofline is one
 core's copy bandwidth (``np.copyto`` of a 64 MiB float32 array, bytes read plus bytes written)
