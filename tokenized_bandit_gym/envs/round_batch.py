@@ -278,7 +278,11 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
     ``(N, L)`` (tokens, lengths, flags, the mask, the round-end entries) is NumPy, where an
     operation costs about a microsecond and a torch dispatch about ten: at small N that is
     most of a step. The mask and the round's benchmarks are read from the instance's
-    :class:`SyntheticTables`, the same the single env's :class:`SingleRoundBatch` reads.
+    :class:`SyntheticTables`, the same the single env's :class:`SingleRoundBatch` reads. Where
+    the family's carry recursion is a table (:meth:`TokenizedProblem.host_carry_rows`: the
+    discounted TLB and the TMAB over it), a step makes no torch call but the round-end
+    utilities: the chosen carries and the float32 observed embeddings come from the table in
+    NumPy, with the core's float operations (so the same bits).
 
     Every array the batch hands out is a new one (never a view of its state).
 
