@@ -131,7 +131,6 @@ def copy_bandwidth(repeats: int = 5) -> float:
 
 
 def main(args: Args) -> None:
-    torch.set_num_threads(1)
     env_id = "TokenizedLinearBandit-v0"
     bandwidth = copy_bandwidth()
     print(f"copy bandwidth: {bandwidth / 1e9:.1f} GB/s (read + write), best of {args.repeats} interleaved chunks")
@@ -173,5 +172,6 @@ def parse_args(argv: list[str] | None = None) -> Args:
 
 
 if __name__ == "__main__":
+    torch.set_num_threads(1)  # one core, as the minimal step runs
     with torch.no_grad():
         main(parse_args())

@@ -20,7 +20,7 @@ def _load(name: str, monkeypatch: pytest.MonkeyPatch):
     return module
 
 
-@pytest.mark.parametrize("agent", ["eoful", "tokenized_lin_ts"])
+@pytest.mark.parametrize("agent", ["eoful", "tokenized_lin_ts", "greedy_ucb"])
 @pytest.mark.parametrize("size", [{"vocab_size": 4, "embedding_dim": 3, "max_length": 3}, {"embedding_dim": 65}])
 def test_size_sweep_times_loops_that_decide_alike(agent: str, size: dict, monkeypatch: pytest.MonkeyPatch) -> None:
     sweep = _load("linear_agents_size_sweep", monkeypatch)
