@@ -54,6 +54,7 @@ class TokenizedLinTS:
         self.refactor_every = check_int("refactor_every", refactor_every, minimum=1)
         self.confidence: LinearConfidence | None = None
         self.theta_sample: torch.Tensor | None = None
+        self._host_sample: tuple[torch.Tensor, np.ndarray] | None = None  # (theta_sample, its NumPy view)
         self._generator = torch.Generator()
 
     def reset(self, task: Task, seed: int | None = None) -> None:
@@ -98,8 +99,10 @@ class TokenizedLinTS:
             raise ValueError("TokenizedLinTS.act() called before reset(task)")
         if self.theta_sample is None:
             self.theta_sample = self.sample()[0]  # (d,)
-        if confidence.on_host:  # on the CPU: one NumPy product (the sample is a CPU tensor)
-            host_scores = np.asarray(observation["candidate_embeddings"], dtype=np.float64) @ self.theta_sample.numpy()
+        if confidence.on_host:  # on the CPU: one NumPy product (the sample is a CPU tensor; its view made once a round)
+            if self._host_sample is None or self._host_sample[0] is not self.theta_sample:
+                self._host_sample = (self.theta_sample, self.theta_sample.numpy())
+            host_scores = np.asarray(observation["candidate_embeddings"], dtype=np.float64) @ self._host_sample[1]
             host_mask = np.asarray(observation["action_mask"]).astype(bool)  # (k,)
             return int(masked_argmax(host_scores, host_mask))
         embeddings = confidence.as_tensor(observation["candidate_embeddings"])  # (k, d)

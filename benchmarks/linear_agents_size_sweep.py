@@ -1,15 +1,17 @@
-"""EOFUL and TokenizedLinTS against plain NumPy loops across the sizes d, n and L, side by side.
+"""EOFUL, TokenizedLinTS and GreedyUCB against plain NumPy loops across the sizes d, n and L, side by side.
 
 The NumPy loops are the independent references of ``benchmarks/sequential_vs_numpy.py`` (same
 instance, same query and noise streams; TokenizedLinTS is handed torch's normal stream, as in
-``tests/benchmarks/test_sequential_reference.py``). For every size the package and the reference
-play the same rounds, interleaved (ABAB), best of the repeats, on one thread, timed in CPU time
-(``time.process_time``: on a shared, loaded machine wall time mostly measures the waits for a
-core, which neither loop controls); the script checks
+``tests/benchmarks/test_sequential_reference.py``) and, for GreedyUCB, :func:`greedy_ucb_loop`
+below (played on the same TLB instances: GreedyUCB reads token ids and rewards only). For every
+size the package and the reference play the same rounds, interleaved (ABAB), best of the
+repeats, on one thread, timed in CPU time (``time.process_time``: on a shared, loaded machine
+wall time mostly measures the waits for a core, which neither loop controls); the script checks
 that both loops make the same decisions (per-round regrets equal to 1e-9) and prints the cost per
 round of each and their ratio. One size varies at a time around the defaults n = 16, d = 16, L = 8.
 
-Run: ``python benchmarks/linear_agents_size_sweep.py [--repeats 3] [--seconds 1.0] [--agents eoful]``.
+Run: ``python benchmarks/linear_agents_size_sweep.py [--repeats 3] [--seconds 1.0] [--agents eoful]
+[--max-rounds 600]``.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-from sequential_vs_numpy import eoful_loop, lin_ts_loop, reference_instance
+from sequential_vs_numpy import ReferenceInstance, eoful_loop, lin_ts_loop, play, reference_instance
 
 DEFAULT_SIZE = {"vocab_size": 16, "embedding_dim": 16, "max_length": 8}
 SWEEP = {
@@ -39,13 +41,63 @@ def _torch_normal(seed: int) -> Callable[[int], np.ndarray]:
     return lambda d: torch.randn(1, d, generator=generator, dtype=torch.float64)[0].numpy()
 
 
+def greedy_ucb_loop(instance: ReferenceInstance, rounds: int, seed: int, exploration: float = 1.0) -> np.ndarray:
+    """GreedyUCB: per level, UCB1 over the stopped responses ``y:t:EOS``; commit when confident or at ``n N`` rounds."""
+    explore = max(1, math.ceil(rounds ** (2 / 3) * math.log(rounds) ** (1 / 3)))  # GreedyETC's N for T = rounds
+    log_horizon = math.log(max(rounds, 2))
+    prefix: list[int] = [] if instance.length > 1 else [instance.eos]
+    level: dict[str, object] = {"tokens": None, "arm": 0, "committed": instance.length == 1}
+
+    def choose(e: np.ndarray, mask: np.ndarray, j: int) -> int:
+        if j < len(prefix):
+            return prefix[j]
+        if j > len(prefix) or level["committed"]:
+            return instance.eos
+        if level["tokens"] is None:
+            level["tokens"] = np.flatnonzero(mask).tolist()
+            level["sums"], level["counts"] = np.zeros(int(mask.sum())), np.zeros(int(mask.sum()))
+        counts, sums = level["counts"], level["sums"]
+        unplayed = np.flatnonzero(counts == 0)
+        bonus = exploration * np.sqrt(2.0 * log_horizon / np.maximum(counts, 1))
+        level["arm"] = int(unplayed[0]) if unplayed.size else int(np.argmax(sums / counts + bonus))
+        return level["tokens"][level["arm"]]
+
+    def learn(y: np.ndarray, reward: float) -> None:
+        if level["committed"] or level["tokens"] is None:
+            return
+        sums, counts, tokens = level["sums"], level["counts"], level["tokens"]
+        sums[level["arm"]] += reward
+        counts[level["arm"]] += 1
+        if np.any(counts == 0):
+            return
+        means, radius = sums / counts, exploration * np.sqrt(2.0 * log_horizon / counts)
+        leader = int(np.argmax(means))
+        others = np.delete(means + radius, leader)
+        confident = others.size == 0 or means[leader] - radius[leader] >= others.max()
+        if not confident and counts.sum() < len(tokens) * explore:
+            return
+        prefix.append(tokens[leader if confident else int(np.argmax(counts))])
+        if prefix[-1] == instance.eos:
+            level["committed"] = True
+        elif len(prefix) == instance.length - 1:
+            prefix.append(instance.eos)
+            level["committed"] = True
+        level["tokens"] = None
+
+    return play(instance, rounds, seed, choose, learn)
+
+
 def _reference(agent: str, instance: object, rounds: int, seed: int) -> np.ndarray:
     if agent == "eoful":
         return eoful_loop(instance, rounds, seed)  # type: ignore[arg-type]
+    if agent == "greedy_ucb":
+        return greedy_ucb_loop(instance, rounds, seed)  # type: ignore[arg-type]
     return lin_ts_loop(instance, rounds, seed, _torch_normal(seed))  # type: ignore[arg-type]
 
 
-def measure(agent: str, size: dict[str, int], repeats: int, seconds: float) -> tuple[int, float, float]:
+def measure(
+    agent: str, size: dict[str, int], repeats: int, seconds: float, max_rounds: int = 2000
+) -> tuple[int, float, float]:
     """``(rounds, package s/round, numpy s/round)`` for one agent and size, best of ``repeats``.
 
     Raises:
@@ -65,7 +117,7 @@ def measure(agent: str, size: dict[str, int], repeats: int, seconds: float) -> t
     start = time.process_time()
     _reference(agent, instance, 20, 0)
     per_round = (time.process_time() - start) / 20
-    rounds = int(min(2000, max(min(100, 3.0 / per_round), seconds / per_round, 20)))  # >= 100 below 30 ms
+    rounds = int(min(max_rounds, max(min(100, 3.0 / per_round), seconds / per_round, 20)))  # >= 100 below 30 ms
     best = {"package": math.inf, "numpy": math.inf}
     for repeat in range(repeats):
         env, instance = fresh()  # built untimed; nothing the env memoises carries over between repeats
@@ -90,7 +142,8 @@ def main(argv: list[str] | None = None) -> list[tuple[str, str, int, int, float,
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=1.0, help="target time of one NumPy run")
-    parser.add_argument("--agents", nargs="+", default=["eoful", "tokenized_lin_ts"])
+    parser.add_argument("--agents", nargs="+", default=["eoful", "tokenized_lin_ts", "greedy_ucb"])
+    parser.add_argument("--max-rounds", type=int, default=2000, help="rounds per run at most")
     parser.add_argument("--sizes", nargs="+", default=list(SWEEP), choices=list(SWEEP))
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
@@ -105,7 +158,8 @@ def _sweep(args: argparse.Namespace) -> list[tuple[str, str, int, int, float, fl
     for agent in args.agents:
         for name in args.sizes:
             for value in SWEEP[name]:
-                rounds, package, reference = measure(agent, {**DEFAULT_SIZE, name: value}, args.repeats, args.seconds)
+                size = {**DEFAULT_SIZE, name: value}
+                rounds, package, reference = measure(agent, size, args.repeats, args.seconds, args.max_rounds)
                 rows.append((agent, name, value, rounds, package, reference))
                 print(
                     f"{agent:<17} {name:<14} {value:>6} {rounds:>7} {package * 1e3:>11.3f} {reference * 1e3:>9.3f} "

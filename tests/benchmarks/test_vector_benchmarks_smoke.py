@@ -20,6 +20,12 @@ def test_vector_env_throughput_runs(capsys: pytest.CaptureFixture[str]) -> None:
         assert "| TokenizedMultiArmedBandit-v0 | 2 |" in capsys.readouterr().out
 
 
+def test_vector_env_fixed_cost_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    script = runpy.run_path(str(BENCHMARKS / "vector_env_fixed_cost.py"))
+    script["main"](script["Args"](num_envs=(3,), seconds=0.0, repeats=1))
+    assert "| 3 |" in capsys.readouterr().out
+
+
 def test_batched_eoful_regret_runs(capsys: pytest.CaptureFixture[str]) -> None:
     script = runpy.run_path(str(BENCHMARKS / "batched_eoful_regret.py"))
     script["main"](script["Args"](rounds=8, num_envs=(1, 4), seeds=(0,)))

@@ -8,6 +8,7 @@ compared with the general computation they replace, bit for bit, over every fami
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -224,3 +225,31 @@ def test_host_candidate_carries_equal_the_cores_bit_for_bit(family: str) -> None
     assert answered in (0, state.queries.shape[0])  # a family answers for every state or none
     if family == "discounted":
         assert answered > 0
+
+
+@pytest.mark.parametrize(("kind", "family"), PROBLEMS)
+def test_host_carry_rows_replay_the_cores_carries_bit_for_bit(kind: str, family: str) -> None:
+    """From a zero carry, ``alpha * carry + rows[x (L + 1) + |y|, tau]`` is the core's carry (with the table)."""
+    problem = make(kind, family)
+    carry_rows = problem.host_carry_rows()
+    if carry_rows is None:
+        pytest.skip(f"{kind} {family}: no carry table (the host batch takes the core's way)")
+    alpha, rows = carry_rows
+    generator = torch.Generator().manual_seed(5)
+    state = random_states(problem, generator)
+    carries = state.carry.numpy()  # (B, *c) the core's
+    for row in range(state.batch_size):
+        carry = np.zeros(rows.shape[2:], dtype=rows.dtype)  # (*c,)
+        for position in range(int(state.lengths[row])):
+            token = int(state.tokens[row, position])
+            carry = alpha * carry + rows[int(state.queries[row]) * (problem.max_length + 1) + position, token]
+        np.testing.assert_array_equal(carry, carries[row])
+    candidates = alpha * carries[:, None] + rows[(state.queries * (problem.max_length + 1) + state.lengths).numpy()]
+    unfinished = ~state.finished.numpy() & (state.lengths.numpy() < problem.max_length)
+    np.testing.assert_array_equal(candidates[unfinished], problem.candidate_carries(state).numpy()[unfinished])
+
+
+def test_host_carry_rows_is_given_where_the_carry_is_the_discounted_table() -> None:
+    assert make("linear", "discounted").host_carry_rows() is not None
+    assert make("multi_armed", "discounted").host_carry_rows() is not None
+    assert make("linear", "markov").host_carry_rows() is None  # the bigram term reads the last token

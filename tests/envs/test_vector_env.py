@@ -338,18 +338,22 @@ def test_round_streams_draw_many_equals_draw(kind: str) -> None:
     assert [e for _, e in singles] == etas.tolist() + more_etas.tolist()
 
 
-def test_round_buffer_replays_each_row_stream_across_refills() -> None:
+@pytest.mark.parametrize("host", [False, True], ids=["tensor-rows", "numpy-rows"])
+@pytest.mark.parametrize("advance_rate", [0.6, 0.15])
+def test_round_buffer_replays_each_row_stream_across_refills(host: bool, advance_rate: float) -> None:
+    # Rows that seldom start a round leave the buffer refilling late (when its furthest cursor reaches the
+    # end), rows that often do refill it early: either way each row is its single stream, draw for draw.
     noise = NoiseModel("gaussian", 1.0)
     buffer = RoundBuffer(3, 50, noise, capacity=3, device=torch.device("cpu"))
     buffer.seed([0, 1, 2], [10, 20, 30])
     streams = [RoundStreams.from_seed(seed) for seed in (10, 20, 30)]
     expected = [stream.draw(50, noise) for stream in streams]
     rng = np.random.default_rng(0)
-    for _ in range(12):
-        queries, etas = buffer.current()
+    for _ in range(40):
+        queries, etas = buffer.current_on_host() if host else buffer.current()
         assert [(int(q), float(e)) for q, e in zip(queries, etas, strict=True)] == expected
-        rows = rng.random(3) < 0.6
-        buffer.advance(torch.as_tensor(rows))
+        rows = rng.random(3) < advance_rate
+        buffer.advance(rows if host else torch.as_tensor(rows))
         expected = [
             stream.draw(50, noise) if row else old for stream, row, old in zip(streams, rows, expected, strict=True)
         ]

@@ -98,7 +98,7 @@ class DiscountedProblem(LinearTokenizedProblem):
         self._feature_table: torch.Tensor | None = None
         self._scaled_feature_rows: torch.Tensor | None = None  # (Q * (L + 1), n * d) c * table, on first use
         self._gathered_rows: torch.Tensor | None = None  # (B, n * d) scratch of observed_candidate_embeddings
-        self._host_feature_table: np.ndarray | None = None  # the table's NumPy view, on first use on the CPU
+        self._host_scaled_rows: np.ndarray | None = None  # (Q * (L + 1), n, d) NumPy view of c * table, on the CPU
         if self.num_queries * length * n * dimension <= FEATURE_TABLE_LIMIT:
             self._feature_table = self._compute_feature_table()  # (Q, L + 1, n, d)
 
@@ -205,15 +205,37 @@ class DiscountedProblem(LinearTokenizedProblem):
     def host_candidate_carries(self, query: int, length: int, carry: np.ndarray) -> np.ndarray | None:
         """``alpha * e(x, y) + c phi(x, tau, |y| + 1)`` for every token in NumPy, ``(n, d)``, from the table.
 
-        The float operations of :meth:`_next_carries` (two products, then their sum) on the row
-        :meth:`every_token_features` reads, so equal to :meth:`candidate_carries` bit for bit.
+        The float operations of :meth:`_next_carries` (two products, then their sum; ``c * phi`` is
+        read from :meth:`host_carry_rows`) on the row :meth:`every_token_features` reads, so equal
+        to :meth:`candidate_carries` bit for bit.
         None without the feature table or off the CPU.
+        """
+        carry_rows = self.host_carry_rows()
+        if carry_rows is None:
+            return None
+        alpha, rows = carry_rows  # rows: (Q * (L + 1), n, d) the products c * phi, computed once
+        return alpha * carry[None, :] + rows[query * (self.max_length + 1) + length]
+
+    def host_carry_rows(self) -> tuple[float, np.ndarray] | None:
+        """``(alpha, c * phi)`` with the rows ``(Q * (L + 1), n, d)`` in NumPy; None without the table or off the CPU.
+
+        The rows are those :meth:`observed_candidate_embeddings` gathers (the products
+        ``c * phi`` of :meth:`_next_carries`), so ``alpha * carry + rows[row, tau]`` is the
+        candidate's carry bit for bit.
         """
         if self._feature_table is None or self.device.type != "cpu":
             return None
-        if self._host_feature_table is None:
-            self._host_feature_table = self._feature_table.numpy()  # (Q, L + 1, n, d)
-        return self.alpha * carry[None, :] + self.scale * self._host_feature_table[query, length]
+        if self._host_scaled_rows is None:
+            rows = self._scaled_rows().numpy()  # (Q * (L + 1), n * d)
+            self._host_scaled_rows = rows.reshape(rows.shape[0], self.vocab_size, -1)
+        return self.alpha, self._host_scaled_rows
+
+    def _scaled_rows(self) -> torch.Tensor:
+        """``c * phi``, one row per (query, length): ``(Q * (L + 1), n * d)`` (built on first use)."""
+        assert self._feature_table is not None
+        if self._scaled_feature_rows is None:
+            self._scaled_feature_rows = (self.scale * self._feature_table).flatten(0, 1).flatten(1)
+        return self._scaled_feature_rows
 
     def candidate_embeddings(self, state: DecodingState, carries: torch.Tensor | None = None) -> torch.Tensor:
         """``e(x, y:tau)`` for every token tau, ``(B, n, d)``: the carries themselves."""
@@ -236,17 +258,16 @@ class DiscountedProblem(LinearTokenizedProblem):
         """
         if self._feature_table is None:
             return super().observed_candidate_embeddings(state, carries_out)
-        if self._scaled_feature_rows is None:
-            self._scaled_feature_rows = (self.scale * self._feature_table).flatten(0, 1).flatten(1)
+        scaled_rows = self._scaled_rows()  # (Q * (L + 1), n * d)
         batch = state.queries.shape[0]
         rows = state.queries * (self.max_length + 1) + state.lengths  # (B,) table row (query, |y|)
         if carries_out is None:
             # Scratch reused from call to call (a fresh (B, n, d) tensor per call costs its page
             # faults again); only the float32 result is returned.
             if self._gathered_rows is None or self._gathered_rows.shape[0] != batch:
-                self._gathered_rows = torch.empty_like(self._scaled_feature_rows[:1]).expand(batch, -1).contiguous()
+                self._gathered_rows = torch.empty_like(scaled_rows[:1]).expand(batch, -1).contiguous()
             carries_out = self._gathered_rows.view(batch, self.vocab_size, -1)
-        gathered = torch.index_select(self._scaled_feature_rows, 0, rows, out=carries_out.view(batch, -1))
+        gathered = torch.index_select(scaled_rows, 0, rows, out=carries_out.view(batch, -1))
         carries = gathered.view(batch, self.vocab_size, -1).add_((self.alpha * state.carry)[:, None, :])  # (B, n, d)
         return carries.to(torch.float32)
 

@@ -71,6 +71,10 @@ class MarkovProblem(DiscountedProblem):
             feature = (feature + weight * self.bigram_features(last_tokens, tokens)) / (1.0 + weight)
         return self.alpha * carry[:, None, :] + self.scale * feature
 
+    def host_carry_rows(self) -> tuple[float, np.ndarray] | None:
+        """None: the bigram term reads the last token (the host batch takes the core's way)."""
+        return None
+
     def host_candidate_carries(self, query: int, length: int, carry: np.ndarray) -> np.ndarray | None:
         """None: the bigram term reads the last token (the memo takes the torch way)."""
         return None

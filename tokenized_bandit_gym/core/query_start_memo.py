@@ -152,7 +152,7 @@ class QueryStartMemo:
                 tokens=torch.from_numpy(tokens),
                 lengths=self._length_tensors[node.length + 1],
                 finished=self._finished_tensors[finished],
-                carry=carries[:, token],
+                carry=torch.from_numpy(carries.numpy()[:, token]),  # (1, *c) a view, as carries[:, token], no dispatch
                 last_tokens=token_tensor,
             )
         else:
@@ -188,9 +188,9 @@ class QueryStartMemo:
             carries = problem.candidate_carries(state)  # (1, n, *c)
         else:  # the family's NumPy way on the CPU: the same values, without a dozen torch dispatches
             carries = torch.from_numpy(host_carries[None])  # (1, n, *c)
-        embeddings = problem.candidate_embeddings(state, carries)[0]  # (n, d)
+        embeddings = problem.candidate_embeddings(state, carries)  # (1, n, d)
         if self._on_cpu:  # float64 -> float32 rounds to nearest in NumPy as in torch; NumPy's cast is cheaper
-            host = embeddings.numpy().astype(np.float32)
+            host = embeddings.numpy()[0].astype(np.float32)  # (n, d)
             return QueryStart(state, carries, torch.from_numpy(host), length, host)
-        embeddings = embeddings.to(torch.float32, copy=True)
+        embeddings = embeddings[0].to(torch.float32, copy=True)
         return QueryStart(state, carries, embeddings, length, embeddings.cpu().numpy())

@@ -19,8 +19,11 @@ class RoundBuffer:
     exactly the rounds of a single env with the same seed. The rounds are drawn ahead in
     blocks (:meth:`RoundStreams.draw_many`, equal to one-at-a-time draws) and copied to the
     device once per block, so starting a round costs a gather on the device and no host round
-    trip. Every row starts at most one round per :meth:`advance`; after ``capacity - 1``
-    advances the buffer reads the cursors back once and tops every row up. On the CPU the
+    trip. Every row starts at most one round per :meth:`advance`, so the furthest cursor can
+    reach the end only after as many advances as it has rounds left: the buffer reads the
+    cursors back then (once per ``capacity - 1`` advances at the most frequent), and tops every
+    row up only when some row has used its last round. A round lasts several steps, so a
+    refill (a loop over the rows' generators) comes that many times less often. On the CPU the
     buffers are shared with the host arrays: :meth:`advance` takes a NumPy mask and
     :meth:`current_on_host` reads them with NumPy (no torch dispatch per step).
 
@@ -53,7 +56,8 @@ class RoundBuffer:
         self._cursor = torch.zeros(num_rows, dtype=torch.int64, device=device)  # (N,) current round per row
         self._rows = torch.arange(num_rows, device=device)  # (N,)
         self._host_rows = np.arange(num_rows)  # (N,)
-        self._advances_since_refill = 0
+        self._advances_since_check = 0
+        self._headroom = capacity - 1  # advances before the furthest cursor can reach the last round
 
     def is_seeded(self, row: int) -> bool:
         """Whether row ``row`` has streams yet."""
@@ -76,15 +80,21 @@ class RoundBuffer:
 
     def advance(self, rows: torch.Tensor | np.ndarray) -> None:
         """Start the next round on ``rows`` ``(N,)`` bool (on the device, or a NumPy array when it is the CPU)."""
-        if self._advances_since_refill >= self.capacity - 1:
-            self._shift_and_refill(self._cursor.cpu().numpy())
-            self._upload()
+        if self._advances_since_check >= self._headroom:
+            cursor = self._cursor.cpu().numpy()
+            furthest = int(cursor.max())
+            if furthest >= self.capacity - 1:  # some row is on its last round
+                self._shift_and_refill(cursor)
+                self._upload()
+            else:
+                self._headroom = self.capacity - 1 - furthest
+                self._advances_since_check = 0
         if isinstance(rows, np.ndarray):
             cursor = self._host_cursor()
             cursor += rows
         else:
             self._cursor += rows.to(torch.int64)
-        self._advances_since_refill += 1
+        self._advances_since_check += 1
 
     def current(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The current round of every row: query indices ``(N,)`` int64 and noise ``(N,)`` float64."""
@@ -116,7 +126,8 @@ class RoundBuffer:
             count = int(cursor[row])
             queries, noise = streams.draw_many(self.num_queries, self.noise_model, count)
             self._host_queries[row, -count:], self._host_noise[row, -count:] = queries, noise
-        self._advances_since_refill = 0
+        self._advances_since_check = 0
+        self._headroom = self.capacity - 1
 
     def _upload(self) -> None:
         """Copy the host buffers to the device; every cursor restarts at 0."""

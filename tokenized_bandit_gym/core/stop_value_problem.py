@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from tokenized_bandit_gym.core.decoding_state import DecodingState
@@ -76,6 +77,10 @@ class StopValueProblem(TokenizedProblem):
     ) -> torch.Tensor:
         """The base's carries for every token, ``(B, n, *c)``."""
         return self.base.append_every_token(queries, carry, last_tokens, lengths)
+
+    def host_carry_rows(self) -> tuple[float, np.ndarray] | None:
+        """The base's (the carries are the base's)."""
+        return self.base.host_carry_rows()
 
     def utility_of_states(
         self,

@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar, runtime_checkable
 
+import numpy as np
 import torch
 
 from tokenized_bandit_gym.core.decoding_state import DecodingState
@@ -351,6 +352,17 @@ class TokenizedProblem(ABC):
     def utility_of(self, state: DecodingState) -> torch.Tensor:
         """Noise-free utility ``(B,)`` of the responses held in ``state``."""
         return self.utility_of_states(state.queries, state.carry, state.lengths, state.finished)
+
+    def host_carry_rows(self) -> tuple[float, np.ndarray] | None:
+        """The carry recursion as one NumPy table, for the N-row host batch, where the family has one; else None.
+
+        A family that gives ``(alpha, rows)`` has carries ``(d,)`` that start at zero and are the
+        embedding ``e(x, y)`` itself where the family has features; the carry of ``x:y:tau`` is
+        ``alpha * carry + rows[x * (L + 1) + |y|, tau]``, with ``rows`` ``(Q * (L + 1), n, d)``
+        of the carries' dtype (read only): the float operations of :meth:`candidate_carries`,
+        so the values are equal bit for bit.
+        """
+        return None
 
     def utility_of_complete(self, state: DecodingState) -> torch.Tensor:
         """:meth:`utility_of` for a ``state`` whose every response is complete, ``(B,)``.

@@ -278,7 +278,11 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
     ``(N, L)`` (tokens, lengths, flags, the mask, the round-end entries) is NumPy, where an
     operation costs about a microsecond and a torch dispatch about ten: at small N that is
     most of a step. The mask and the round's benchmarks are read from the instance's
-    :class:`SyntheticTables`, the same the single env's :class:`SingleRoundBatch` reads.
+    :class:`SyntheticTables`, the same the single env's :class:`SingleRoundBatch` reads. Where
+    the family's carry recursion is a table (:meth:`TokenizedProblem.host_carry_rows`: the
+    discounted TLB and the TMAB over it), a step makes no torch call but the round-end
+    utilities: the chosen carries and the float32 observed embeddings come from the table in
+    NumPy, with the core's float operations (so the same bits).
 
     Every array the batch hands out is a new one (never a view of its state).
 
@@ -324,6 +328,11 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         # (N, n, *c) every candidate's carry, written by observe() (TLB families); advance() reads the chosen one
         self._candidate_carries: np.ndarray | None = None
         self._candidates_current = False  # whether _candidate_carries belongs to the current state
+        # The family's carry recursion as a NumPy table, where it has one: then a step is NumPy throughout
+        # (the chosen carry and the observed embeddings from the table, the carry updated in place).
+        self._carry_rows = problem.host_carry_rows()  # (alpha, (Q * (L + 1), n, *c)) or None
+        self._host_carry = self.carry.numpy()  # (N, *c) the carry's memory (the fast path writes it in place)
+        self._gathered: np.ndarray | None = None  # (N, n, *c) scratch of observe()'s gather
         self.mask = self._masks.allowed[self._mask_rows()]
 
     def state(self) -> DecodingState:
@@ -349,8 +358,12 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         self.finished[index] = False
         self.last_tokens[index] = self._query_last_tokens[fresh]
         self.noise[index] = noise[index]
+        if self._carry_rows is not None:  # the family's initial carry is zero
+            self._host_carry[index] = 0.0
+            return
         initial = self.problem.initial_carry(torch.from_numpy(fresh))  # (R, *c)
         self.carry = self.carry.index_copy(0, torch.from_numpy(index), initial)
+        self._host_carry = self.carry.numpy()
         self._candidates_current = False
 
     def allowed(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -372,11 +385,17 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         problem = self.problem
         columns = np.minimum(self.lengths, problem.max_length - 1)  # (N,)
         positions = columns + 1  # (N,) 1-based position of the new token
-        if self._candidate_carries is not None and self._candidates_current:
+        if self._carry_rows is not None:  # alpha * e + (c * phi)[x, |y|, tau], in place: append's float operations
+            alpha, carry_rows = self._carry_rows
+            chosen = carry_rows[self.queries * (problem.max_length + 1) + columns, tokens]  # (N, *c)
+            np.multiply(self._host_carry, alpha, out=self._host_carry)
+            self._host_carry += chosen
+        elif self._candidate_carries is not None and self._candidates_current:
             # the chosen candidate's carry, as observe() got it from the core (equal to append's)
             candidates = self._candidate_carries.reshape(-1, *self.carry.shape[1:])  # (N * n, *c)
             chosen = self._row_offsets + tokens  # (N,) flat candidate index
             self.carry = torch.from_numpy(np.take(candidates, chosen, axis=0))  # (N, *c)
+            self._host_carry = self.carry.numpy()
         else:
             self.carry = problem.append(
                 torch.from_numpy(self.queries),
@@ -385,6 +404,7 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
                 torch.from_numpy(tokens[:, None]),
                 torch.from_numpy(positions),
             )[:, 0]
+            self._host_carry = self.carry.numpy()
         self._candidates_current = False
         self.tokens[self._rows, columns] = tokens
         self.lengths = positions
@@ -397,7 +417,9 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         # np.take: a row gather several times faster than fancy indexing at large N
         self.mask = np.take(self._masks.allowed, mask_rows, axis=0)  # (N, n)
         embeddings = None
-        if self._has_embeddings:
+        if self._has_embeddings and self._carry_rows is not None:
+            embeddings = self._observed_embeddings(*self._carry_rows)  # (N, n, d)
+        elif self._has_embeddings:
             assert isinstance(self.problem, LinearTokenizedProblem)
             if self._candidate_carries is None:
                 shape = (self.num_rows, self.problem.vocab_size, *self.carry.shape[1:])
@@ -416,22 +438,50 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
             candidate_embeddings=embeddings,  # (N, n, d) or None
         )
 
+    def _observed_embeddings(self, alpha: float, carry_rows: np.ndarray) -> np.ndarray:
+        """The candidates' embeddings from the carry table, rounded to float32, ``(N, n, d)``, a new array.
+
+        The core's float operations (:meth:`LinearTokenizedProblem.observed_candidate_embeddings`:
+        ``c * phi + alpha * e`` in float64, rounded once), in one gather and one add that writes
+        float32: no float64 ``(N, n, d)`` result. Zeros on the complete responses.
+        """
+        length = self.problem.max_length
+        if self._gathered is None:
+            self._gathered = np.empty((self.num_rows, *carry_rows.shape[1:]), dtype=carry_rows.dtype)
+        table_rows = self.queries * (length + 1) + self.lengths  # (N,) in range: "clip" spares the out= buffering
+        gathered = np.take(carry_rows, table_rows, axis=0, out=self._gathered, mode="clip")  # (N, n, d)
+        embeddings = np.empty(gathered.shape, dtype=np.float32)  # (N, n, d)
+        np.add(gathered, (alpha * self._host_carry)[:, None, :], out=embeddings)
+        if self.finished.any():  # the single env observes zeros once the response is complete
+            embeddings[np.flatnonzero(self.finished)] = 0.0
+        return embeddings
+
     def round_summary(self, ended: np.ndarray) -> dict[str, np.ndarray]:
         """Round-end info entries for every row (zeros off the rows ``ended`` ``(N,)`` bool).
 
-        The utilities come from one core call on the whole batch; everything else is written
-        on the ended rows only.
+        The utilities and embeddings come from one core call each on the ended rows (a row's
+        value does not depend on its batch); everything else is written on them only.
         """
         problem = self.problem
         benchmarks = self.tables.benchmarks()
-        state = self.state()
         index = np.flatnonzero(ended)  # (E,)
         queries = self.queries[index]  # (E,)
+        ended_carry = self._host_carry[index]  # (E, *c)
+        state = DecodingState(
+            queries=torch.from_numpy(queries),
+            tokens=torch.from_numpy(self.tokens[index]),
+            lengths=torch.from_numpy(self.lengths[index]),
+            finished=torch.from_numpy(self.finished[index]),
+            carry=torch.from_numpy(ended_carry),
+            last_tokens=torch.from_numpy(self.last_tokens[index]),
+        )  # the E ended rows
         embedding = None
-        if isinstance(problem, LinearTokenizedProblem):
-            embedding = problem.embedding_of(state).to(torch.float32).numpy()[index]  # (E, d)
+        if isinstance(problem, LinearTokenizedProblem) and self._carry_rows is not None:
+            embedding = ended_carry.astype(np.float32)  # (E, d) the carry is the embedding (host_carry_rows)
+        elif isinstance(problem, LinearTokenizedProblem):
+            embedding = problem.embedding_of(state).to(torch.float32).numpy()  # (E, d)
         return round_summary(  # every entry on the E ended rows, scattered into zeros of N rows
-            utility=problem.utility_of_complete(state).to(torch.float64).numpy()[index],  # (E,)
+            utility=problem.utility_of_complete(state).to(torch.float64).numpy(),  # (E,)
             optimal_utility=benchmarks.optimal_utility[queries].astype(np.float64),  # (E,)
             oracle_greedy_utility=benchmarks.oracle_greedy_utility[queries],  # (E,)
             noise=self.noise[index],  # (E,)

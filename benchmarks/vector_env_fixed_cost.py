@@ -1,0 +1,177 @@
+"""The native vector env's step against a minimal NumPy step of the same shapes, and the roofline.
+
+The minimal step (:class:`MinimalTlbStep`) is what a TLB step cannot avoid, written as plain
+NumPy (fancy indexing, arithmetic, ``astype``; no ``out=`` buffers) with no checks, no info and
+no copies beyond the observation: the chosen token's carry (a gather of ``c * phi`` and
+``alpha * e + c * phi``, float64), the utilities of the rows whose round ended (``<theta, e>``),
+a restart of those rows on a pre-drawn query, the mask (a row of the mask table) and the
+float32 candidate embeddings of every row (a gather of the feature rows, the add, the cast).
+Its rows end rounds as the env's do, under the same random allowed policy. The native env
+(NumPy backend, ``NEXT_STEP`` autoreset, every info entry) is stepped by the throughput
+benchmark's :class:`~benchmarks.vector_env_stepper.VectorEnvStepper`.
+
+A second minimal step writes into reused buffers (``out=``): plain NumPy's fresh temporaries
+cost, from N = 1,024 on, the page faults of megabytes a step. The three are timed side by side
+in one process, interleaved, best chunk kept. The roofline is one
+core's copy bandwidth (``np.copyto`` of a 64 MiB float32 array, bytes read plus bytes written)
+over the bytes a TLB token-step must move: the observation's row written (``(n, d)`` float32
+embeddings, the mask and the token ids), and the ``(n, d)`` float64 feature rows it reads.
+
+Run: ``PYTHONPATH=. python benchmarks/vector_env_fixed_cost.py`` (about two minutes on a loaded
+2-core CPU); ``--num-envs 64 1024 --seconds 0.3`` is quicker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import gymnasium as gym
+import numpy as np
+import torch
+
+import tokenized_bandit_gym  # noqa: F401  (registers the ids)
+from benchmarks.vector_env_stepper import VectorEnvStepper, random_allowed
+from benchmarks.vector_env_throughput import warm_caches
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
+
+
+@dataclasses.dataclass
+class Args:
+    """Command-line arguments (each field's docstring is its ``--help``)."""
+
+    num_envs: tuple[int, ...] = (64, 256, 1024, 4096, 16384)
+    """N, the number of sub-envs"""
+    seconds: float = 1.0
+    """time to step each of the three per N, over all chunks"""
+    repeats: int = 3
+    """interleaved chunks; the best rate of each is kept"""
+    seed: int = 0
+    """seeds the envs and the random policies"""
+
+
+class MinimalTlbStep:
+    """The work of a TLB vector step and nothing else (see the module docstring), on the env's instance.
+
+    Args:
+        problem: the env's :class:`~tokenized_bandit_gym.core.discounted_problem.DiscountedProblem`.
+        num_envs: N.
+        seed: seeds the pre-drawn queries and the policy.
+        buffered: write the observation into reused buffers (``out=``) instead of plain NumPy's
+            fresh temporaries (which, from N = 1,024 on, cost the page faults of megabytes a step).
+    """
+
+    def __init__(self, problem: object, num_envs: int, seed: int, buffered: bool = False) -> None:
+        n, length, d = problem.vocab_size, problem.max_length, problem.embedding_dim
+        self.n, self.length, self.eos = n, length, problem.eos_token_id
+        self.alpha = problem.alpha
+        table = (problem.scale * problem._feature_table).numpy()  # (Q, L + 1, n, d) c * phi
+        self.feature_rows = np.ascontiguousarray(table.reshape(-1, n, d))  # (Q * (L + 1), n, d)
+        self.theta = problem.theta.numpy()  # (d,)
+        self.mask_table = np.zeros((length + 1, n), dtype=np.int8)  # (L + 1, n) by length
+        self.mask_table[:length] = 1
+        self.mask_table[length - 1] = 0
+        self.mask_table[length - 1, self.eos] = 1
+        self.rng = np.random.default_rng(seed)
+        self.pool = self.rng.integers(problem.num_queries, size=1 << 16)  # pre-drawn queries
+        self.drawn = 0
+        self.rows = np.arange(num_envs)
+        self.queries = self.pool[:num_envs].copy()
+        self.lengths = np.zeros(num_envs, dtype=np.int64)
+        self.carry = np.zeros((num_envs, d))
+        self.embeddings = np.zeros((num_envs, n, d), dtype=np.float32)
+        self.gathered = np.empty((num_envs, n, d)) if buffered else None
+        self.masks = self.mask_table[self.lengths]
+
+    def step(self, tokens: np.ndarray) -> np.ndarray:
+        """One step of every row (``tokens`` ``(N,)``); returns the utilities of the ended rows."""
+        table_rows = self.queries * (self.length + 1) + self.lengths  # (N,)
+        chosen = self.feature_rows[table_rows, tokens]  # (N, d)
+        self.carry = self.alpha * self.carry + chosen  # (N, d)
+        self.lengths += 1
+        ended = np.flatnonzero((tokens == self.eos) | (self.lengths == self.length))  # (E,)
+        utilities = self.carry[ended] @ self.theta  # (E,)
+        start = self.drawn % (len(self.pool) - len(ended))
+        self.queries[ended] = self.pool[start : start + len(ended)]
+        self.drawn += len(ended)
+        self.lengths[ended] = 0
+        self.carry[ended] = 0.0
+        self.masks = np.take(self.mask_table, self.lengths, axis=0)  # (N, n)
+        table_rows = self.queries * (self.length + 1) + self.lengths  # (N,)
+        if self.gathered is None:
+            candidates = self.feature_rows[table_rows] + (self.alpha * self.carry)[:, None, :]  # (N, n, d) float64
+            self.embeddings = candidates.astype(np.float32)  # the observation
+        else:  # into reused buffers: a gather, then one add that writes float32
+            gathered = np.take(self.feature_rows, table_rows, axis=0, out=self.gathered, mode="clip")
+            np.add(gathered, (self.alpha * self.carry)[:, None, :], out=self.embeddings)
+        return utilities
+
+    def run(self, seconds: float, min_steps: int = 2) -> float:
+        """Step for at least ``seconds``; return token-steps per second (policy draws untimed)."""
+        elapsed, steps = 0.0, 0
+        while steps < min_steps or elapsed < seconds:
+            actions = random_allowed(self.rng, self.masks)
+            start = time.perf_counter()
+            self.step(actions)
+            elapsed += time.perf_counter() - start
+            steps += 1
+        return steps * len(self.rows) / elapsed
+
+
+def copy_bandwidth(repeats: int = 5) -> float:
+    """One core's copy bandwidth, bytes read plus written per second (best of ``repeats``)."""
+    source = np.ones(1 << 24, dtype=np.float32)  # 64 MiB
+    target = np.empty_like(source)
+    best = np.inf
+    for _ in range(repeats):
+        start = time.perf_counter()
+        np.copyto(target, source)
+        best = min(best, time.perf_counter() - start)
+    return 2 * source.nbytes / best
+
+
+def main(args: Args) -> None:
+    env_id = "TokenizedLinearBandit-v0"
+    bandwidth = copy_bandwidth()
+    print(f"copy bandwidth: {bandwidth / 1e9:.1f} GB/s (read + write), best of {args.repeats} interleaved chunks")
+    print(
+        "| N | native (tok/s) | minimal NumPy, plain (tok/s) | native / plain | minimal NumPy, buffered (tok/s) "
+        "| native / buffered | roofline (tok/s) | native / roofline |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for num_envs in args.num_envs:
+        envs = gym.make_vec(env_id, num_envs, "vector_entry_point")
+        problem = envs.unwrapped.problem
+        n, d, length = problem.vocab_size, problem.embedding_dim, problem.max_length
+        step_bytes = n * d * 4 + n + n * 8 + length * 8 + n * d * 8  # observation written + feature rows read
+        native = VectorEnvStepper(envs, args.seed, warm_caches, warm_up_steps=2)
+        plain = MinimalTlbStep(problem, num_envs, args.seed)
+        buffered = MinimalTlbStep(problem, num_envs, args.seed, buffered=True)
+        plain.run(0.0)
+        buffered.run(0.0)
+        best = {"native": 0.0, "plain": 0.0, "buffered": 0.0}
+        for _ in range(args.repeats):  # interleaved, so load changes hit the three alike
+            chunk = args.seconds / args.repeats
+            best["native"] = max(best["native"], native.run(chunk, 2))
+            best["plain"] = max(best["plain"], plain.run(chunk))
+            best["buffered"] = max(best["buffered"], buffered.run(chunk))
+        roofline = bandwidth / step_bytes
+        native_rate = best["native"]
+        print(
+            f"| {num_envs:,} | {native_rate:,.0f} | {best['plain']:,.0f} | {native_rate / best['plain']:.2f}x | "
+            f"{best['buffered']:,.0f} | {native_rate / best['buffered']:.2f}x | {roofline:,.0f} | "
+            f"{native_rate / roofline:.1%} |",
+            flush=True,
+        )
+        envs.close()
+
+
+def parse_args(argv: list[str] | None = None) -> Args:
+    """Args from the command line (one ``--field-name`` flag per field)."""
+    return parse_dataclass_arguments(Args, __doc__, argv)
+
+
+if __name__ == "__main__":
+    torch.set_num_threads(1)  # one core, as the minimal step runs
+    with torch.no_grad():
+        main(parse_args())
