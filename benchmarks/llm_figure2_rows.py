@@ -1,0 +1,136 @@
+"""The paper's Figure 2 run on a real LLM against its compute floor: runs one after another vs rows of one forward.
+
+Figure 2 (left) plays three agents (EOFUL, WrongTheta, Misaligned greedy) on ``TokenizedAlignment-v0`` at L = 30,
+top-15, with common random numbers, and measures regret against each query's oracle-greedy decode. This times
+``examples/reproduce_regret.py``'s work for ``--rounds`` rounds in three layouts, built fresh (own benchmark cache)
+and measured in one process, one after another, with the machine's matmul rate measured before each:
+
+* sequential (the script before): each (agent, seed) run on its own single env, ``run_online``, one after
+  another; each query's oracle-greedy benchmark decoded when its first round ends (k candidate rows a forward).
+* agents as rows: the three agents of one seed as the rows of one vector env (3k candidate rows a forward, each
+  query's prefill shared), every benchmark decoded ahead in chunks (``warm_benchmarks``), per seed.
+* agents x seeds as rows: every (agent, seed) run as a row of one vector env (3Sk rows a forward).
+
+The compute floor of a layout is its forward work at the measured rate (fastest of 5 fp32 1024^3 matmuls):
+every step of every run and of every benchmark decode costs ``k x 2 x (decoder weights) + 2 x (LM head)``
+FLOPs (``benchmarks/llm_step.py``, ``compute_floor_seconds``); query prefills are not counted (so the floor is
+a little low). ``time / floor`` is what the issue asks to bring within 1.3x.
+
+Run: ``PYTHONPATH=. python benchmarks/llm_figure2_rows.py`` (``--help``; minutes on a 2-core CPU).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+
+import torch
+
+from benchmarks.llm_step import compute_floor_seconds
+from examples import reproduce_regret
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
+from tokenized_bandit_gym.threads import use_small_work_threads
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@dataclass
+class Args:
+    """Benchmark options."""
+
+    model: str = "smollm2-135m-instruct"
+    """the LLM (the packaged real instruct model; stories260K for a smoke run)"""
+    rounds: int = 2
+    """rounds T per (agent, seed) run"""
+    seeds: str = "0,1,2"
+    """comma-separated seeds"""
+    max_length: int = 30
+    """L (the paper's 30)"""
+    top_k: int = 15
+    """k (the paper's 15)"""
+    threads: int = 1
+    """torch threads"""
+    layouts: str = "sequential,agents,agents_x_seeds"
+    """comma-separated layouts to time"""
+
+
+def script_args(args: Args) -> reproduce_regret.Args:
+    """The reproduction's options at the paper's setting for this benchmark's model, L, k, T and seeds."""
+    options = reproduce_regret.Args(
+        model=args.model, rounds=args.rounds, max_length=args.max_length, top_k=args.top_k, theta=0.5
+    )
+    options.seeds = args.seeds
+    return options
+
+
+def sequential(options: reproduce_regret.Args, seeds: list[int], names: list[str]) -> int:
+    """Each run on its own single env, one after another (the script's earlier loop); returns the queries met."""
+    import gymnasium as gym
+
+    from tokenized_bandit_gym.evaluation import run_online
+
+    env = gym.make(reproduce_regret.ENV_ID, **reproduce_regret.env_kwargs(options))
+    for seed in seeds:
+        for name in names:
+            run_online(env, reproduce_regret.make_agent(name, env, options), rounds=options.rounds, seed=seed)
+    return len(reproduce_regret.queries_of_runs(env, seeds, options.rounds))
+
+
+def as_rows(options: reproduce_regret.Args, groups: list[list[tuple[str, int]]]) -> int:
+    """Each group as the rows of one vector env, benchmarks decoded ahead; returns the queries met."""
+    env = reproduce_regret.make_env(options, len(groups[0]))
+    seeds = sorted({seed for group in groups for _, seed in group})
+    reproduce_regret.warm_benchmarks(env, seeds, options.rounds, 16)
+    for group in groups:
+        reproduce_regret.play_rows(env, group, options)
+    return len(reproduce_regret.queries_of_runs(env, seeds, options.rounds))
+
+
+def main(args: Args) -> None:
+    use_small_work_threads(args.threads)
+    options = script_args(args)
+    seeds = [int(seed) for seed in args.seeds.split(",")]
+    names = [name.strip() for name in options.agents.split(",")]
+    runs = [(name, seed) for seed in seeds for name in names]
+    layouts = {
+        "sequential": lambda: sequential(options, seeds, names),
+        "agents": lambda: as_rows(options, [[(name, seed) for name in names] for seed in seeds]),
+        "agents_x_seeds": lambda: as_rows(options, [runs]),
+    }
+    load = os.getloadavg()
+    print(
+        f"{args.model}, L = {args.max_length}, top-{args.top_k}, T = {args.rounds}, seeds {seeds}, agents {names}; "
+        f"torch threads {torch.get_num_threads()}; load average {load[0]:.1f} {load[1]:.1f}"
+    )
+    print("| layout | candidate rows a forward | seconds | floor (s) | time / floor |")
+    print("|---|---:|---:|---:|---:|")
+    model, _ = _load(args.model)
+    for layout in args.layouts.split(","):
+        step_floor = compute_floor_seconds(model, args.top_k, "cpu")  # one step's floor at the rate measured now
+        start = time.perf_counter()
+        benchmarks = layouts[layout]()
+        seconds = time.perf_counter() - start
+        steps = (len(runs) * args.rounds + benchmarks) * args.max_length  # fixed length: L steps a round
+        floor = steps * step_floor
+        rows = {"sequential": 1, "agents": len(names), "agents_x_seeds": len(runs)}[layout] * args.top_k
+        print(f"| {layout} | {rows} | {seconds:.1f} | {floor:.1f} | {seconds / floor:.2f}x |", flush=True)
+    load = os.getloadavg()
+    print(f"load average at the end: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}")
+
+
+def _load(name: str) -> tuple[object, object]:
+    from tokenized_bandit_gym.evaluation.ddmc.resources import resolve_model
+    from tokenized_bandit_gym.llm.load_language_model import load_language_model
+
+    return load_language_model(resolve_model(name))
+
+
+def parse_args(argv: list[str] | None = None) -> Args:
+    """Args from the command line (one ``--field-name`` flag per field)."""
+    return parse_dataclass_arguments(Args, __doc__, argv)
+
+
+if __name__ == "__main__":
+    with torch.no_grad():
+        main(parse_args())
