@@ -276,11 +276,10 @@ def main(args: Args) -> dict[str, Any]:
         if index and len(runs_of_group) != env.num_envs:  # a smaller last group: the same model, fewer rows
             problem = env.unwrapped.problem
             env = make_env(args, len(runs_of_group), model=problem.model, tokenizer=problem.tokenizer)
-        if index == 0 or env.num_envs != len(groups[index - 1]):
-            later_seeds = sorted({seed for runs_of_later in groups[index:] for _, seed in runs_of_later})
-            warm_benchmarks(env, later_seeds, args.rounds, args.benchmark_chunk)
         start = time.perf_counter()
-        played = play_rows(env, runs_of_group, args, expected_after=len(groups) - index if index == 0 else 0)
+        warm_benchmarks(env, sorted({seed for _, seed in runs_of_group}), args.rounds, args.benchmark_chunk)
+        expected = (len(groups), time.perf_counter() - start) if index == 0 else None
+        played = play_rows(env, runs_of_group, args, expected)
         seconds = round(time.perf_counter() - start, 1)
         for (name, seed), (cumulative, agent) in zip(runs_of_group, played, strict=True):
             entry = {"cumulative_regret": cumulative.tolist(), "seconds": seconds, "runs_per_forward": env.num_envs}
@@ -344,7 +343,7 @@ def warm_benchmarks(env: Any, seeds: list[int], rounds: int, chunk: int) -> None
     it ends, one query at a time; its k candidate rows alone use the CPU's matmul poorly. The queries of rounds
     ``1..T`` of a seed are known in advance (:class:`~tokenized_bandit_gym.core.round_streams.RoundStreams`, the
     streams the env draws them from), so they are decoded here in batches of ``chunk`` queries
-    (``chunk * k`` candidate rows per forward); the runs then find them cached.
+    (``chunk * k`` candidate rows per forward); the runs then find them cached. Queries already cached are skipped.
     """
     import torch
 
@@ -353,7 +352,7 @@ def warm_benchmarks(env: Any, seeds: list[int], rounds: int, chunk: int) -> None
     if chunk < 1:
         raise SystemExit(f"--benchmark-chunk must be >= 1, got {chunk}")
     problem = env.unwrapped.problem
-    queries = queries_of_runs(env, seeds, rounds)
+    queries = [query for query in queries_of_runs(env, seeds, rounds) if not problem.has_oracle_greedy(query)]
     bar = ProgressCounter(len(queries), "oracle greedy, every query ahead", "benchmark", leave=False)
     for start in range(0, len(queries), chunk):
         part = queries[start : start + chunk]
@@ -362,13 +361,16 @@ def warm_benchmarks(env: Any, seeds: list[int], rounds: int, chunk: int) -> None
     bar.close()
 
 
-def play_rows(env: Any, runs: list[tuple[str, int]], args: Args, expected_after: int = 0) -> list[tuple[Any, Any]]:
+def play_rows(
+    env: Any, runs: list[tuple[str, int]], args: Args, expected: tuple[int, float] | None = None
+) -> list[tuple[Any, Any]]:
     """Play the (agent, seed) ``runs`` for ``args.rounds`` rounds each as the rows of the vector env ``env``.
 
     Row i is the single env reset with its run's seed, played by its own agent (reset with the same seed): what
     ``run_online(single env, agent, T, seed)`` plays, to float rounding, but the rows' candidates go through one
     forward per step, and rows of one seed share each query's prefill (common random numbers: the same queries).
-    With ``expected_after`` > 0 the expected time of that many such groups is printed after the first round.
+    With ``expected = (groups, benchmark seconds)`` the expected time of that many such groups, each with its
+    benchmark decodes, is printed after the first round.
 
     Returns:
         Per run, its cumulative regret ``(T,)`` and its agent.
@@ -406,15 +408,16 @@ def play_rows(env: Any, runs: list[tuple[str, int]], args: Args, expected_after:
         regret[ended, played[ended]] = final["regret"]
         played[ended] += 1
         bar.update(int(ended.size))
-        if expected_after and played.min() == 1:
-            per_round = time.perf_counter() - start
+        if expected is not None and played.min() == 1:
+            (groups, benchmark_seconds), per_round = expected, time.perf_counter() - start
             print(
-                f"{expected_after} groups of {len(runs)} runs (agent x seed as rows of one forward) x {args.rounds} "
+                f"{groups} groups of {len(runs)} runs (agent x seed as rows of one forward) x {args.rounds} "
                 f"rounds, L={args.max_length}, top-{args.top_k}: expected run time about "
-                f"{per_round * args.rounds * expected_after / 60:.1f} min ({per_round:.2f} s for the first round)",
+                f"{(per_round * args.rounds + benchmark_seconds) * groups / 60:.1f} min ({per_round:.2f} s for the "
+                f"first round, {benchmark_seconds:.0f} s for the group's benchmarks)",
                 flush=True,
             )
-            expected_after = 0
+            expected = None
     bar.close()
     return [(np.cumsum(regret[row]), agent) for row, agent in enumerate(agents)]
 
