@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -67,27 +68,32 @@ def script_args(args: Args) -> reproduce_regret.Args:
     return options
 
 
-def sequential(options: reproduce_regret.Args, seeds: list[int], names: list[str]) -> int:
-    """Each run on its own single env, one after another (the script's earlier loop); returns the queries met."""
+def sequential(options: reproduce_regret.Args, seeds: list[int], names: list[str]) -> Callable[[], None]:
+    """Each run on its own single env, one after another (the script's earlier loop), the env built now."""
     import gymnasium as gym
 
     from tokenized_bandit_gym.evaluation import run_online
 
     env = gym.make(reproduce_regret.ENV_ID, **reproduce_regret.env_kwargs(options))
-    for seed in seeds:
-        for name in names:
-            run_online(env, reproduce_regret.make_agent(name, env, options), rounds=options.rounds, seed=seed)
-    return len(reproduce_regret.queries_of_runs(env, seeds, options.rounds))
+
+    def play() -> None:
+        for seed in seeds:
+            for name in names:
+                run_online(env, reproduce_regret.make_agent(name, env, options), rounds=options.rounds, seed=seed)
+
+    return play
 
 
-def as_rows(options: reproduce_regret.Args, groups: list[list[tuple[str, int]]]) -> int:
-    """Each group as the rows of one vector env, benchmarks decoded ahead; returns the queries met."""
+def as_rows(options: reproduce_regret.Args, groups: list[list[tuple[str, int]]]) -> Callable[[], None]:
+    """Each group as the rows of one vector env (built now), its seeds' benchmarks decoded ahead, as the script does."""
     env = reproduce_regret.make_env(options, len(groups[0]))
-    seeds = sorted({seed for group in groups for _, seed in group})
-    reproduce_regret.warm_benchmarks(env, seeds, options.rounds, 16)
-    for group in groups:
-        reproduce_regret.play_rows(env, group, options)
-    return len(reproduce_regret.queries_of_runs(env, seeds, options.rounds))
+
+    def play() -> None:
+        for group in groups:
+            reproduce_regret.warm_benchmarks(env, sorted({seed for _, seed in group}), options.rounds, 16)
+            reproduce_regret.play_rows(env, group, options)
+
+    return play
 
 
 def main(args: Args) -> None:
@@ -101,6 +107,7 @@ def main(args: Args) -> None:
         "agents": lambda: as_rows(options, [[(name, seed) for name in names] for seed in seeds]),
         "agents_x_seeds": lambda: as_rows(options, [runs]),
     }
+    queries = reproduce_regret.queries_of_runs(reproduce_regret.make_env(options, 1), seeds, args.rounds)
     load = os.getloadavg()
     print(
         f"{args.model}, L = {args.max_length}, top-{args.top_k}, T = {args.rounds}, seeds {seeds}, agents {names}; "
@@ -111,12 +118,13 @@ def main(args: Args) -> None:
     model, _ = _load(args.model)
     flops_per_step = step_flops(model, args.top_k)
     for layout in args.layouts.split(","):
+        play = layouts[layout]()  # the env is built (queries tokenized, model probed) outside the timing
         rate = matmul_flops_per_second("cpu", clock=time.process_time)  # CPU seconds: other processes left out
         wall, cpu = time.perf_counter(), time.process_time()
-        queries = layouts[layout]()
+        play()
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         rate = max(rate, matmul_flops_per_second("cpu", clock=time.process_time))  # fastest of before and after
-        steps = (len(runs) * args.rounds + queries) * args.max_length  # fixed length: L steps a round
+        steps = (len(runs) * args.rounds + len(queries)) * args.max_length  # fixed length: L steps a round
         floor = steps * flops_per_step / rate
         rows = {"sequential": 1, "agents": len(names), "agents_x_seeds": len(runs)}[layout] * args.top_k
         print(
