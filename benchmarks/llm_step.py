@@ -213,30 +213,46 @@ def time_floors(model: Any, prefix_length: int, args: Args) -> dict[str, float]:
 def compute_floor_seconds(model: Any, k: int, device: str) -> float:
     """Seconds of the step's compute floor, at the machine's matmul throughput measured now (1024^3 matmul).
 
-    FLOPs: ``k * 2 * (decoder weights) + 2 * (LM head weights)``. Each candidate needs its own ``e(x, y:tau)``,
-    so the k tokens go through every decoder weight (2 FLOPs per weight and token); the LM head runs on the
-    chosen row only; the input embedding is a gather.
+    FLOPs: :func:`step_flops`; throughput: :func:`matmul_flops_per_second`.
+    """
+    return step_flops(model, k) / matmul_flops_per_second(device, model.get_output_embeddings().weight.dtype)
+
+
+def step_flops(model: Any, k: int) -> int:
+    """FLOPs of one env step's floor: ``k * 2 * (decoder weights) + 2 * (LM head weights)``.
+
+    Each candidate needs its own ``e(x, y:tau)``, so the k tokens go through every decoder weight (2 FLOPs per
+    weight and token); the LM head runs on the chosen row only; the input embedding is a gather.
     """
     head = model.get_output_embeddings().weight
     embedding = model.get_input_embeddings().weight
     decoder = sum(parameter.numel() for parameter in model.parameters()) - embedding.numel()
     if head.data_ptr() != embedding.data_ptr():
         decoder -= head.numel()  # an untied head is not in the decoder either
-    flops = k * 2 * decoder + 2 * head.numel()
+    return k * 2 * decoder + 2 * head.numel()
+
+
+def matmul_flops_per_second(
+    device: str, dtype: torch.dtype = torch.float32, clock: Callable[[], float] = time.perf_counter
+) -> float:
+    """The machine's matmul throughput now: fastest of 5 ``1024^3`` matmuls, timed by ``clock``.
+
+    ``time.process_time`` (CPU seconds of this process) instead of the wall clock leaves out the time other
+    processes of a shared machine take from it (one torch thread: CPU seconds are the work done).
+    """
     size = 1024
-    left = torch.randn(size, size, device=device, dtype=head.dtype)
-    right = torch.randn(size, size, device=device, dtype=head.dtype)
-    matmul = timed(lambda: torch.mm(left, right))
-    return flops / (2 * size**3 / matmul)
+    left = torch.randn(size, size, device=device, dtype=dtype)
+    right = torch.randn(size, size, device=device, dtype=dtype)
+    return 2 * size**3 / timed(lambda: torch.mm(left, right), clock=clock)
 
 
-def timed(call: Callable[[], None], calls: int = 5) -> float:
-    """Fastest of ``calls`` calls, in seconds (a floor: the least the machine's load added)."""
+def timed(call: Callable[[], None], calls: int = 5, clock: Callable[[], float] = time.perf_counter) -> float:
+    """Fastest of ``calls`` calls, in seconds of ``clock`` (a floor: the least the machine's load added)."""
     samples = []
     for _ in range(calls):
-        start = time.perf_counter()
+        start = clock()
         call()
-        samples.append(time.perf_counter() - start)
+        samples.append(clock() - start)
     return min(samples)
 
 

@@ -16,7 +16,12 @@ EOFUL built with ``record_ratios=True`` exposes the ratios as ``prefix_ratio_max
 ``prefix_inverse_ratio_max`` / ``prefix_inverse_ratio_mean`` (one float per round each). The run shows a progress
 bar and, first, its expected duration (timed on three warm-up rounds).
 
+``--real-llm`` is the paper's setting on SmolLM2-135M-Instruct, short (T = 100, every core); a finished run is
+not repeated (its ratio.json in ``--out-dir`` is plotted again). The ratios of ``reproduce_regret.py``'s EOFUL
+runs come for free with ``--from-regret``.
+
     PYTHONPATH=. python examples/reproduce_ratio.py
+    PYTHONPATH=. python examples/reproduce_ratio.py --real-llm --out-dir runs/ratio_smollm2
     PYTHONPATH=. python examples/reproduce_ratio.py --paper --model meta-llama/Meta-Llama-3-8B-Instruct --device cuda
 """
 
@@ -44,6 +49,9 @@ class Args:
 
     paper: bool = False
     """use the paper's settings (L=30, top-15, T=10,000) for unset options"""
+    real_llm: bool = False
+    """the paper's settings on the real instruct model smollm2-135m-instruct, short: T=100 (unset options);
+    --rounds 1000 for the horizon of reproduce_regret.py's T=1000 run"""
     model: str = "stories260K"
     """Hugging Face causal LM: stories260K (shipped), a local path, or a model id"""
     queries: str = "paper"
@@ -70,8 +78,11 @@ class Args:
     """seed of the query and noise streams"""
     device: str = "cpu"
     """torch device"""
+    threads: int = 0
+    """torch threads (0: one, or what OMP_NUM_THREADS says; --real-llm: every core)"""
     out_dir: str = "runs/ratio"
-    """where ratio.png and ratio.json are written ('' for none)"""
+    """where ratio.png and ratio.json are written ('' for none); a ratio.json there with the same settings is
+    plotted again, not rerun (rerun the command to resume)"""
     from_regret: str = ""
     """a regret.json of reproduce_regret.py: plot the ratios its EOFUL run of --seed recorded (its settings
     replace the env options here) instead of running EOFUL again"""
@@ -79,11 +90,17 @@ class Args:
 
 PAPER = {"rounds": 10_000, "max_length": 30, "top_k": 15}
 QUICK = {"rounds": 150, "max_length": 10, "top_k": 8}
+REAL_LLM = {**PAPER, "rounds": 100}
+REAL_LLM_MODEL = "smollm2-135m-instruct"
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
     args = parse_dataclass_arguments(Args, __doc__, argv)
-    for name, value in (PAPER if args.paper else QUICK).items():
+    if args.real_llm and args.model == Args.model:
+        args.model = REAL_LLM_MODEL
+    if args.real_llm and not args.threads:
+        args.threads = os.cpu_count() or 1
+    for name, value in (REAL_LLM if args.real_llm else PAPER if args.paper else QUICK).items():
         if not getattr(args, name):
             setattr(args, name, value)
     return args
@@ -137,8 +154,27 @@ def recorded_run(args: Args) -> tuple[Any, str]:
     return SimpleNamespace(**run), regret.get("formatting", "")
 
 
+def finished_run(args: Args) -> tuple[Any, str] | None:
+    """The ratios of an earlier call's ratio.json in ``--out-dir`` with these settings (as attributes), or None."""
+    from types import SimpleNamespace
+
+    path = os.path.join(args.out_dir, "ratio.json") if args.out_dir else ""
+    if not path or not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        earlier = json.load(handle)
+    if {**earlier.get("settings", {}), "threads": args.threads} != dataclasses.asdict(args):
+        return None
+    print(f"resuming: the run in {path} has these settings; plotted again, not rerun")
+    ratios = {f"{NORMS[norm]}_{kind}": earlier[norm][f"ratio_{kind}"] for norm in NORMS for kind in ("max", "mean")}
+    return SimpleNamespace(**ratios), earlier.get("formatting", "")
+
+
 def main(args: Args) -> dict[str, Any]:
-    if args.from_regret:
+    finished = finished_run(args)
+    if finished is not None:
+        agent, formatting = finished
+    elif args.from_regret:
         agent, formatting = recorded_run(args)
     else:
         agent, formatting = run_eoful(args)
@@ -157,8 +193,10 @@ def main(args: Args) -> dict[str, Any]:
     if args.out_dir:
         os.makedirs(args.out_dir, exist_ok=True)
         plot(series, args, os.path.join(args.out_dir, "ratio.png"))
-        with open(os.path.join(args.out_dir, "ratio.json"), "w", encoding="utf-8") as handle:
+        path = os.path.join(args.out_dir, "ratio.json")
+        with open(path + ".tmp", "w", encoding="utf-8") as handle:
             json.dump(summary, handle)
+        os.replace(path + ".tmp", path)  # atomic: a killed call leaves no half-written file to resume from
         print(f"wrote {args.out_dir}/ratio.png and ratio.json")
     return summary
 
@@ -231,9 +269,10 @@ def plot(series: dict[str, tuple[np.ndarray, np.ndarray]], args: Args, path: str
 
 
 if __name__ == "__main__":
-    use_small_work_threads()  # one torch thread unless OMP_NUM_THREADS says otherwise
     try:
-        main(parse_args())
+        arguments = parse_args()
+        use_small_work_threads(arguments.threads or None)  # one torch thread unless --threads/OMP_NUM_THREADS say
+        main(arguments)
     except SystemExit as stop:
         if isinstance(stop.code, str):
             print(stop.code, file=sys.stderr)

@@ -13,13 +13,22 @@ One convention for theta, the paper's: WrongTheta's ``theta'`` is ``-theta`` (th
 and ``theta' = -0.5 * 1``). By default theta is the env's, ``0.5 * 1`` scaled to unit norm; ``--paper`` (or
 ``--theta 0.5``) uses the literal ``0.5 * 1``. ``--wrong-theta w`` sets every coordinate of ``theta'`` to w instead.
 
+How it runs fast: the runs of one seed (one per agent; ``--runs-per-forward`` sets how many runs, of any seeds)
+are the rows of one native vector env, so every step is one forward of all their candidates (3 x k rows, not k),
+which uses the CPU's matmul well, and the rows of one seed share each query's prefill; each row plays what
+``run_online`` plays on a single env with that seed (to float rounding). The oracle-greedy benchmark of every query
+the runs will meet is decoded first, ``--benchmark-chunk`` queries at a time. ``--threads`` sets torch's threads
+(``--real-llm``: every core). Each finished group of runs is saved at once, so an interrupted call resumes there.
+
 Defaults run in about 12 s on a quiet 2-core CPU with the shipped 260K-parameter model (short responses, few
-rounds; a few times longer on a busy machine); the script prints its expected run time first (timed on three
-warm-up rounds) and shows a progress bar per agent. The paper's settings: ``--paper`` (L = 30, top-15,
+rounds; a few times longer on a busy machine); the script prints its expected run time after the first round
+and shows a progress bar per group of runs. The paper's settings: ``--paper`` (L = 30, top-15,
 gamma = 0.8, theta = 0.5 * 1, T = 10,000, the appendix-D query generator); Figure 3 is ``--paper --top-k 10``.
 The paper used Llama-3-8B-Instruct (``--model``, ``--device``).
 
     PYTHONPATH=. python examples/reproduce_regret.py
+    PYTHONPATH=. python examples/reproduce_regret.py --real-llm --out-dir runs/regret_smollm2      # T = 100, 3 seeds
+    PYTHONPATH=. python examples/reproduce_regret.py --real-llm --rounds 1000 --out-dir runs/regret_smollm2_T1000
     PYTHONPATH=. python examples/reproduce_regret.py --paper --model meta-llama/Meta-Llama-3-8B-Instruct --device cuda
 """
 
@@ -90,6 +99,13 @@ class Args:
     """comma-separated seeds to run and average (overrides --seed), e.g. 0,1,2"""
     device: str = "cpu"
     """torch device"""
+    runs_per_forward: int = 0
+    """(agent, seed) runs stepped together as the rows of one vector env, one forward per step (0: the agents of
+    one seed); each finished group is saved, so an interrupted call resumes from the last finished group"""
+    benchmark_chunk: int = 16
+    """queries whose oracle-greedy benchmark is decoded together, ahead of the runs (every query they will meet)"""
+    threads: int = 0
+    """torch threads (0: one, or what OMP_NUM_THREADS says; --real-llm: every core)"""
     out_dir: str = "runs/regret"
     """where regret.png and regret.json are written ('' for none); a run whose (agent, seed) is already in
     regret.json with the same settings is kept, not repeated (rerun the command to resume)"""
@@ -99,7 +115,7 @@ PAPER = {"rounds": 10_000, "max_length": 30, "top_k": 15, "theta": 0.5}
 QUICK = {"rounds": 150, "max_length": 10, "top_k": 8}
 REAL_LLM = {**PAPER, "rounds": 100, "seeds": "0,1,2"}
 REAL_LLM_MODEL = "smollm2-135m-instruct"
-RUN_KEYS = ("seed", "seeds", "agents", "out_dir")
+RUN_KEYS = ("seed", "seeds", "agents", "out_dir", "runs_per_forward", "benchmark_chunk", "threads")
 """Options that say which runs to make and where, not how: runs resume across them."""
 
 
@@ -107,6 +123,8 @@ def parse_args(argv: list[str] | None = None) -> Args:
     args = parse_dataclass_arguments(Args, __doc__, argv)
     if args.real_llm and args.model == Args.model:
         args.model = REAL_LLM_MODEL
+    if args.real_llm and not args.threads:
+        args.threads = os.cpu_count() or 1
     for name, value in (REAL_LLM if args.real_llm else PAPER if args.paper else QUICK).items():
         if not getattr(args, name):
             setattr(args, name, value)
@@ -122,26 +140,36 @@ def require(what: str, error: Exception) -> SystemExit:
     )
 
 
-def make_env(args: Args) -> Any:
+def env_kwargs(args: Args) -> dict[str, Any]:
+    """The keywords of ``TokenizedAlignment-v0`` for these options (fixed length: the env's default)."""
+    from tokenized_bandit_gym.evaluation.ddmc.resources import resolve_model
+
+    return {
+        "model": resolve_model(args.model),
+        "queries": args.queries,
+        "top_k": args.top_k,
+        "gamma": args.gamma,
+        "max_length": args.max_length,
+        "value_map": args.value_map,
+        "embedding_norm": args.embedding_norm,
+        "theta": [args.theta] * _hidden_size(args.model) if args.theta else None,
+        "noise_scale": args.noise_scale,
+        "device": args.device,
+    }
+
+
+def make_env(args: Args, num_rows: int, **loaded: Any) -> Any:
+    """The native vector env of ``num_rows`` rows: row i is the single env, one batched forward steps them all.
+
+    ``loaded`` (``model=``, ``tokenizer=``) passes an already loaded model instead of loading ``args.model``.
+    """
     import gymnasium as gym
 
     import tokenized_bandit_gym  # noqa: F401  (registers the env ids)
-    from tokenized_bandit_gym.evaluation.ddmc.resources import resolve_model
 
     try:
-        return gym.make(
-            ENV_ID,
-            model=resolve_model(args.model),
-            queries=args.queries,
-            top_k=args.top_k,
-            gamma=args.gamma,
-            max_length=args.max_length,
-            value_map=args.value_map,
-            embedding_norm=args.embedding_norm,
-            theta=[args.theta] * _hidden_size(args.model) if args.theta else None,
-            noise_scale=args.noise_scale,
-            device=args.device,
-        )
+        kwargs = env_kwargs(args) | loaded
+        return gym.make_vec(ENV_ID, num_rows, vectorization_mode="vector_entry_point", **kwargs)
     except gym.error.Error as error:
         raise require(f"the env {ENV_ID}", error) from error
 
@@ -225,8 +253,6 @@ def resumable_runs(path: str, settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(args: Args) -> dict[str, Any]:
-    from tokenized_bandit_gym.evaluation import run_online
-
     seeds = seed_list(args)
     settings = {key: value for key, value in dataclasses.asdict(args).items() if key not in RUN_KEYS}
     json_path = os.path.join(args.out_dir, "regret.json") if args.out_dir else ""
@@ -236,36 +262,31 @@ def main(args: Args) -> dict[str, Any]:
     todo = [(name, seed) for seed in seeds for name in names if f"{name}/{seed}" not in runs]
     if runs:
         print(f"resuming: {len(runs)} finished runs kept from {json_path}, {len(todo)} to go")
-    env = make_env(args) if todo or "feature_dim" not in earlier else None
-    dim = int(env.observation_space["candidate_embeddings"].shape[-1]) if env is not None else earlier["feature_dim"]
+    group = args.runs_per_forward or len(names)
+    if group < 1:
+        raise SystemExit(f"--runs-per-forward must be >= 0, got {args.runs_per_forward}")
+    groups = [todo[start : start + group] for start in range(0, len(todo), group)]
+    env = make_env(args, len(groups[0])) if todo or "feature_dim" not in earlier else None
+    dim = int(env.single_observation_space["candidate_embeddings"].shape[-1]) if env else earlier["feature_dim"]
     formatting = env.unwrapped.problem.prompt_formatting if env is not None else earlier.get("formatting", "")
     results: dict[str, Any] = {"settings": {**settings, "seeds": seeds, "agents": args.agents}, "feature_dim": dim}
     results |= {"agents": {}, "formatting": formatting, "runs": runs}
     print(f"queries: {formatting}")
-    if todo:
-        warmup = run_online(env, make_agent(names[0], env, args), rounds=3, seed=seeds[0])
-        per_round = float(np.median(warmup.wall_time))  # the first round also pays one-off setup
-        print(
-            f"{len(todo)} runs (agent x seed) x {args.rounds} rounds, L={args.max_length}, top-{args.top_k}: "
-            f"expected run time about {per_round * args.rounds * len(todo) / 60:.1f} min "
-            f"({per_round:.2f} s a round, median of 3 warm-ups)",
-            flush=True,
-        )
-    for name, seed in todo:
-        agent = make_agent(name, env, args)
+    for index, runs_of_group in enumerate(groups):
+        if index and len(runs_of_group) != env.num_envs:  # a smaller last group: the same model, fewer rows
+            problem = env.unwrapped.problem
+            env = make_env(args, len(runs_of_group), model=problem.model, tokenizer=problem.tokenizer)
         start = time.perf_counter()
-        result = run_online(env, agent, rounds=args.rounds, seed=seed, progress=True)
+        warm_benchmarks(env, sorted({seed for _, seed in runs_of_group}), args.rounds, args.benchmark_chunk)
+        expected = (len(groups), time.perf_counter() - start) if index == 0 else None
+        played = play_rows(env, runs_of_group, args, expected)
         seconds = round(time.perf_counter() - start, 1)
-        entry = {"cumulative_regret": result.cumulative_regret.tolist(), "seconds": seconds}
-        for attribute in (
-            "prefix_ratio_max",
-            "prefix_ratio_mean",
-            "prefix_inverse_ratio_max",
-            "prefix_inverse_ratio_mean",
-        ):
-            if hasattr(agent, attribute):
-                entry[attribute] = [float(v) for v in getattr(agent, attribute)]
-        runs[f"{name}/{seed}"] = entry
+        for (name, seed), (cumulative, agent) in zip(runs_of_group, played, strict=True):
+            entry = {"cumulative_regret": cumulative.tolist(), "seconds": seconds, "runs_per_forward": env.num_envs}
+            for attribute in RATIO_ATTRIBUTES:
+                if hasattr(agent, attribute):
+                    entry[attribute] = [float(v) for v in getattr(agent, attribute)]
+            runs[f"{name}/{seed}"] = entry
         if json_path:
             write_json(results, json_path)
     t = np.arange(1, args.rounds + 1)
@@ -298,6 +319,107 @@ def main(args: Args) -> dict[str, Any]:
         write_json(results, json_path)
         print(f"wrote {args.out_dir}/regret.png and regret.json")
     return results
+
+
+RATIO_ATTRIBUTES = ("prefix_ratio_max", "prefix_ratio_mean", "prefix_inverse_ratio_max", "prefix_inverse_ratio_mean")
+"""EOFUL's Assumption 4 ratios (``record_ratios=True``), one float per round each, kept with its run."""
+
+
+def queries_of_runs(env: Any, seeds: list[int], rounds: int) -> list[int]:
+    """The distinct query indices of rounds ``1..rounds`` of the env's streams seeded with ``seeds`` (sorted)."""
+    from tokenized_bandit_gym.core.round_streams import RoundStreams
+
+    base = env.unwrapped
+    drawn = [
+        RoundStreams.from_seed(seed).draw_many(base.problem.num_queries, base.noise_model, rounds)[0] for seed in seeds
+    ]
+    return sorted({int(query) for stream in drawn for query in stream})
+
+
+def warm_benchmarks(env: Any, seeds: list[int], rounds: int, chunk: int) -> None:
+    """Decode the oracle-greedy benchmark of every query the runs of ``seeds`` will meet, ``chunk`` queries at once.
+
+    The env computes a query's benchmark (greedy decoding with the true utility, cached per query) when a round on
+    it ends, one query at a time; its k candidate rows alone use the CPU's matmul poorly. The queries of rounds
+    ``1..T`` of a seed are known in advance (:class:`~tokenized_bandit_gym.core.round_streams.RoundStreams`, the
+    streams the env draws them from), so they are decoded here in batches of ``chunk`` queries
+    (``chunk * k`` candidate rows per forward); the runs then find them cached. Queries already cached are skipped.
+    """
+    import torch
+
+    from tokenized_bandit_gym.evaluation.progress import ProgressCounter
+
+    if chunk < 1:
+        raise SystemExit(f"--benchmark-chunk must be >= 1, got {chunk}")
+    problem = env.unwrapped.problem
+    queries = [query for query in queries_of_runs(env, seeds, rounds) if not problem.has_oracle_greedy(query)]
+    bar = ProgressCounter(len(queries), "oracle greedy, every query ahead", "benchmark", leave=False)
+    for start in range(0, len(queries), chunk):
+        part = queries[start : start + chunk]
+        problem.oracle_greedy(torch.tensor(part, device=problem.device))
+        bar.update(len(part))
+    bar.close()
+
+
+def play_rows(
+    env: Any, runs: list[tuple[str, int]], args: Args, expected: tuple[int, float] | None = None
+) -> list[tuple[Any, Any]]:
+    """Play the (agent, seed) ``runs`` for ``args.rounds`` rounds each as the rows of the vector env ``env``.
+
+    Row i is the single env reset with its run's seed, played by its own agent (reset with the same seed): what
+    ``run_online(single env, agent, T, seed)`` plays, to float rounding, but the rows' candidates go through one
+    forward per step, and rows of one seed share each query's prefill (common random numbers: the same queries).
+    With ``expected = (groups, benchmark seconds)`` the expected time of that many such groups, each with its
+    benchmark decodes, is printed after the first round.
+
+    Returns:
+        Per run, its cumulative regret ``(T,)`` and its agent.
+    """
+    from tokenized_bandit_gym.evaluation.progress import ProgressCounter
+    from tokenized_bandit_gym.evaluation.run_online_vector import vector_task
+    from tokenized_bandit_gym.independent_agents import IndependentAgents
+
+    task = vector_task(env, args.rounds)
+    agents = [make_agent(name, env, args) for name, _ in runs]
+    for agent, (_, seed) in zip(agents, runs, strict=True):
+        agent.reset(task, seed)
+    rows = IndependentAgents(lambda: agents[0])
+    rows.agents = agents  # row i's own agent, reset above with its own seed
+    regret = np.zeros((len(runs), args.rounds))  # (N, T)
+    played = np.zeros(len(runs), dtype=np.int64)  # (N,) rounds recorded per row
+    observations, infos = env.reset(seed=[seed for _, seed in runs])
+    needs_action = np.ones(len(runs), dtype=bool)
+    label = ", ".join(f"{AGENT_LABELS.get(name, name)}/{seed}" for name, seed in runs)
+    bar = ProgressCounter(len(runs) * args.rounds, label, "round", leave=False)
+    start = time.perf_counter()
+    while played.min() < args.rounds:
+        actions = rows.act_batch(observations, infos, needs_action)
+        observations, rewards, terminated, _, infos = env.step(actions)
+        needs_action = ~terminated
+        ended = np.flatnonzero(terminated & (played < args.rounds))  # rows past T play on unrecorded, untaught
+        if ended.size == 0:
+            continue
+        final = {
+            key: value[ended]
+            for key, value in infos.items()
+            if not key.startswith("_") and bool(np.asarray(infos[f"_{key}"])[ended].all())
+        }
+        rows.update_batch(ended, {key: value[ended] for key, value in observations.items()}, rewards[ended], final)
+        regret[ended, played[ended]] = final["regret"]
+        played[ended] += 1
+        bar.update(int(ended.size))
+        if expected is not None and played.min() == 1:
+            (groups, benchmark_seconds), per_round = expected, time.perf_counter() - start
+            print(
+                f"{groups} groups of {len(runs)} runs (agent x seed as rows of one forward) x {args.rounds} "
+                f"rounds, L={args.max_length}, top-{args.top_k}: expected run time about "
+                f"{(per_round * args.rounds + benchmark_seconds) * groups / 60:.1f} min ({per_round:.2f} s for the "
+                f"first round, {benchmark_seconds:.0f} s for the group's benchmarks)",
+                flush=True,
+            )
+            expected = None
+    bar.close()
+    return [(np.cumsum(regret[row]), agent) for row, agent in enumerate(agents)]
 
 
 def write_json(results: dict[str, Any], path: str) -> None:
@@ -337,9 +459,10 @@ def plot(results: dict[str, Any], t: np.ndarray, bound: np.ndarray, path: str) -
 
 
 if __name__ == "__main__":
-    use_small_work_threads()  # one torch thread unless OMP_NUM_THREADS says otherwise
     try:
-        main(parse_args())
+        arguments = parse_args()
+        use_small_work_threads(arguments.threads or None)  # one torch thread unless --threads/OMP_NUM_THREADS say
+        main(arguments)
     except SystemExit as stop:
         if isinstance(stop.code, str):
             print(stop.code, file=sys.stderr)

@@ -69,3 +69,40 @@ def test_real_llm_preset_is_the_paper_setting_short_on_smollm2() -> None:
     assert (args.max_length, args.top_k, args.gamma, args.theta) == (30, 15, 0.8, 0.5)
     assert (args.rounds, args.seeds) == (100, "0,1,2")
     assert parse_args(["--real-llm", "--rounds", "1000"]).rounds == 1000
+
+
+@pytest.mark.slow
+def test_runs_as_rows_of_one_forward_play_what_single_envs_play() -> None:
+    """Each (agent, seed) row of the vector env plays what run_online plays on a single env with that seed."""
+    if not alignment_stack_available():
+        pytest.skip("TokenizedAlignment-v0 and the reproduction agents are not installed")
+    import gymnasium as gym
+
+    from examples.reproduce_regret import (
+        ENV_ID,
+        RATIO_ATTRIBUTES,
+        Args,
+        env_kwargs,
+        make_agent,
+        make_env,
+        play_rows,
+        warm_benchmarks,
+    )
+    from tokenized_bandit_gym.evaluation import run_online
+
+    args = Args(rounds=3, max_length=4, top_k=3, theta=0.5)
+    runs = [(name, seed) for seed in (0, 1) for name in ("eoful", "fixed_theta_greedy", "misaligned_greedy")]
+    rows = make_env(args, len(runs))
+    warm_benchmarks(rows, [0, 1], args.rounds, chunk=2)
+    played = play_rows(rows, runs, args)
+    problem = rows.unwrapped.problem
+    single = gym.make(ENV_ID, **env_kwargs(args) | {"model": problem.model, "tokenizer": problem.tokenizer})
+    for (name, seed), (cumulative, agent) in zip(runs, played, strict=True):
+        reference_agent = make_agent(name, single, args)
+        reference = run_online(single, reference_agent, rounds=args.rounds, seed=seed)
+        assert cumulative.shape == (args.rounds,)
+        np.testing.assert_allclose(cumulative, reference.cumulative_regret, atol=1e-5)
+        for attribute in RATIO_ATTRIBUTES:  # EOFUL's Assumption 4 ratios, one per round
+            if hasattr(reference_agent, attribute):
+                np.testing.assert_allclose(getattr(agent, attribute), getattr(reference_agent, attribute), rtol=1e-4)
+    assert len(played[0][1].prefix_ratio_max) == args.rounds

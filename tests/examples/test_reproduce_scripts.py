@@ -82,3 +82,19 @@ def test_wrong_theta_is_minus_theta_by_default(load_script):
     torch.testing.assert_close(wrong[:-1], -problem.theta[:-1])
     constant = module.wrong_theta(problem, -0.5)
     torch.testing.assert_close(constant[:-1], torch.full_like(constant[:-1], -0.5 * (1.0 - problem.gamma)))
+
+
+@pytest.mark.slow
+def test_reproduce_ratio_rerun_resumes_instead_of_repeating(tmp_path):
+    """A second call with the same settings and --out-dir plots the finished run again without running EOFUL."""
+    if not alignment_stack_available():
+        pytest.skip("TokenizedAlignment-v0 and EOFUL are not installed")
+    first = run_script("reproduce_ratio.py", *TINY, "--out-dir", "out", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    summary = json.loads((tmp_path / "out" / "ratio.json").read_text())
+    second = run_script("reproduce_ratio.py", *TINY, "--out-dir", "out", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    assert "resuming" in second.stdout and "expected run time" not in second.stdout
+    assert json.loads((tmp_path / "out" / "ratio.json").read_text()) == summary
+    other = run_script("reproduce_ratio.py", *TINY, "--seed", "1", "--out-dir", "out", cwd=tmp_path)
+    assert other.returncode == 0 and "resuming" not in other.stdout  # other settings: a new run

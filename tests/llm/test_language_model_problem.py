@@ -160,6 +160,20 @@ def test_batched_greedy_equals_single_rows_and_beam_is_no_worse(stories: tuple[A
     assert bool((beam.utility >= problem.oracle_greedy(torch.arange(3)).utility - 1e-12).all())
 
 
+def test_oracle_greedy_decoded_ahead_in_a_batch_equals_one_query_at_a_time(stories: tuple[Any, Any]) -> None:
+    """The reproduction decodes benchmarks ahead, several queries per forward: the cache then holds what one
+    query's own decode gives (to float rounding), and has_oracle_greedy says which queries are cached."""
+    ahead = LanguageModelProblem(*stories, QUERIES, max_length=4, top_k=3)
+    alone = LanguageModelProblem(*stories, QUERIES, max_length=4, top_k=3)
+    assert not any(ahead.has_oracle_greedy(query) for query in range(3))
+    ahead.oracle_greedy(torch.tensor([2, 0]))
+    assert [ahead.has_oracle_greedy(query) for query in range(3)] == [True, False, True]
+    for query in (0, 2):
+        cached, decoded = ahead.oracle_greedy(torch.tensor([query])), alone.oracle_greedy(torch.tensor([query]))
+        torch.testing.assert_close(cached.utility, decoded.utility, atol=1e-5, rtol=0)
+        assert torch.equal(cached.responses, decoded.responses)
+
+
 def test_decoding_problem_without_embeddings(stories: tuple[Any, Any]) -> None:
     """gamma = 1 and no embeddings: one forward of the chosen token per step; u = v(p)."""
     problem = LanguageModelProblem(

@@ -101,18 +101,17 @@ def test_check_model_says_ok(instruct: tuple[Any, Any]) -> None:
     assert [verdict.verdict for verdict in verdicts] == ["ok"] * len(verdicts), verdicts
 
 
-@pytest.mark.parametrize("agent_name", ["eoful", "fixed_theta_greedy", "misaligned_greedy"])
-def test_every_reproduction_agent_plays_a_few_rounds(instruct: tuple[Any, Any], agent_name: str) -> None:
-    import gymnasium as gym
-
-    from examples.reproduce_regret import Args, make_agent
-    from tokenized_bandit_gym.evaluation import run_online
+def test_every_reproduction_agent_plays_a_few_fixed_length_rounds(instruct: tuple[Any, Any]) -> None:
+    """reproduce_regret.py's run on this model, tiny: the three agents as rows of one vector env, fixed length."""
+    from examples.reproduce_regret import Args, make_env, play_rows, warm_benchmarks
 
     model, tokenizer = instruct
-    env = gym.make(
-        "TokenizedAlignment-v0", model=model, tokenizer=tokenizer, queries="paper", max_length=3, top_k=3,
-        embedding_norm="none", theta=[0.5] * model.config.hidden_size,
-    )  # fmt: skip
-    agent = make_agent(agent_name, env, Args(max_length=3, top_k=3))
-    result = run_online(env, agent, rounds=2, seed=0)
-    assert result.regret.shape == (2,) and np.isfinite(result.regret).all()
+    args = Args(model=MODEL, rounds=2, max_length=3, top_k=3, theta=0.5)
+    runs = [(name, 0) for name in ("eoful", "fixed_theta_greedy", "misaligned_greedy")]
+    env = make_env(args, len(runs), model=model, tokenizer=tokenizer)
+    assert env.unwrapped.problem.fixed_length and env.unwrapped.problem.chat_template
+    warm_benchmarks(env, [0], args.rounds, chunk=2)
+    played = play_rows(env, runs, args)
+    for cumulative, _agent in played:
+        assert cumulative.shape == (2,) and np.isfinite(cumulative).all()
+    assert len(played[0][1].prefix_ratio_max) == args.rounds  # EOFUL recorded Assumption 4's ratios

@@ -481,6 +481,10 @@ class LanguageModelProblem:
                 self._greedy[query] = (float(decoded.utility[row]), decoded.responses[row])
         return self._gather(self._greedy, [(int(q)) for q in queries.tolist()])
 
+    def has_oracle_greedy(self, query: int) -> bool:
+        """Whether the greedy benchmark of query index ``query`` is cached (:meth:`oracle_greedy` decodes no more)."""
+        return int(query) in self._greedy
+
     def oracle_beam(self, queries: torch.Tensor, width: int) -> DecodedResponses:
         """The better of beam search of ``width`` and greedy decoding, per query (cached)."""
         queries = torch.as_tensor(queries, device=self.device, dtype=torch.int64).reshape(-1)

@@ -13,7 +13,7 @@ means of one forward's hidden states: ``e(z^(1:k)) = cumsum(h)_k / k``. Pooling 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -78,11 +78,17 @@ class PrefixEmbedder:
         return list(self.tokenizer(text, truncation=True, max_length=self.max_tokens)["input_ids"])
 
     @torch.no_grad()
-    def prefix_embeddings(self, sequences: Sequence[Sequence[int]]) -> list[torch.Tensor]:
+    def prefix_embeddings(
+        self,
+        sequences: Sequence[Sequence[int]],
+        on_batch: Callable[[list[int], list[torch.Tensor]], None] | None = None,
+    ) -> list[torch.Tensor]:
         """Return ``e(z^(1:k))`` for every ``k`` of every sequence.
 
         Args:
             sequences: Token-id sequences, each non-empty and at most ``max_tokens`` long.
+            on_batch: Called after each forward with the indices (into ``sequences``) of the batch and their
+                embeddings (a progress bar, or a cache that lets an interrupted run resume).
 
         Returns:
             One float32 CPU tensor of shape ``(|z|, d)`` per sequence; row ``k - 1`` is the mean of the last-layer
@@ -112,4 +118,6 @@ class PrefixEmbedder:
             means = (running / counts[None, :, None]).float().cpu()  # (B, T, d)
             for row, i in enumerate(batch):
                 results[i] = means[row, : lengths[row]]  # (|z|, d)
+            if on_batch is not None:
+                on_batch(batch, [means[row, : lengths[row]] for row in range(len(batch))])
         return [r for r in results if r is not None]

@@ -46,3 +46,35 @@ def test_validate_ddmc_example_runs(tmp_path):
     result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "Spearman" in result.stdout and (tmp_path / "fig.png").exists()
+
+
+def test_resume_dir_reuses_the_kept_embeddings_and_embeds_only_what_is_missing(tmp_path, monkeypatch):
+    """An interrupted embedding resumes: kept batches are reused, and the table equals an uncached run's."""
+    from tokenized_bandit_gym.evaluation.ddmc import prefix_pair_table
+    from tokenized_bandit_gym.evaluation.ddmc.answer_pair_loaders import load_answer_pairs
+    from tokenized_bandit_gym.evaluation.ddmc.resources import resolve_dataset
+    from tokenized_bandit_gym.llm.prefix_embedder import PrefixEmbedder
+
+    pairs = load_answer_pairs(resolve_dataset("truthfulqa"), max_items=3)
+    embedder = PrefixEmbedder(batch_size=4)
+    reference = prefix_pair_table.build_prefix_pair_table(pairs, embedder)
+    embedded: list[int] = []
+    original = embedder.prefix_embeddings
+
+    def interrupted(sequences, on_batch=None):
+        embedded.append(len(sequences))
+        if len(embedded) == 1:  # the first run stops after its first batch, as a killed process would
+            first = original(sequences[:4], on_batch=on_batch)
+            raise KeyboardInterrupt(len(first))
+        return original(sequences, on_batch=on_batch)
+
+    monkeypatch.setattr(embedder, "prefix_embeddings", interrupted)
+    try:
+        prefix_pair_table.build_prefix_pair_table(pairs, embedder, cache_dir=tmp_path)
+    except KeyboardInterrupt:
+        pass
+    assert len(list(tmp_path.glob("batch-*.pt"))) == 1
+    resumed = prefix_pair_table.build_prefix_pair_table(pairs, embedder, cache_dir=tmp_path)
+    assert embedded[1] == embedded[0] - 4  # only the texts the interrupted run had not embedded
+    np.testing.assert_allclose(resumed.distances, reference.distances, rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(resumed.common_suffix, reference.common_suffix)

@@ -74,6 +74,12 @@ def add_ddmc_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
         default=None,
         help="truncate each query:answer text to this many tokens (default: the model's context length)",
     )
+    parser.add_argument(
+        "--resume-dir",
+        default=None,
+        help="keep the embeddings in this folder, batch by batch, and reuse those there: rerunning an interrupted "
+        "command embeds only what is missing (default: none kept)",
+    )
     parser.add_argument("--plot", default=None, help="also write the figure to this PNG file")
     parser.add_argument("--json", default=None, help="also write the full report to this JSON file")
     return parser

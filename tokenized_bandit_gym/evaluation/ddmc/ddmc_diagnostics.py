@@ -42,6 +42,8 @@ def run_ddmc_diagnostics(
     batch_size: int = 16,
     max_tokens: int | None = None,
     embedder: PrefixEmbedder | None = None,
+    progress: bool = False,
+    cache_dir: str | os.PathLike[str] | None = None,
 ) -> tuple[DDMCReport, PrefixPairTable]:
     """Measure how embedding distances of answer prefixes depend on their common suffix.
 
@@ -60,6 +62,9 @@ def run_ddmc_diagnostics(
         max_tokens: Truncation length (default: the model's context length).
         embedder: A ready ``PrefixEmbedder`` to reuse (then ``model``, ``device``, ``batch_size`` and
             ``max_tokens`` are ignored).
+        progress: Show a progress bar over the texts embedded.
+        cache_dir: Keep the embeddings there, batch by batch, and reuse them: a rerun after an interruption
+            embeds only what is missing (``build_prefix_pair_table``).
 
     Returns:
         The report and the prefix-pair table it summarizes.
@@ -69,7 +74,7 @@ def run_ddmc_diagnostics(
     start = time.perf_counter()
     if embedder is None:
         embedder = PrefixEmbedder(model, device=device, batch_size=batch_size, max_tokens=max_tokens)
-    table = build_prefix_pair_table(pairs, embedder)
+    table = build_prefix_pair_table(pairs, embedder, progress=progress, cache_dir=cache_dir)
     settings: dict[str, object] = {
         "model": _model_label(embedder.model_path),
         "dataset": f"{dataset} ({path.name})" if os.fspath(dataset) != path.name else path.name,
@@ -125,6 +130,8 @@ def ddmc_command(args: argparse.Namespace) -> int:
         num_bootstrap=args.num_bootstrap,
         seed=args.seed,
         embedder=embedder,
+        progress=True,
+        cache_dir=args.resume_dir,
     )
     print(report.format_text())
     for target, writer in ((args.plot, plot_ddmc_report), (args.json, DDMCReport.save_json)):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -57,7 +60,12 @@ class PrefixPairTable:
         return self.distances[:, DISTANCE_NAMES.index(name)]
 
 
-def build_prefix_pair_table(pairs: Sequence[AnswerPair], embedder: PrefixEmbedder) -> PrefixPairTable:
+def build_prefix_pair_table(
+    pairs: Sequence[AnswerPair],
+    embedder: PrefixEmbedder,
+    progress: bool = False,
+    cache_dir: str | os.PathLike[str] | None = None,
+) -> PrefixPairTable:
     """Tokenize and embed every answer pair and tabulate its aligned prefix pairs.
 
     Each distinct text is tokenized and run through the model once (TruthfulQA's best answer is shared by
@@ -66,6 +74,10 @@ def build_prefix_pair_table(pairs: Sequence[AnswerPair], embedder: PrefixEmbedde
     Args:
         pairs: The answer pairs.
         embedder: Tokenizer and model.
+        progress: Show a progress bar over the texts embedded.
+        cache_dir: Keep every forward's embeddings there (one file per batch, written atomically, keyed by the
+            model and the token ids), and reuse those found: a run interrupted while embedding resumes where it
+            stopped.
 
     Returns:
         The table; pairs whose texts tokenize identically contribute only non-diverged rows.
@@ -78,7 +90,7 @@ def build_prefix_pair_table(pairs: Sequence[AnswerPair], embedder: PrefixEmbedde
     texts = sorted({text for pair in pairs for text in (pair.text_a, pair.text_b)})
     index = {text: i for i, text in enumerate(texts)}
     tokens = [embedder.tokenize(text) for text in texts]
-    embeddings = embedder.prefix_embeddings(tokens)  # list of (|z|, d)
+    embeddings = _embedded(tokens, embedder, progress, cache_dir)  # list of (|z|, d)
     first = [index[pair.text_a] for pair in pairs]
     second = [index[pair.text_b] for pair in pairs]
     return table_from_embeddings(
@@ -88,6 +100,46 @@ def build_prefix_pair_table(pairs: Sequence[AnswerPair], embedder: PrefixEmbedde
         [embeddings[i] for i in second],
         items=[pair.item for pair in pairs],
     )
+
+
+def _embedded(
+    tokens: list[list[int]], embedder: PrefixEmbedder, progress: bool, cache_dir: str | os.PathLike[str] | None
+) -> list[torch.Tensor]:
+    """``embedder.prefix_embeddings(tokens)``, with a progress bar and the batches kept in ``cache_dir``."""
+    from tokenized_bandit_gym.evaluation.progress import ProgressCounter
+
+    keys = [_sequence_key(embedder, sequence) for sequence in tokens]
+    found: dict[str, torch.Tensor] = {}
+    folder = Path(cache_dir) if cache_dir is not None else None
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+        for batch_file in sorted(folder.glob("batch-*.pt")):
+            found |= torch.load(batch_file, map_location="cpu", weights_only=True)
+    missing = [index for index, key in enumerate(keys) if key not in found]
+    bar = ProgressCounter(len(tokens), "embedding texts", "text", enabled=progress)
+    bar.update(len(tokens) - len(missing))
+
+    def keep(batch: list[int], batch_embeddings: list[torch.Tensor]) -> None:
+        bar.update(len(batch))
+        if folder is None:
+            return
+        entries = {keys[missing[i]]: embedding.clone() for i, embedding in zip(batch, batch_embeddings, strict=True)}
+        name = hashlib.blake2b("".join(sorted(entries)).encode(), digest_size=12).hexdigest()
+        target = folder / f"batch-{name}.pt"
+        torch.save(entries, f"{target}.tmp")
+        os.replace(f"{target}.tmp", target)  # atomic: a killed run leaves whole batches only
+
+    computed = embedder.prefix_embeddings([tokens[index] for index in missing], on_batch=keep)
+    bar.close()
+    found |= {keys[index]: embedding for index, embedding in zip(missing, computed, strict=True)}
+    return [found[key] for key in keys]
+
+
+def _sequence_key(embedder: PrefixEmbedder, sequence: list[int]) -> str:
+    """What a cached embedding is keyed by: the model (path or id, dtype, device type) and the token ids."""
+    weights = embedder.language_model.get_input_embeddings().weight
+    described = f"{embedder.model_path}|{weights.dtype}|{weights.device.type}|{','.join(map(str, sequence))}"
+    return hashlib.blake2b(described.encode(), digest_size=16).hexdigest()
 
 
 def table_from_embeddings(
