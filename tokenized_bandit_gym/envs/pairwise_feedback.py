@@ -30,7 +30,6 @@ and ``noise = reward - sigma((u1 - u2) / tau)`` (the comparison's zero-mean nois
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
