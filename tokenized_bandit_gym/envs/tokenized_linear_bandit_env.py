@@ -86,6 +86,8 @@ class TokenizedLinearBanditEnv(TokenizedBanditEnv):
     second response can depend on the first (the dueling agents choose it relative to the
     first); see :mod:`tokenized_bandit_gym.envs.pairwise_feedback`.
 
+    >>> import gymnasium as gym
+    >>> import tokenized_bandit_gym
     >>> env = gym.make("TokenizedLinearBandit-v0", feedback="pairwise", preference_temperature=0.1)
     >>> observation, info = env.reset(seed=0)
     >>> terminated, steps = False, 0
