@@ -22,7 +22,8 @@ Reported (printed, saved as JSON and a figure):
   greedy's on the same query: the Bradley-Terry probability ``sigma((u - u_mg) / tau)`` averaged
   over rounds, and the fraction of rounds with a strictly higher utility;
 * the cost of comparisons at equal rounds: the cumulative regret of the pairwise agents' first
-  responses over EOFUL's with scalar feedback.
+  responses over EOFUL's with scalar feedback; the same on a small fixed-length TLB, where the
+  learners converge within the default ``tlb_rounds`` (seconds).
 
 The defaults use the shipped stories260K and a few rounds so that they finish in minutes on a CPU.
 On stories260K the paper's ``v = log p`` with gamma = 0.8 makes the LM term dominate the utility, so
@@ -81,6 +82,8 @@ class Args:
     """where pairwise.json and pairwise.png are written (empty: nothing written)"""
     figure: str = ""
     """also write the figure to this path (e.g. docs/figures/pairwise_stories260K.png)"""
+    tlb_rounds: int = 2000
+    """rounds of the same comparison on a small fixed-length TLB, where the learners converge (0: skip)"""
 
 
 def play(env: Any, agent: Any, rounds: int, seed: int) -> dict[str, list[float]]:
@@ -158,6 +161,8 @@ def main(args: Args) -> dict[str, Any]:
         line = ", ".join(f"{key} {value:.3f}" for key, value in values.items())
         print(f"{AGENTS[name][0]:<26} {line}")
     results = {"settings": vars(args), "summary": summary, "runs": runs}
+    if args.tlb_rounds:
+        results["tlb"] = tlb_comparison(args)
     if args.out_dir:
         os.makedirs(args.out_dir, exist_ok=True)
         with open(os.path.join(args.out_dir, "pairwise.json"), "w", encoding="utf-8") as handle:
@@ -168,6 +173,31 @@ def main(args: Args) -> dict[str, Any]:
         plot(results, args.figure)
         print(f"wrote {args.figure}")
     return results
+
+
+def tlb_comparison(args: Args) -> dict[str, float]:
+    """Cumulative regret at equal rounds on a small fixed-length TLB: EOFUL (scalar) against the pairwise agents.
+
+    ``vocab_size=8, max_length=4, embedding_dim=3``, exact DDMC (greedy with the true utility is
+    optimal), scalar noise sigma = 0.1, comparisons at tau = 0.2; the pairwise agents' first
+    response and dueling regrets.
+    """
+    import gymnasium as gym
+
+    from tokenized_bandit_gym import agents
+
+    instance = {"vocab_size": 8, "max_length": 4, "embedding_dim": 3, "fixed_length": True}
+    scalar = gym.make("TokenizedLinearBandit-v0", **instance)
+    pairwise = gym.make("TokenizedLinearBandit-v0", **instance, feedback="pairwise", preference_temperature=0.2)
+    eoful = float(np.sum(play(scalar, agents.make("eoful"), args.tlb_rounds, args.seed)["regret"]))
+    comparison = {"eoful_scalar": eoful}
+    for name in ("dueling_eoful", "tpop"):
+        run = play(pairwise, agents.make(name), args.tlb_rounds, args.seed)
+        comparison[f"{name}_first_response"] = float(np.sum(run["first_regret"]))
+        comparison[f"{name}_dueling"] = float(np.sum(run["regret"]))
+    line = ", ".join(f"{key} {value:.2f}" for key, value in comparison.items())
+    print(f"small TLB, cumulative regret over {args.tlb_rounds} rounds: {line}")
+    return comparison
 
 
 def plot(results: dict[str, Any], path: str) -> None:
@@ -209,7 +239,7 @@ def plot(results: dict[str, Any], path: str) -> None:
         fontsize=9,
     )
     figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    figure.savefig(path, dpi=100)
     plt.close(figure)
 
 

@@ -18,7 +18,7 @@ def test_pairwise_alignment_runs_every_agent_on_its_feedback(tmp_path: Path) -> 
     module = importlib.util.module_from_spec(spec)
     sys.modules["example_pairwise_alignment"] = module
     spec.loader.exec_module(module)
-    args = module.Args(rounds=3, max_length=3, top_k=3, theta="random", out_dir=str(tmp_path / "out"))
+    args = module.Args(rounds=3, max_length=3, top_k=3, theta="random", tlb_rounds=5, out_dir=str(tmp_path / "out"))
     results = module.main(args)
     assert set(results["runs"]) == {"eoful", "dueling_eoful", "tpop", "misaligned_greedy"}
     for name, run in results["runs"].items():
@@ -31,3 +31,4 @@ def test_pairwise_alignment_runs_every_agent_on_its_feedback(tmp_path: Path) -> 
     assert misaligned["preference_probability_over_misaligned"] == 0.5  # against itself
     assert misaligned["higher_utility_than_misaligned"] == 0.0
     assert (tmp_path / "out" / "pairwise.png").stat().st_size > 0
+    assert all(np.isfinite(value) for value in results["tlb"].values())
