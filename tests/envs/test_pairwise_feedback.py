@@ -224,3 +224,10 @@ def test_bad_feedback_is_refused_naming_the_value() -> None:
         gym.make("TokenizedAlignment-v0", feedback="Pairwise")
     with pytest.raises(ValueError, match="nan"):
         gym.make_vec("TokenizedAlignment-v0", 2, feedback="pairwise", preference_temperature=math.nan)
+
+
+def test_the_arena_refuses_pairwise_feedback() -> None:
+    from tokenized_bandit_gym.adapters.pettingzoo_arena import TokenizedBanditArena
+
+    with pytest.raises(ValueError, match="feedback='pairwise'"):
+        TokenizedBanditArena("TokenizedLinearBandit-v0", ["a", "b"], feedback="pairwise")
