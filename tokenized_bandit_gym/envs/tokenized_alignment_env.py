@@ -58,6 +58,8 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
     | ``candidate_embeddings`` | ``Box((k, d + 1), float32)`` | ``[e(x, y:tau) : v(p(x, y:tau))]`` |
     | ``candidate_logprobs`` | ``Box(-inf, 0, (k,), float32)`` | ``log p(tau given x, y)`` |
     | ``action_mask`` | ``MultiBinary(k)`` | allowed actions |
+    | ``first_response`` | ``MultiDiscrete([n] * L)`` | pairwise feedback only: the round's first response |
+    | ``first_length`` | ``Discrete(L + 1)`` | pairwise feedback only: its length (0 while it is decoded) |
 
     ## Rewards
 
@@ -185,7 +187,8 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
 
     * v0: initial release. Before the first published leaderboard, the default became
       ``fixed_length=True`` (EOS only at position L, the paper's setting): with free lengths an
-      empty answer beat the benchmark. ``fixed_length=False`` gives the earlier dynamics.
+      empty answer beat the benchmark. ``fixed_length=False`` gives the earlier dynamics. Later,
+      still v0: the opt-in ``feedback="pairwise"`` (the default ``"scalar"`` changes nothing).
     """
 
     def __init__(

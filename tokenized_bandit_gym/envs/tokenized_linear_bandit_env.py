@@ -48,6 +48,8 @@ class TokenizedLinearBanditEnv(TokenizedBanditEnv):
     | ``candidate_tokens`` | ``MultiDiscrete([n] * n)`` | token id of each action |
     | ``candidate_embeddings`` | ``Box(-1, 1, (n, d), float32)`` | ``e(x, y:tau)`` per candidate |
     | ``action_mask`` | ``MultiBinary(n)`` | allowed actions |
+    | ``first_response`` | ``MultiDiscrete([n] * L)`` | pairwise feedback only: the round's first response |
+    | ``first_length`` | ``Discrete(L + 1)`` | pairwise feedback only: its length (0 while it is decoded) |
 
     ## Rewards
 
@@ -140,7 +142,8 @@ class TokenizedLinearBanditEnv(TokenizedBanditEnv):
 
     ## Version History
 
-    * v0: initial release.
+    * v0: initial release. Later, still v0: the opt-in ``feedback="pairwise"`` (the default
+      ``"scalar"`` keeps every earlier reward, observation and info unchanged).
     """
 
     def __init__(
