@@ -150,3 +150,14 @@ def test_reference_agents_play_pairwise_envs(name: str) -> None:
     assert np.all(result.regret >= -1e-12)
     if name == "oracle_greedy":  # greedy is optimal on a fixed-length exact-DDMC family (Theorem 5.1)
         np.testing.assert_allclose(result.regret, 0.0, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["dueling_eoful", "tpop"])
+def test_one_sub_env_of_the_vector_env_plays_exactly_the_single_env(name: str) -> None:
+    from tokenized_bandit_gym.evaluation.run_online_vector import run_online_vector
+
+    vector = gym.make_vec("TokenizedLinearBandit-v0", 1, **SMALL_PAIRWISE)
+    batched = run_online_vector(vector, lambda: agents.make(name), 25, seed=7)
+    single = run_online(pairwise_env(), agents.make(name), 25, seed=7)
+    np.testing.assert_array_equal(batched.regret, single.regret)
+    np.testing.assert_array_equal(batched.reward, single.reward)
