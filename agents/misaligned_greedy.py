@@ -20,6 +20,7 @@ class MisalignedGreedy:
     """
 
     name = "misaligned_greedy"
+    feedback_channels = ("scalar", "pairwise")  # it does not learn: any channel
 
     def reset(self, task: Task, seed: int | None = None) -> None:
         """Check that the task shows candidate log-probs.

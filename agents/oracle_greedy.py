@@ -21,6 +21,7 @@ class OracleGreedy:
     """
 
     name = "oracle_greedy"
+    feedback_channels = ("scalar", "pairwise")  # it does not learn: any channel
 
     def __init__(self) -> None:
         self._problem: TokenizedProblem | None = None

@@ -13,6 +13,7 @@ class RandomAgent:
     """Picks an allowed candidate uniformly at random at every position (never learns)."""
 
     name = "random"
+    feedback_channels = ("scalar", "pairwise")  # it does not learn: any channel
 
     def __init__(self) -> None:
         self._rng = np.random.default_rng()

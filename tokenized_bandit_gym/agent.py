@@ -18,6 +18,8 @@ class Agent(Protocol):
     """
 
     name: str
+    """The agent's registered name. An agent may also declare ``feedback_channels`` (a tuple of
+    ``"scalar"`` / ``"pairwise"``): the feedback it learns from, ``("scalar",)`` when absent."""
 
     def reset(self, task: Task, seed: int | None = None) -> None:
         """Forget everything and prepare to play ``task`` for ``task.horizon`` rounds."""
@@ -30,3 +32,27 @@ class Agent(Protocol):
     def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
         """Learn from the round just finished: its last observation, reward and info."""
         ...
+
+
+SCALAR_FEEDBACK = ("scalar",)
+"""What an agent that declares no ``feedback_channels`` learns from: the scalar reward."""
+
+
+def check_feedback(agent: object, task: Task) -> None:
+    """Refuse to play ``task`` with an agent that cannot learn from its feedback channel.
+
+    The run loops call it before ``agent.reset``; an agent names what it learns from in its
+    ``feedback_channels`` attribute (``("scalar",)`` when absent, so every scalar agent is refused
+    a pairwise env: its update would read a preference bit as a utility).
+
+    Raises:
+        ValueError: ``task.feedback`` is not among the agent's ``feedback_channels``, naming both.
+    """
+    channels = tuple(getattr(agent, "feedback_channels", SCALAR_FEEDBACK))
+    if task.feedback not in channels:
+        name = getattr(agent, "name", type(agent).__name__)
+        raise ValueError(
+            f"agent {name!r} learns from {' or '.join(channels)} feedback, but the env gives "
+            f"feedback={task.feedback!r}: use an agent for it (pairwise: 'dueling_eoful', 'tpop', 'random', "
+            "'oracle_greedy') or make the env with the agent's feedback"
+        )

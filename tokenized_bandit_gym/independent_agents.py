@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from tokenized_bandit_gym.agent import Agent
+from tokenized_bandit_gym.agent import Agent, check_feedback
 from tokenized_bandit_gym.task import Task
 
 
@@ -54,6 +54,7 @@ class IndependentAgents:
         """Build and reset N copies on ``task``; copy i gets ``seed + i``."""
         self.agents = [self._factory() for _ in range(num_envs)]
         self.name = f"independent[{getattr(self.agents[0], 'name', type(self.agents[0]).__name__)}]"
+        check_feedback(self.agents[0], task)
         for row, agent in enumerate(self.agents):
             agent.reset(task, None if seed is None else seed + row)
 

@@ -105,6 +105,8 @@ AGENT_ENTRY_POINTS: dict[str, str] = {
     "greedy_ucb": f"{_AGENTS}.greedy_ucb:GreedyUCB",
     "uct": f"{_AGENTS}.uct:UCT",
     "misaligned_greedy": f"{_AGENTS}.misaligned_greedy:MisalignedGreedy",
+    "dueling_eoful": f"{_AGENTS}.dueling_eoful:DuelingEOFUL",
+    "tpop": f"{_AGENTS}.tpop:TPOP",
 }
 
 

@@ -26,6 +26,9 @@ class Task:
         action_space: the env's action space.
         problem: the instance. Its embedding oracle (``problem.embed``) is public; only oracle
             baselines may read its hidden parameters, and they say so.
+        feedback: the env's feedback channel, ``"scalar"`` (reward ``u + eta``) or ``"pairwise"``
+            (two responses a round, reward a Bradley-Terry comparison); an agent learns from the
+            channels its ``feedback_channels`` names (see :func:`~tokenized_bandit_gym.agent.check_feedback`).
     """
 
     env_id: str | None
@@ -38,6 +41,7 @@ class Task:
     observation_space: gym.Space[Any]
     action_space: gym.Space[Any]
     problem: TokenizedBanditProblem[Any]
+    feedback: str = "scalar"
 
     @classmethod
     def from_env(cls, env: gym.Env[Any, Any], horizon: int) -> Task:
@@ -58,4 +62,5 @@ class Task:
             observation_space=env.observation_space,
             action_space=env.action_space,
             problem=problem,
+            feedback=getattr(base, "feedback", "scalar"),
         )

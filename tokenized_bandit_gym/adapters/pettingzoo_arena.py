@@ -70,7 +70,8 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
         **env_kwargs: constructor keywords for ``gym.make(env, ...)`` when ``env`` is an id.
 
     Raises:
-        ValueError: no or repeated agent names, keywords with an env object, an unknown render mode.
+        ValueError: no or repeated agent names, keywords with an env object, an unknown render mode,
+            an env with pairwise feedback (the arena's players each answer once a round).
         TypeError: ``env`` is not a tokenized bandit env (it has no ``round_batch``).
 
     >>> from tokenized_bandit_gym.adapters.pettingzoo_arena import TokenizedBanditArena
@@ -106,6 +107,8 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
         base = env.unwrapped
         if not hasattr(base, "round_batch") or not hasattr(base, "problem"):
             raise TypeError(f"env must be a tokenized bandit env, got {type(base).__name__}")
+        if getattr(base, "feedback", "scalar") != "scalar":
+            raise ValueError(f"the arena plays scalar feedback only, got an env with feedback={base.feedback!r}")
         self.env = env
         self.env_id = env.spec.id if env.spec is not None else None
         self.problem = base.problem

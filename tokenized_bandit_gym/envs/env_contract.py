@@ -59,11 +59,15 @@ class InfoSchema:
         max_length: L, the width of ``response`` and ``optimal_response``.
         embedding_dim: the width of ``response_embedding`` where the problem has features, else None.
         response_logprob: whether ``response_logprob`` (the LLM's ``log p(y | x)``) is reported.
+        pairwise: whether the comparison's entries are reported (pairwise feedback, see
+            :mod:`~tokenized_bandit_gym.envs.pairwise_feedback`): ``utilities`` ``(2,)`` float64
+            (fill zeros), ``preferred`` int (fill 0) and ``regret_weak`` float (fill 0.0).
     """
 
     max_length: int
     embedding_dim: int | None = None
     response_logprob: bool = False
+    pairwise: bool = False
 
     def pending(self, num_rows: int | None = None, device: torch.device | None = None) -> dict[str, Any]:
         """The round summary's fill values (new arrays), keyed and typed as :func:`round_summary` returns it.
@@ -102,6 +106,10 @@ class InfoSchema:
             pending["response_logprob"] = np.zeros(rows) if rows else 0.0
         if self.embedding_dim is not None:
             pending["response_embedding"] = np.zeros((*rows, self.embedding_dim), dtype=np.float32)
+        if self.pairwise:
+            pending["utilities"] = np.zeros((*rows, 2))
+            pending["preferred"] = np.zeros(rows, dtype=np.int64) if rows else 0
+            pending["regret_weak"] = np.zeros(rows) if rows else 0.0
         pending["round_ended"] = np.zeros(rows, dtype=bool) if rows else False
         if device is None or num_rows is None:
             return pending
@@ -147,6 +155,7 @@ def observation_space(
     num_candidates: int,
     candidate_embeddings: spaces.Box | None = None,
     candidate_logprobs: bool = False,
+    pairwise: bool = False,
 ) -> spaces.Dict:
     """The observation space of one round (DESIGN.md section 4): a flat ``Dict`` an SB3 policy takes.
 
@@ -157,6 +166,8 @@ def observation_space(
         num_candidates: k.
         candidate_embeddings: the ``(k, d)`` float32 features' space, where the problem has features.
         candidate_logprobs: include the candidates' ``(k,)`` log-probabilities (LLM envs).
+        pairwise: include the round's first response under pairwise feedback: ``first_response``
+            (``(L,)``, EOS while it is decoded) and ``first_length`` (0 while it is decoded).
     """
     observation: dict[str, spaces.Space[Any]] = {
         "query": spaces.MultiDiscrete(np.full(query_width, vocab_size, dtype=np.int64)),
@@ -170,6 +181,9 @@ def observation_space(
         observation["candidate_embeddings"] = candidate_embeddings
     if candidate_logprobs:
         observation["candidate_logprobs"] = spaces.Box(-np.inf, 0.0, shape=(num_candidates,), dtype=np.float32)
+    if pairwise:
+        observation["first_response"] = spaces.MultiDiscrete(np.full(max_length, vocab_size, dtype=np.int64))
+        observation["first_length"] = spaces.Discrete(max_length + 1)
     return spaces.Dict(observation)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import gymnasium as gym
@@ -10,7 +11,6 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from tokenized_bandit_gym.core.noise_model import NoiseModel
 from tokenized_bandit_gym.core.round_streams import RoundStreams
 from tokenized_bandit_gym.core.validation import check_choice, check_int
 from tokenized_bandit_gym.envs.env_contract import (
@@ -23,6 +23,7 @@ from tokenized_bandit_gym.envs.env_contract import (
     token_image,
 )
 from tokenized_bandit_gym.envs.language_model_round_batch import LanguageModelRoundBatch
+from tokenized_bandit_gym.envs.pairwise_feedback import FeedbackChannel, PairwiseRound
 from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 
 Observation = dict[str, np.ndarray | np.int64]
@@ -51,6 +52,9 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
         strict_actions: raise on a masked action instead of the forced EOS at position L.
         render_mode: None, ``"ansi"`` (text) or ``"rgb_array"`` (one coloured cell per token: the
             query on the top row, the response below; what SB3's ``make_vec_env`` asks for).
+        feedback: ``"scalar"`` or ``"pairwise"`` (two responses a round, reward the Bradley-Terry
+            preference bit; :mod:`~tokenized_bandit_gym.envs.pairwise_feedback`).
+        preference_temperature: tau > 0 of ``P(first preferred) = sigma((u1 - u2) / tau)``.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -67,6 +71,8 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
         observe_logprobs: bool,
         strict_actions: bool,
         render_mode: str | None,
+        feedback: str = "scalar",
+        preference_temperature: float = 1.0,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
@@ -78,7 +84,9 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name} must be a bool, got {flag!r}")
         self.problem = problem
-        self.noise_model = NoiseModel(noise, noise_scale)
+        self.feedback_channel = FeedbackChannel(feedback, preference_temperature)
+        self.feedback = feedback
+        self.noise_model = self.feedback_channel.noise_model(noise, noise_scale)
         self.optimal_kind = check_choice("optimal_kind", optimal_kind, OPTIMAL_KINDS)
         self.beam_width = check_int("beam_width", beam_width, minimum=1)
         self.strict_actions = strict_actions
@@ -102,6 +110,7 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
             num_candidates=k,
             candidate_embeddings=features,
             candidate_logprobs=self.observe_logprobs,
+            pairwise=self.feedback_channel.pairwise,
         )
         self.action_space = spaces.Discrete(k)
         self.rounds = self.round_batch(1, cache_initial_states=False)  # B = 1: the one round
@@ -109,6 +118,9 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
         self._mask = np.zeros(k, dtype=bool)  # (k,) the allowed candidates now, on the host
         self._noise = 0.0
         self._query = 0
+        self._pairwise: PairwiseRound | None = None
+        if self.feedback_channel.pairwise:
+            self._pairwise = PairwiseRound(length, problem.eos_token_id, self.feedback_channel.temperature)
 
     @property
     def eos_token_id(self) -> int:
@@ -128,7 +140,7 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
             host: unused (the LLM's state lives on its device).
             cache_initial_states: keep the initial state of every query of the pool.
         """
-        return LanguageModelRoundBatch(
+        batch = LanguageModelRoundBatch(
             self.problem,
             num_rows,
             optimal_kind=self.optimal_kind,
@@ -137,6 +149,8 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
             observe_logprobs=self.observe_logprobs,
             cache_initial_states=cache_initial_states,
         )
+        batch.info_schema = replace(batch.info_schema, pairwise=self.feedback_channel.pairwise)
+        return batch
 
     # ------------------------------------------------------------------ Gymnasium API
     def reset(
@@ -155,6 +169,8 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
             torch.tensor([self._query], dtype=torch.int64, device=device),
             torch.tensor([self._noise], dtype=torch.float64, device=device),
         )
+        if self._pairwise is not None:
+            self._pairwise.start()
         info = round_start_info(self._query, self.rounds.info_schema)
         info["benchmark_upper_bound"] = BENCHMARK_UPPER_BOUND
         return self._observe(), info
@@ -177,7 +193,17 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
         rounds.advance(torch.tensor([index], dtype=torch.int64, device=self.problem.device), None)
         terminated = bool(rounds.finished[0])
         summary = summary_row(rounds.round_summary(rounds.finished), 0) if terminated else None
-        reward, info = step_reward_and_info(self._query, forced_eos, summary, self._noise, rounds.info_schema)
+        pairwise = self._pairwise
+        if pairwise is None or summary is None:
+            reward, info = step_reward_and_info(self._query, forced_eos, summary, self._noise, rounds.info_schema)
+        elif not pairwise.deciding_second:  # the first response is complete: the second starts on the same query
+            pairwise.keep_first(summary)
+            rounds.restart(None, rounds.state.queries.clone(), rounds.noise.clone())
+            terminated = False
+            reward, info = step_reward_and_info(self._query, forced_eos, None, self._noise, rounds.info_schema)
+        else:
+            reward, summary = pairwise.finish(summary, self._noise)
+            info = step_reward_and_info(self._query, forced_eos, summary, self._noise, rounds.info_schema)[1]
         info["benchmark_upper_bound"] = BENCHMARK_UPPER_BOUND
         return self._observe(), reward, terminated, False, info
 
@@ -209,5 +235,7 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
     def _observe(self) -> Observation:
         """The round's observation (row 0 of the batch's); caches the mask on the host."""
         observed = observation_row(self.rounds.observe(), 0)
+        if self._pairwise is not None:
+            observed = self._pairwise.observation(observed)
         self._mask = observed["action_mask"].astype(bool)
         return observed

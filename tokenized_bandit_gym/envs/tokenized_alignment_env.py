@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from tokenized_bandit_gym.envs.language_model_bandit_env import LanguageModelBanditEnv
+from tokenized_bandit_gym.envs.pairwise_feedback import FeedbackChannel
 from tokenized_bandit_gym.llm.load_language_model import DEFAULT_MODEL
 from tokenized_bandit_gym.llm.make_language_model_problem import make_language_model_problem
 
@@ -57,6 +58,8 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
     | ``candidate_embeddings`` | ``Box((k, d + 1), float32)`` | ``[e(x, y:tau) : v(p(x, y:tau))]`` |
     | ``candidate_logprobs`` | ``Box(-inf, 0, (k,), float32)`` | ``log p(tau given x, y)`` |
     | ``action_mask`` | ``MultiBinary(k)`` | allowed actions |
+    | ``first_response`` | ``MultiDiscrete([n] * L)`` | pairwise feedback only: the round's first response |
+    | ``first_length`` | ``Discrete(L + 1)`` | pairwise feedback only: its length (0 while it is decoded) |
 
     ## Rewards
 
@@ -138,6 +141,16 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
     | ``min_length`` | None | EOS only from position m on (with ``fixed_length=False``; ``1 <= m <= L``) |
     | ``comparisons`` | None | with ``theta="comparisons"``: a ``.jsonl``(``.gz``) or ``.csv`` of pairs |
     | ``comparison_fields`` | ``("chosen", "rejected")`` | the two field (JSONL) or column (CSV) names |
+    | ``feedback`` | ``"scalar"`` | or ``"pairwise"``: two responses a round, reward a comparison |
+    | ``preference_temperature`` | 1.0 | tau of the Bradley-Terry comparison (pairwise) |
+
+    ``feedback="pairwise"``: a round (an episode) is two responses to the same query, decoded one
+    after the other (the observation's ``first_response``/``first_length`` show the first while
+    the second is decoded); the last reward is the preference bit, 1.0 when the first is
+    preferred, drawn from Bradley-Terry ``sigma((u1 - u2) / tau)``; the last info adds
+    ``utilities`` ``(2,)``, ``preferred`` and ``regret_weak``, and ``regret`` is the dueling
+    regret ``u* - (u1 + u2) / 2``. Why sequential rather than T-POP's lockstep
+    ``MultiDiscrete([k, k])``: :mod:`~tokenized_bandit_gym.envs.pairwise_feedback`.
 
     ``theta="hh-rlhf"`` (the shipped HH-RLHF pairs) or ``"comparisons"`` (the user's file) fits
     theta by Bradley-Terry on this model's own mean-pooled embeddings of the chosen and rejected
@@ -174,7 +187,8 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
 
     * v0: initial release. Before the first published leaderboard, the default became
       ``fixed_length=True`` (EOS only at position L, the paper's setting): with free lengths an
-      empty answer beat the benchmark. ``fixed_length=False`` gives the earlier dynamics.
+      empty answer beat the benchmark. ``fixed_length=False`` gives the earlier dynamics. Later,
+      still v0: the opt-in ``feedback="pairwise"`` (the default ``"scalar"`` changes nothing).
     """
 
     def __init__(
@@ -211,7 +225,10 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
         min_length: int | None = None,
         comparisons: str | os.PathLike[str] | None = None,
         comparison_fields: Sequence[str] = ("chosen", "rejected"),
+        feedback: str = "scalar",
+        preference_temperature: float = 1.0,
     ) -> None:
+        FeedbackChannel(feedback, preference_temperature)  # refused before the model loads
         problem = make_language_model_problem(
             model,
             tokenizer,
@@ -251,4 +268,6 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
             observe_logprobs=True,
             strict_actions=strict_actions,
             render_mode=render_mode,
+            feedback=feedback,
+            preference_temperature=preference_temperature,
         )

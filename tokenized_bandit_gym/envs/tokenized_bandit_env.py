@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import gymnasium as gym
@@ -9,7 +10,6 @@ import numpy as np
 from gymnasium import spaces
 
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
-from tokenized_bandit_gym.core.noise_model import NoiseModel
 from tokenized_bandit_gym.core.round_streams import RoundStreams
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.envs.env_contract import (
@@ -19,6 +19,7 @@ from tokenized_bandit_gym.envs.env_contract import (
     step_reward_and_info,
     token_image,
 )
+from tokenized_bandit_gym.envs.pairwise_feedback import FeedbackChannel, PairwiseRound
 from tokenized_bandit_gym.envs.round_batch import DeviceRoundBatch, HostRoundBatch, RoundBatch, SingleRoundBatch
 
 Observation = dict[str, np.ndarray | np.int64]
@@ -38,6 +39,10 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
             default any action at position L ends the response with EOS, ``info["forced_eos"]``).
         render_mode: None, ``"ansi"`` (text) or ``"rgb_array"`` (one coloured cell per token:
             the query on the top row, the response below; what SB3's ``make_vec_env`` asks for).
+        feedback: ``"scalar"`` (one response, reward ``u + eta``) or ``"pairwise"`` (two
+            responses decoded one after the other, reward the Bradley-Terry preference bit; see
+            :mod:`~tokenized_bandit_gym.envs.pairwise_feedback` for the semantics and why).
+        preference_temperature: tau > 0 of ``P(first preferred) = sigma((u1 - u2) / tau)``.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -51,13 +56,17 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         noise_scale: float,
         strict_actions: bool,
         render_mode: str | None,
+        feedback: str = "scalar",
+        preference_temperature: float = 1.0,
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
         if not isinstance(strict_actions, bool):
             raise TypeError(f"strict_actions must be a bool, got {strict_actions!r}")
         self.problem = problem
-        self.noise_model = NoiseModel(noise, noise_scale)
+        self.feedback_channel = FeedbackChannel(feedback, preference_temperature)
+        self.feedback = feedback
+        self.noise_model = self.feedback_channel.noise_model(noise, noise_scale)
         self.strict_actions = strict_actions
         self.render_mode = render_mode
         n, length = problem.vocab_size, problem.max_length
@@ -65,11 +74,21 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         features = None
         if isinstance(problem, LinearTokenizedProblem):
             features = spaces.Box(-1.0, 1.0, shape=(n, problem.embedding_dim), dtype=np.float32)
+        pairwise = self.feedback_channel.pairwise
         self.observation_space = observation_space(
-            vocab_size=n, query_width=query_width, max_length=length, num_candidates=n, candidate_embeddings=features
+            vocab_size=n,
+            query_width=query_width,
+            max_length=length,
+            num_candidates=n,
+            candidate_embeddings=features,
+            pairwise=pairwise,
         )
         self.action_space = spaces.Discrete(n)
         self.rounds = SingleRoundBatch(problem)  # the round batch of B = 1, on the memoised host path
+        self.rounds.info_schema = replace(self.rounds.info_schema, pairwise=pairwise)
+        self._pairwise: PairwiseRound | None = None
+        if pairwise:
+            self._pairwise = PairwiseRound(length, problem.eos_token_id, self.feedback_channel.temperature)
         self._streams: RoundStreams | None = None
 
     @property
@@ -90,7 +109,9 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         query, noise = self._streams.draw(self.problem.num_queries, self.noise_model)
         rounds = self.rounds
         rounds.restart(True, query, noise)
-        return rounds.observe(), round_start_info(query, rounds.info_schema)
+        if self._pairwise is not None:
+            self._pairwise.start()
+        return self._observe(), round_start_info(query, rounds.info_schema)
 
     def step(self, action: object) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         """Append one token; the reward is 0 until the response is complete.
@@ -112,8 +133,22 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         # token is EOS; the state is unfinished and shorter than L, as the core's extend() requires.
         rounds.advance(token)
         summary = rounds.round_summary(True) if rounds.finished else None
-        reward, info = step_reward_and_info(rounds.queries, forced_eos, summary, rounds.noise, rounds.info_schema)
-        return rounds.observe(), reward, rounds.finished, False, info
+        pairwise = self._pairwise
+        if pairwise is None or summary is None:
+            reward, info = step_reward_and_info(rounds.queries, forced_eos, summary, rounds.noise, rounds.info_schema)
+        elif not pairwise.deciding_second:  # the first response is complete: the second starts on the same query
+            pairwise.keep_first(summary)
+            rounds.restart(True, rounds.queries, rounds.noise)
+            reward, info = step_reward_and_info(rounds.queries, forced_eos, None, rounds.noise, rounds.info_schema)
+        else:
+            reward, summary = pairwise.finish(summary, rounds.noise)
+            info = step_reward_and_info(rounds.queries, forced_eos, summary, rounds.noise, rounds.info_schema)[1]
+        return self._observe(), reward, rounds.finished, False, info
+
+    def _observe(self) -> Observation:
+        """The round's observation (with the first response under pairwise feedback)."""
+        observed = self.rounds.observe()
+        return observed if self._pairwise is None else self._pairwise.observation(observed)
 
     def action_masks(self) -> np.ndarray:
         """Allowed actions now, ``(k,)`` bool (sb3-contrib's MaskablePPO reads this)."""
@@ -126,9 +161,13 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         (:class:`HostRoundBatch`) when ``host`` and the instance is on the CPU, else tensors on
         its device (:class:`DeviceRoundBatch`).
         """
+        batch: RoundBatch[Any]
         if host and self.problem.device.type == "cpu":
-            return HostRoundBatch(self.problem, num_rows, self.rounds.tables)
-        return DeviceRoundBatch(self.problem, num_rows, self.rounds.tables)
+            batch = HostRoundBatch(self.problem, num_rows, self.rounds.tables)
+        else:
+            batch = DeviceRoundBatch(self.problem, num_rows, self.rounds.tables)
+        batch.info_schema = self.rounds.info_schema  # with the comparison's entries under pairwise feedback
+        return batch
 
     def render(self) -> str | np.ndarray | None:
         """The query and the response so far: text (``"ansi"``) or an image (``"rgb_array"``).

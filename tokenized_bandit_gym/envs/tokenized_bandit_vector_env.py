@@ -15,6 +15,7 @@ from gymnasium.vector.utils import batch_space
 from tokenized_bandit_gym.core.round_buffer import RoundBuffer
 from tokenized_bandit_gym.core.validation import check_choice, check_int, check_memory
 from tokenized_bandit_gym.envs.env_contract import forced_and_refused
+from tokenized_bandit_gym.envs.pairwise_feedback import PairwiseRows
 from tokenized_bandit_gym.envs.round_batch import RoundBatch
 from tokenized_bandit_gym.envs.tokenized_bandit_env import TokenizedBanditEnv
 from tokenized_bandit_gym.host_array import as_host_array
@@ -72,6 +73,12 @@ class TokenizedBanditVectorEnv(VectorEnv):
     ``response_embedding`` for TLB), set on the rows whose round ended in this step and holding
     the schema's fill values elsewhere. No entry is a string; the benchmark's kind is
     :attr:`optimal_kind`.
+
+    Pairwise feedback (the single env's ``feedback="pairwise"``): a sub-env's round is two
+    responses to one query, decoded one after the other, as in the single env; when a row's
+    first response is complete the row restarts on the same query and round (no termination),
+    and the step that completes its second response ends the round with the preference bit as
+    reward and the comparison's entries (``utilities`` ``(N, 2)``, ``preferred``, ``regret_weak``).
 
     Array backends: ``array_backend="numpy"`` (default) returns NumPy arrays; ``"torch"``
     returns tensors on the instance's ``device`` and takes actions as tensors there. With the
@@ -133,6 +140,16 @@ class TokenizedBanditVectorEnv(VectorEnv):
             self.device,
         )
         self.rounds = self._make_round_batch(template)
+        self.feedback = template.feedback
+        self._pairwise: PairwiseRows | None = None
+        if template.feedback_channel.pairwise:
+            self._pairwise = PairwiseRows(
+                self.num_envs,
+                self.problem.max_length,
+                self.problem.eos_token_id,
+                template.feedback_channel.temperature,
+                None if self.rounds.on_host else self.device,
+            )
         self._autoreset: Any = self._all_rows(False)  # (N,) the rows whose round ended in the last step
         self._started = False
 
@@ -195,7 +212,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
             continuing = torch.from_numpy(continuing).to(self.device)
             restarting = torch.from_numpy(reset_rows).to(self.device)
         self._round_buffer.advance(continuing)
-        batch.restart(restarting, *self._current_rounds())
+        self._restart(restarting)
         self._autoreset = self._autoreset & ~restarting
         self._started = True
         infos = self._step_infos(batch.pending_summary(), self._all_rows(False), restarting)
@@ -236,10 +253,20 @@ class TokenizedBanditVectorEnv(VectorEnv):
             self._raise_invalid(tokens, out_of_range, refused)
         batch.advance(batch.forced_actions(tokens, forced_eos), stepping)
         terminated = stepping & batch.finished  # (N,)
+        if self._pairwise is not None:
+            terminated = self._second_responses(terminated)
         # The NumPy backend decides on the host whether some round ended; the torch one always summarises.
         some_ended = self.array_backend == "torch" or bool(terminated.any())
         summary = batch.round_summary(terminated) if some_ended else batch.pending_summary()
-        if on_host:
+        if self._pairwise is not None:
+            rewards = self._pairwise.finish(summary, terminated, batch.noise)[0] if some_ended else None
+            if rewards is None:
+                rewards = (
+                    np.zeros(self.num_envs)
+                    if on_host
+                    else torch.zeros(self.num_envs, dtype=torch.float64, device=self.device)
+                )
+        elif on_host:
             rewards = (
                 np.where(terminated, summary["utility"] + batch.noise, 0.0) if some_ended else np.zeros(self.num_envs)
             )
@@ -253,7 +280,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
             resetting = self._autoreset  # NEXT_STEP: the rows that ended last step (none when DISABLED)
             self._round_buffer.advance(resetting)
             if not self._on_cpu or resetting.any():  # on the CPU, skip the work when no round starts
-                batch.restart(resetting, *self._current_rounds())
+                self._restart(resetting)
             self._autoreset = terminated
             infos = self._step_infos(summary, forced_eos, self._all_rows(True))
         return (
@@ -278,7 +305,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
             final_info = self._infos_to_backend(self._step_infos(summary, forced_eos, terminated))
             final_observation = self._observe()
             self._round_buffer.advance(terminated)
-            batch.restart(terminated, *self._current_rounds())
+            self._restart(terminated)
         self._autoreset = self._all_rows(False)
         infos = self._step_infos(batch.pending_summary(), forced_eos & ~terminated, self._all_rows(True))
         if some_ended:
@@ -288,6 +315,26 @@ class TokenizedBanditVectorEnv(VectorEnv):
             infos["final_obs"], infos["_final_obs"] = final_obs, self._copy(terminated)
             infos["final_info"], infos["_final_info"] = final_info, self._copy(terminated)
         return infos
+
+    def _restart(self, rows: Any) -> None:
+        """Start new rounds on ``rows`` ``(N,)`` bool with their current draws (no first response yet)."""
+        self.rounds.restart(rows, *self._current_rounds())
+        if self._pairwise is not None:
+            self._pairwise.start(rows)
+
+    def _second_responses(self, completed: Any) -> Any:
+        """Pairwise feedback: keep the first responses ``completed`` ``(N,)`` and restart those rows' second.
+
+        Returns:
+            ``(N,)`` bool, the rows whose round ended: their second response is complete.
+        """
+        pairwise, batch = self._pairwise, self.rounds
+        assert pairwise is not None
+        first_done = completed & ~pairwise.deciding_second  # (N,)
+        if not self._on_cpu or first_done.any():
+            pairwise.keep_first(first_done, batch.round_summary(first_done))
+            batch.restart(first_done, self._copy(batch.queries), self._copy(batch.noise))  # the same round again
+        return completed & ~first_done
 
     def _step_infos(self, summary: dict[str, Any], forced_eos: Any, present: Any) -> dict[str, Any]:
         """The infos of the env contract's schema: ``query_index``, ``forced_eos`` and the round summary.
@@ -324,6 +371,8 @@ class TokenizedBanditVectorEnv(VectorEnv):
     def _observe(self) -> dict[str, Any]:
         """The batch's observation in the observation space's key order, as the backend's arrays."""
         observed = self.rounds.observe()  # in the space's key order (the contract's)
+        if self._pairwise is not None:
+            observed = self._pairwise.observation(observed)
         if self.rounds.on_host or self.array_backend == "torch":
             return observed
         return {key: self._to_backend(value) for key, value in observed.items()}

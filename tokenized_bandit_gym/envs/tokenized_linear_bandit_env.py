@@ -48,6 +48,8 @@ class TokenizedLinearBanditEnv(TokenizedBanditEnv):
     | ``candidate_tokens`` | ``MultiDiscrete([n] * n)`` | token id of each action |
     | ``candidate_embeddings`` | ``Box(-1, 1, (n, d), float32)`` | ``e(x, y:tau)`` per candidate |
     | ``action_mask`` | ``MultiBinary(n)`` | allowed actions |
+    | ``first_response`` | ``MultiDiscrete([n] * L)`` | pairwise feedback only: the round's first response |
+    | ``first_length`` | ``Discrete(L + 1)`` | pairwise feedback only: its length (0 while it is decoded) |
 
     ## Rewards
 
@@ -71,6 +73,32 @@ class TokenizedLinearBanditEnv(TokenizedBanditEnv):
     (``query_index``, ``forced_eos``, ``round_ended`` too), with fill values before the last
     step: 0 for the numbers, -1 for the tokens (the env contract's ``InfoSchema``).
 
+    ## Pairwise feedback
+
+    ``feedback="pairwise"`` makes a round (an episode) two responses to the same query, decoded
+    one after the other: when the first is complete the episode goes on with an empty second
+    response, and the observation's ``first_response`` ``(L,)`` and ``first_length`` show the
+    first (``first_length`` is 0 while the first is decoded). The last step's reward is the
+    preference bit (1.0 when the first is preferred), drawn from Bradley-Terry
+    ``P = sigma((u1 - u2) / tau)`` with ``tau = preference_temperature``; the last info adds
+    ``utilities`` ``(2,)``, ``preferred`` (0 first, 1 second) and ``regret_weak = u* - max(u1, u2)``,
+    and ``regret = u* - (u1 + u2) / 2`` (the dueling regret). Sequential, not lockstep
+    ``MultiDiscrete([k, k])``: the action stays ``Discrete(k)`` with one action mask and the
+    forced EOS, so every checker, vectorizer and masking library applies unchanged and the
+    second response can depend on the first (the dueling agents choose it relative to the
+    first); see :mod:`tokenized_bandit_gym.envs.pairwise_feedback`.
+
+    >>> import gymnasium as gym
+    >>> import tokenized_bandit_gym
+    >>> env = gym.make("TokenizedLinearBandit-v0", feedback="pairwise", preference_temperature=0.1)
+    >>> observation, info = env.reset(seed=0)
+    >>> terminated, steps = False, 0
+    >>> while not terminated:
+    ...     observation, reward, terminated, truncated, info = env.step(env.unwrapped.eos_token_id)
+    ...     steps += 1
+    >>> steps, info["utilities"].shape, reward == 1.0 - info["preferred"]
+    (2, (2,), True)
+
     ## Arguments
 
     | keyword | default | meaning |
@@ -91,6 +119,8 @@ class TokenizedLinearBanditEnv(TokenizedBanditEnv):
     | ``fixed_length`` | False | EOS only at position L |
     | ``strict_actions`` | False | raise on masked actions |
     | ``device`` | ``"cpu"`` | torch device of the instance |
+    | ``feedback`` | ``"scalar"`` | or ``"pairwise"``: two responses a round, reward a comparison |
+    | ``preference_temperature`` | 1.0 | tau of the Bradley-Terry comparison (pairwise) |
     | ``dtype`` | ``"float64"`` | dtype of utilities |
 
     >>> import gymnasium as gym
@@ -112,7 +142,8 @@ class TokenizedLinearBanditEnv(TokenizedBanditEnv):
 
     ## Version History
 
-    * v0: initial release.
+    * v0: initial release. Later, still v0: the opt-in ``feedback="pairwise"`` (the default
+      ``"scalar"`` keeps every earlier reward, observation and info unchanged).
     """
 
     def __init__(
@@ -135,6 +166,8 @@ class TokenizedLinearBanditEnv(TokenizedBanditEnv):
         device: str | torch.device = "cpu",
         dtype: str | torch.dtype = "float64",
         render_mode: str | None = None,
+        feedback: str = "scalar",
+        preference_temperature: float = 1.0,
     ) -> None:
         problem = make_linear_problem(
             family,
@@ -152,4 +185,4 @@ class TokenizedLinearBanditEnv(TokenizedBanditEnv):
             needle_gap=needle_gap,
             theta_norm=theta_norm,
         )
-        super().__init__(problem, noise, noise_scale, strict_actions, render_mode)
+        super().__init__(problem, noise, noise_scale, strict_actions, render_mode, feedback, preference_temperature)

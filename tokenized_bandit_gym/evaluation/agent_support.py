@@ -31,7 +31,12 @@ _STOPPED_SEQUENCES = (
     "explores stopped sequences y:t:EOS, and the LLM envs default to fixed_length=True (EOS only at position L): "
     "pass fixed_length=False (or completion_token=c to the ETC agents)"
 )
+_PAIRWISE_ONLY = (
+    "learns from pairwise comparisons: make the env with feedback='pairwise' (TLB ids and the alignment env)"
+)
 BUILT_IN_UNSUPPORTED: dict[str, dict[str, str]] = {
+    "dueling_eoful": {"linear": _PAIRWISE_ONLY, "TMAB": _PAIRWISE_ONLY, "LLM": _PAIRWISE_ONLY},
+    "tpop": {"linear": _PAIRWISE_ONLY, "TMAB": _PAIRWISE_ONLY, "LLM": _PAIRWISE_ONLY},
     "eoful": {"TMAB": _NO_EMBEDDINGS},
     "batched_eoful": {"TMAB": _NO_EMBEDDINGS},
     "tokenized_lin_ts": {"TMAB": _NO_EMBEDDINGS},

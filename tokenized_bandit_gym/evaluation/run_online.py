@@ -9,7 +9,7 @@ from typing import Any, cast
 import gymnasium as gym
 import numpy as np
 
-from tokenized_bandit_gym.agent import Agent
+from tokenized_bandit_gym.agent import Agent, check_feedback
 from tokenized_bandit_gym.batched_agent import BatchedAgent
 from tokenized_bandit_gym.evaluation.online_result import OnlineResult
 from tokenized_bandit_gym.evaluation.progress import ProgressCounter
@@ -56,7 +56,9 @@ def run_online(
             "BatchedAgents and agent factories play a vector env (gym.make_vec)"
         )
     agent = cast(Agent, agent)
-    agent.reset(Task.from_env(env, rounds), seed)
+    task = Task.from_env(env, rounds)
+    check_feedback(agent, task)
+    agent.reset(task, seed)
     columns = {
         key: np.zeros(rounds)
         for key in ("regret", "utility", "optimal_utility", "oracle_greedy_utility", "reward", "wall_time")

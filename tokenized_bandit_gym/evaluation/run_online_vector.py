@@ -11,7 +11,7 @@ import numpy as np
 import torch
 from gymnasium.vector import AutoresetMode
 
-from tokenized_bandit_gym.agent import Agent
+from tokenized_bandit_gym.agent import Agent, check_feedback
 from tokenized_bandit_gym.batched_agent import BatchedAgent
 from tokenized_bandit_gym.evaluation.online_result import OnlineResult
 from tokenized_bandit_gym.evaluation.progress import ProgressCounter
@@ -42,6 +42,7 @@ def vector_task(vector_env: gym.vector.VectorEnv, horizon: int) -> Task:
         observation_space=base.single_observation_space,
         action_space=base.single_action_space,
         problem=problem,
+        feedback=getattr(base, "feedback", "scalar"),
     )
 
 
@@ -98,7 +99,10 @@ def run_online_vector(
         raise ValueError(f"run_online_vector needs a vector env with AutoresetMode.NEXT_STEP, got {mode!r}")
     agent = _as_batched_agent(agent)
     num_envs = vector_env.num_envs
-    agent.reset(vector_task(vector_env, rounds), num_envs, seed)
+    task = vector_task(vector_env, rounds)
+    if not isinstance(agent, IndependentAgents):  # IndependentAgents checks its copies
+        check_feedback(agent, task)
+    agent.reset(task, num_envs, seed)
     columns = {key: np.zeros(rounds) for key in (*RECORDED, "reward", "wall_time")}
     env_index = np.zeros(rounds, dtype=np.int64)
     observations, infos = vector_env.reset(seed=seed)

@@ -1,0 +1,248 @@
+"""Preference feedback as users give it: comparisons against scalar rewards, on the paper's alignment env.
+
+``TokenizedAlignment-v0`` in the paper's fixed-length setting (L = 30, top-15, ``fixed_length=True``),
+four agents on the same queries (common random numbers):
+
+* EOFUL with scalar feedback (reward ``u + eta``, the paper's protocol);
+* dueling_eoful with pairwise feedback (``feedback="pairwise"``: two responses a round, the reward
+  one Bradley-Terry comparison ``sigma((u1 - u2) / tau)``);
+* tpop (T-POP's arms with a linear reward head on the env's features) with pairwise feedback;
+* Misaligned greedy (greedy on the LM probability alone) as the reference response.
+
+The user's latent theta is by default the Bradley-Terry fit on the shipped HH-RLHF pairs (as in
+``examples/reproduce_alignment.py``; a linear reward head on the model's own features, not a claim
+about human values).
+
+Reported (printed, saved as JSON and a figure):
+
+* regret curves: EOFUL's and Misaligned greedy's regret, the pairwise agents' dueling regret
+  ``u* - (u1 + u2) / 2`` and the regret of their first response (the exploit arm: what a
+  pairwise agent would deploy), each against the env's benchmark (greedy with the true utility);
+* how often each agent's response (a pairwise agent's first) is preferred over Misaligned
+  greedy's on the same query: the Bradley-Terry probability ``sigma((u - u_mg) / tau)`` averaged
+  over rounds, and the fraction of rounds with a strictly higher utility;
+* the cost of comparisons at equal rounds: the cumulative regret of the pairwise agents' first
+  responses over EOFUL's with scalar feedback; the same on a small fixed-length TLB, where the
+  learners converge within the default ``tlb_rounds`` (seconds).
+
+The defaults use the shipped stories260K and a few rounds so that they finish in minutes on a CPU.
+On stories260K the paper's ``v = log p`` with gamma = 0.8 makes the LM term dominate the utility, so
+that every greedy decoder (Misaligned greedy included) returns the benchmark's response; the
+defaults weigh the two terms evenly (gamma = 0.5, ``v = log p / L``) so that theta matters:
+
+    PYTHONPATH=. python examples/pairwise_alignment.py
+
+(``--model smollm2-135m-instruct`` runs the real instruct model, the paper's; much slower on a CPU.)
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
+from tokenized_bandit_gym.threads import use_small_work_threads
+
+AGENTS = {  # name -> (label, feedback)
+    "eoful": ("EOFUL (scalar)", "scalar"),
+    "dueling_eoful": ("dueling_eoful (pairwise)", "pairwise"),
+    "tpop": ("tpop (pairwise)", "pairwise"),
+    "misaligned_greedy": ("Misaligned greedy", "scalar"),
+}
+
+
+@dataclass
+class Args:
+    """Command-line options (each field's docstring is its --help)."""
+
+    model: str = "stories260K"
+    """the policy model: stories260K (shipped), smollm2-135m-instruct (see the README) or a local path"""
+    rounds: int = 12
+    """rounds T per agent"""
+    max_length: int = 30
+    """response length L (fixed, the paper's setting)"""
+    top_k: int = 15
+    """top-k candidates"""
+    preference_temperature: float = 1.0
+    """tau of the Bradley-Terry comparisons"""
+    theta: str = "hh-rlhf"
+    """the user's latent theta: hh-rlhf (Bradley-Terry on the shipped HH-RLHF pairs), random, or the env's default"""
+    gamma: float = 0.5
+    """weight of v(p) in the utility (the paper's 0.8 leaves stories260K's LM term dominant: every greedy coincides)"""
+    value_map: str = "scaled_logprob"
+    """v: logprob (the paper's), scaled_logprob (log p / L), root_prob or prob"""
+    seed: int = 0
+    """seed of the query and noise streams (shared by all agents)"""
+    out_dir: str = "runs/pairwise"
+    """where pairwise.json and pairwise.png are written (empty: nothing written)"""
+    figure: str = ""
+    """also write the figure to this path (e.g. docs/figures/pairwise_stories260K.png)"""
+    tlb_rounds: int = 2000
+    """rounds of the same comparison on a small fixed-length TLB, where the learners converge (0: skip)"""
+
+
+def play(env: Any, agent: Any, rounds: int, seed: int) -> dict[str, list[float]]:
+    """``rounds`` episodes with ``agent`` learning online; per round the regrets and the two utilities."""
+    from tokenized_bandit_gym.agent import check_feedback
+    from tokenized_bandit_gym.task import Task
+
+    task = Task.from_env(env, rounds)
+    check_feedback(agent, task)
+    agent.reset(task, seed)
+    record: dict[str, list[float]] = {key: [] for key in ("regret", "first_regret", "first_utility", "reward")}
+    for round_index in range(rounds):
+        observation, info = env.reset(seed=seed if round_index == 0 else None)
+        terminated = truncated = False
+        reward = 0.0
+        while not (terminated or truncated):
+            observation, reward, terminated, truncated, info = env.step(agent.act(observation, info))
+        agent.update(observation, float(reward), info)
+        first_utility = float(info["utilities"][0]) if "utilities" in info else float(info["utility"])
+        record["regret"].append(float(info["regret"]))
+        record["first_utility"].append(first_utility)
+        record["first_regret"].append(float(info["optimal_utility"]) - first_utility)
+        record["reward"].append(float(reward))
+    return record
+
+
+def main(args: Args) -> dict[str, Any]:
+    import gymnasium as gym
+
+    import tokenized_bandit_gym  # noqa: F401  (registers the env ids)
+    from tokenized_bandit_gym import agents
+    from tokenized_bandit_gym.evaluation.ddmc.resources import resolve_model
+
+    common = {
+        "model": resolve_model(args.model),
+        "max_length": args.max_length,
+        "top_k": args.top_k,
+        "fixed_length": True,
+        "gamma": args.gamma,
+        "value_map": args.value_map,
+    }
+    if args.theta != "default":
+        common["theta"] = args.theta
+    scalar = gym.make("TokenizedAlignment-v0", **common)
+    pairwise = gym.make(
+        "TokenizedAlignment-v0",
+        model=scalar.unwrapped.problem.model,
+        tokenizer=scalar.unwrapped.problem.tokenizer,
+        **{key: value for key, value in common.items() if key != "model"},
+        feedback="pairwise",
+        preference_temperature=args.preference_temperature,
+    )
+    envs = {"scalar": scalar, "pairwise": pairwise}
+    runs = {}
+    for name, (label, feedback) in AGENTS.items():
+        runs[name] = play(envs[feedback], agents.make(name), args.rounds, args.seed)
+        print(f"{label:<26} cumulative regret {np.sum(runs[name]['regret']):9.3f}", flush=True)
+    baseline = np.array(runs["misaligned_greedy"]["first_utility"])
+    summary = {}
+    for name, run in runs.items():
+        utilities = np.array(run["first_utility"])
+        margin = (utilities - baseline) / args.preference_temperature
+        summary[name] = {
+            "cumulative_regret": float(np.sum(run["regret"])),
+            "first_response_cumulative_regret": float(np.sum(run["first_regret"])),
+            "preference_probability_over_misaligned": float(np.mean(1.0 / (1.0 + np.exp(-margin)))),
+            "higher_utility_than_misaligned": float(np.mean(utilities > baseline)),
+        }
+    scalar_regret = summary["eoful"]["first_response_cumulative_regret"]
+    for name in ("dueling_eoful", "tpop"):
+        summary[name]["comparison_cost_vs_scalar_eoful"] = (
+            summary[name]["first_response_cumulative_regret"] / scalar_regret if scalar_regret > 0 else float("nan")
+        )
+    for name, values in summary.items():
+        line = ", ".join(f"{key} {value:.3f}" for key, value in values.items())
+        print(f"{AGENTS[name][0]:<26} {line}")
+    results = {"settings": vars(args), "summary": summary, "runs": runs}
+    if args.tlb_rounds:
+        results["tlb"] = tlb_comparison(args)
+    if args.out_dir:
+        os.makedirs(args.out_dir, exist_ok=True)
+        with open(os.path.join(args.out_dir, "pairwise.json"), "w", encoding="utf-8") as handle:
+            json.dump(results, handle, indent=1)
+        plot(results, os.path.join(args.out_dir, "pairwise.png"))
+        print(f"wrote {args.out_dir}/pairwise.json and pairwise.png")
+    if args.figure:
+        plot(results, args.figure)
+        print(f"wrote {args.figure}")
+    return results
+
+
+def tlb_comparison(args: Args) -> dict[str, float]:
+    """Cumulative regret at equal rounds on a small fixed-length TLB: EOFUL (scalar) against the pairwise agents.
+
+    ``vocab_size=8, max_length=4, embedding_dim=3``, exact DDMC (greedy with the true utility is
+    optimal), scalar noise sigma = 0.1, comparisons at tau = 0.2; the pairwise agents' first
+    response and dueling regrets.
+    """
+    import gymnasium as gym
+
+    from tokenized_bandit_gym import agents
+
+    instance = {"vocab_size": 8, "max_length": 4, "embedding_dim": 3, "fixed_length": True}
+    scalar = gym.make("TokenizedLinearBandit-v0", **instance)
+    pairwise = gym.make("TokenizedLinearBandit-v0", **instance, feedback="pairwise", preference_temperature=0.2)
+    eoful = float(np.sum(play(scalar, agents.make("eoful"), args.tlb_rounds, args.seed)["regret"]))
+    comparison = {"eoful_scalar": eoful}
+    for name in ("dueling_eoful", "tpop"):
+        run = play(pairwise, agents.make(name), args.tlb_rounds, args.seed)
+        comparison[f"{name}_first_response"] = float(np.sum(run["first_regret"]))
+        comparison[f"{name}_dueling"] = float(np.sum(run["regret"]))
+    line = ", ".join(f"{key} {value:.2f}" for key, value in comparison.items())
+    print(f"small TLB, cumulative regret over {args.tlb_rounds} rounds: {line}")
+    return comparison
+
+
+def plot(results: dict[str, Any], path: str) -> None:
+    """Cumulative regret curves (dueling and first-response) and the preference rates over Misaligned greedy."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    for name, run in results["runs"].items():
+        rounds = np.arange(1, len(run["regret"]) + 1)
+        line = left.plot(rounds, np.cumsum(run["regret"]), label=AGENTS[name][0])[0]
+        if AGENTS[name][1] == "pairwise":
+            left.plot(
+                rounds,
+                np.cumsum(run["first_regret"]),
+                linestyle="--",
+                color=line.get_color(),
+                label=f"{AGENTS[name][0]}: first response",
+            )
+    left.set_xlabel("round t")
+    left.set_ylabel("cumulative regret")
+    left.set_title("Regret (pairwise: dueling regret; dashed: first response)")
+    left.legend(fontsize=7)
+    names = list(results["summary"])
+    right.bar(
+        [AGENTS[name][0] for name in names],
+        [results["summary"][name]["preference_probability_over_misaligned"] for name in names],
+    )
+    right.axhline(0.5, color="gray", linestyle="--", linewidth=1)
+    right.set_ylabel("P(preferred over Misaligned greedy)")
+    right.set_title("Bradley-Terry preference over Misaligned greedy's response")
+    right.tick_params(axis="x", labelsize=7)
+    settings = results["settings"]
+    figure.suptitle(
+        f"{settings['model']}, L = {settings['max_length']} (fixed), top-{settings['top_k']}, "
+        f"T = {settings['rounds']}, tau = {settings['preference_temperature']}",
+        fontsize=9,
+    )
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+if __name__ == "__main__":
+    use_small_work_threads()
+    main(parse_dataclass_arguments(Args, __doc__, sys.argv[1:]))
