@@ -79,34 +79,40 @@ def make_agent(name: str, problem: Any) -> Any:
     return agents.make("fixed_theta_greedy", theta=problem.theta)
 
 
-def play(env: Any, agent: Any, rounds: int, seed: int, advance: Any = None) -> dict[str, Any]:
-    """``rounds`` episodes with ``agent`` learning online; per round: regret, fitted reward, query and response text.
+def play_runs(env: Any, runs: list[tuple[str, int]], rounds: int) -> list[dict[str, Any]]:
+    """Play the (agent, seed) ``runs`` as the rows of the vector env ``env``: one forward of all candidates a step.
 
-    ``advance()`` is called after each round (the progress bar).
+    Every query's benchmark is decoded first, several queries per forward. Row i plays what the single env reset
+    with its seed plays with its own agent, to float rounding
+    (:mod:`~tokenized_bandit_gym.evaluation.runs_as_rows`).
+
+    Returns:
+        Per run and round: regret, fitted reward ``<theta, e(x, y)>``, query and response text.
     """
-    from tokenized_bandit_gym.task import Task
+    from tokenized_bandit_gym.evaluation.runs_as_rows import play_rows, warm_benchmarks
 
     problem = env.unwrapped.problem
     theta = problem.latent_theta.cpu().numpy()  # (d,)
-    agent.reset(Task.from_env(env, rounds), seed)
-    regret, fitted_reward, texts = [], [], []
-    for round_index in range(rounds):
-        observation, info = env.reset(seed=seed if round_index == 0 else None)
-        terminated = truncated = False
-        reward = 0.0
-        while not (terminated or truncated):
-            observation, reward, terminated, truncated, info = env.step(agent.act(observation, info))
-        agent.update(observation, float(reward), info)
-        regret.append(float(info["regret"]))
-        embedding = np.asarray(info["response_embedding"], dtype=np.float64)[: theta.shape[0]]  # e(x, y), (d,)
-        fitted_reward.append(float(embedding @ theta))
-        query = problem.tokenizer.decode(
-            observation["query"][: int(observation["query_length"])].tolist(), skip_special_tokens=True
-        )
-        texts.append({"query": query, "response": problem.decode(observation["response"])})
-        if advance is not None:
-            advance()
-    return {"regret": regret, "fitted_reward": fitted_reward, "texts": texts}
+    fitted_reward = np.zeros((len(runs), rounds))  # (N, T)
+    texts: list[list[dict[str, str]]] = [[] for _ in runs]
+
+    def keep(ended: np.ndarray, played: np.ndarray, observations: dict[str, Any], final: dict[str, Any]) -> None:
+        embeddings = np.asarray(final["response_embedding"], dtype=np.float64)[:, : theta.shape[0]]  # (E, d)
+        for position, row in enumerate(ended):
+            fitted_reward[row, played[row] - 1] = float(embeddings[position] @ theta)
+            query = observations["query"][position][: int(observations["query_length"][position])]
+            text = problem.tokenizer.decode(query.tolist(), skip_special_tokens=True)
+            texts[row].append({"query": text, "response": problem.decode(observations["response"][position])})
+
+    seeds = [seed for _, seed in runs]
+    warm_benchmarks(env, sorted(set(seeds)), rounds, chunk=16)
+    agents = [make_agent(name, problem) for name, _ in runs]
+    label = ", ".join(f"{LABELS[name]}/{seed}" for name, seed in runs)
+    regret = play_rows(env, agents, seeds, rounds, label=label, on_rounds_ended=keep)
+    return [
+        {"regret": regret[row].tolist(), "fitted_reward": fitted_reward[row].tolist(), "texts": texts[row]}
+        for row in range(len(runs))
+    ]
 
 
 def write_atomically(path: str, document: Any) -> None:
@@ -134,8 +140,21 @@ def main(args: Args) -> dict[str, Any]:
     import tokenized_bandit_gym  # noqa: F401  (registers the env ids)
     from tokenized_bandit_gym.evaluation.ddmc.resources import resolve_model
 
-    env = gym.make(
+    settings = run_settings(args)
+    runs: dict[str, dict[int, dict[str, Any]]] = {name: {} for name in LABELS}
+    missing = []
+    for seed in args.seeds:
+        for name in LABELS:
+            stored = _read_run(_run_path(args, name, seed))
+            if stored is not None and stored.get("settings") == settings:
+                runs[name][seed] = stored
+            else:
+                missing.append((name, seed))
+    if len(missing) < len(LABELS) * len(args.seeds):
+        print(f"resuming: {len(LABELS) * len(args.seeds) - len(missing)} runs read back from {args.out_dir}/runs")
+    env = gym.make_vec(
         "TokenizedAlignment-v0",
+        num_envs=max(1, len(missing)),  # every run left is a row of one vector env
         model=resolve_model(args.model),
         queries=args.queries,
         theta="hh-rlhf",
@@ -146,30 +165,11 @@ def main(args: Args) -> dict[str, Any]:
     problem = env.unwrapped.problem
     fit = problem.preference_fit
     print(f"theta: {problem.theta_source}", flush=True)
-    from tokenized_bandit_gym.evaluation.progress import ProgressCounter
-
-    settings = run_settings(args)
-    runs: dict[str, dict[int, dict[str, Any]]] = {name: {} for name in LABELS}
-    missing = []
-    for seed in args.seeds:
-        for name in LABELS:
-            path = os.path.join(args.out_dir, "runs", f"{name}-seed{seed}.json") if args.out_dir else ""
-            stored = _read_run(path)
-            if stored is not None and stored.get("settings") == settings:
-                runs[name][seed] = stored
-            else:
-                missing.append((name, seed, path))
-    if len(missing) < len(LABELS) * len(args.seeds):
-        print(f"resuming: {len(LABELS) * len(args.seeds) - len(missing)} runs read back from {args.out_dir}/runs")
-    bar = ProgressCounter(len(missing) * args.rounds, "rounds", "round")
-    for name, seed, path in missing:
-        runs[name][seed] = {
-            **play(env, make_agent(name, problem), args.rounds, seed, lambda: bar.update(1)),
-            "settings": settings,
-        }
-        if path:
-            write_atomically(path, runs[name][seed])
-    bar.close()
+    if missing:
+        for (name, seed), played in zip(missing, play_runs(env, missing, args.rounds), strict=True):
+            runs[name][seed] = {**played, "settings": settings}
+            if args.out_dir:
+                write_atomically(_run_path(args, name, seed), runs[name][seed])
     summary = {}
     for name, by_seed in runs.items():
         rewards = np.array([by_seed[seed]["fitted_reward"] for seed in args.seeds])  # (seeds, T)
@@ -205,6 +205,11 @@ def main(args: Args) -> dict[str, Any]:
         plot(results, os.path.join(args.out_dir, "alignment.png"))
         print(f"wrote {args.out_dir}/alignment.json and alignment.png")
     return results
+
+
+def _run_path(args: Args, name: str, seed: int) -> str:
+    """Where the finished run of agent ``name`` and ``seed`` is kept ("" without an output folder)."""
+    return os.path.join(args.out_dir, "runs", f"{name}-seed{seed}.json") if args.out_dir else ""
 
 
 def _read_run(path: str) -> dict[str, Any] | None:

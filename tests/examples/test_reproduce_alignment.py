@@ -23,7 +23,8 @@ def test_reproduce_alignment_oracle_is_the_benchmark(
         warnings.simplefilter("ignore", UserWarning)  # the fit on 260K parameters is not above chance: it warns
         results = module.main(args)
     for run in results["runs"]["args_oracle"].values():
-        assert run["regret"] == [0.0, 0.0, 0.0]  # reward-guided greedy is the env's benchmark
+        # reward-guided greedy is the env's benchmark: regret 0, to the rounding of the rows' batched forward
+        assert run["regret"] == pytest.approx([0.0, 0.0, 0.0], abs=1e-4)
     assert results["summary"]["misaligned_greedy"]["ties"] == 1.0
     for summary in results["summary"].values():
         assert 0.0 <= summary["preferred"] + summary["ties"] <= 1.0
@@ -32,7 +33,7 @@ def test_reproduce_alignment_oracle_is_the_benchmark(
     stored = sorted(path.name for path in (tmp_path / "out" / "runs").iterdir())
     assert stored == sorted(f"{name}-seed{seed}.json" for name in module.LABELS for seed in (0, 1))
     played = []
-    monkeypatch.setattr(module, "play", lambda *arguments, **keywords: played.append(arguments))
+    monkeypatch.setattr(module, "play_runs", lambda *arguments, **keywords: played.append(arguments))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         again = module.main(args)  # a rerun reads every finished run back and plays none
