@@ -128,7 +128,7 @@ def main(args: Args) -> None:
         floor = steps * flops_per_step / rate
         rows = {"sequential": 1, "agents": len(names), "agents_x_seeds": len(runs)}[layout] * args.top_k
         print(
-            f"| {layout} | {rows} | {wall:.1f} | {cpu:.1f} | {floor:.1f} | {cpu / floor:.2f}x | {rate / 1e9:.1f} |",
+            f"| {layout} | {rows} | {wall:.3g} | {cpu:.3g} | {floor:.3g} | {cpu / floor:.2f}x | {rate / 1e9:.1f} |",
             flush=True,
         )
     load = os.getloadavg()

@@ -57,3 +57,15 @@ def test_llm_step_versions_compares_two_checkouts_side_by_side() -> None:
     rows = _rows(script["main"]([*argv, "--max-length", "3", "--top-k", "2"]))
     assert [row[0] for row in rows] == ["| native", "| transformers"]
     assert all(float(row[1]) > 0 and float(row[2]) > 0 for row in rows)
+
+
+@pytest.mark.slow
+def test_figure2_rows_benchmark_times_every_layout_on_stories260k(capsys: pytest.CaptureFixture[str]) -> None:
+    """llm_figure2_rows.py: one row per layout, positive CPU seconds and floor, on a tiny budget."""
+    script = runpy.run_path(str(BENCHMARKS / "llm_figure2_rows.py"))
+    args = script["Args"](model="stories260K", rounds=1, seeds="0,1", max_length=3, top_k=2)
+    script["main"](args)
+    rows = _rows(capsys.readouterr().out)
+    assert [row[0] for row in rows] == ["| sequential", "| agents", "| agents_x_seeds"]
+    assert [int(row[1]) for row in rows] == [2, 6, 12]  # k, 3k, 3 x 2 seeds x k candidate rows a forward
+    assert all(float(row[3]) > 0 and float(row[4]) > 0 for row in rows)
