@@ -33,6 +33,7 @@ import torch
 
 from benchmarks.llm_step import matmul_flops_per_second, step_flops
 from examples import reproduce_regret
+from tokenized_bandit_gym.evaluation.runs_as_rows import queries_of_runs, warm_benchmarks
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 from tokenized_bandit_gym.threads import use_small_work_threads
 
@@ -90,7 +91,7 @@ def as_rows(options: reproduce_regret.Args, groups: list[list[tuple[str, int]]])
 
     def play() -> None:
         for group in groups:
-            reproduce_regret.warm_benchmarks(env, sorted({seed for _, seed in group}), options.rounds, 16)
+            warm_benchmarks(env, sorted({seed for _, seed in group}), options.rounds, 16)
             reproduce_regret.play_rows(env, group, options)
 
     return play
@@ -107,7 +108,7 @@ def main(args: Args) -> None:
         "agents": lambda: as_rows(options, [[(name, seed) for name in names] for seed in seeds]),
         "agents_x_seeds": lambda: as_rows(options, [runs]),
     }
-    queries = reproduce_regret.queries_of_runs(reproduce_regret.make_env(options, 1), seeds, args.rounds)
+    queries = queries_of_runs(reproduce_regret.make_env(options, 1), seeds, args.rounds)
     load = os.getloadavg()
     print(
         f"{args.model}, L = {args.max_length}, top-{args.top_k}, T = {args.rounds}, seeds {seeds}, agents {names}; "

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from tokenized_bandit_gym.evaluation.runs_as_rows import warm_benchmarks
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 from tokenized_bandit_gym.threads import use_small_work_threads
 
@@ -265,6 +266,8 @@ def main(args: Args) -> dict[str, Any]:
     group = args.runs_per_forward or len(names)
     if group < 1:
         raise SystemExit(f"--runs-per-forward must be >= 0, got {args.runs_per_forward}")
+    if args.benchmark_chunk < 1:
+        raise SystemExit(f"--benchmark-chunk must be >= 1, got {args.benchmark_chunk}")
     groups = [todo[start : start + group] for start in range(0, len(todo), group)]
     env = make_env(args, len(groups[0])) if todo or "feature_dim" not in earlier else None
     dim = int(env.single_observation_space["candidate_embeddings"].shape[-1]) if env else earlier["feature_dim"]
@@ -325,42 +328,6 @@ RATIO_ATTRIBUTES = ("prefix_ratio_max", "prefix_ratio_mean", "prefix_inverse_rat
 """EOFUL's Assumption 4 ratios (``record_ratios=True``), one float per round each, kept with its run."""
 
 
-def queries_of_runs(env: Any, seeds: list[int], rounds: int) -> list[int]:
-    """The distinct query indices of rounds ``1..rounds`` of the env's streams seeded with ``seeds`` (sorted)."""
-    from tokenized_bandit_gym.core.round_streams import RoundStreams
-
-    base = env.unwrapped
-    drawn = [
-        RoundStreams.from_seed(seed).draw_many(base.problem.num_queries, base.noise_model, rounds)[0] for seed in seeds
-    ]
-    return sorted({int(query) for stream in drawn for query in stream})
-
-
-def warm_benchmarks(env: Any, seeds: list[int], rounds: int, chunk: int) -> None:
-    """Decode the oracle-greedy benchmark of every query the runs of ``seeds`` will meet, ``chunk`` queries at once.
-
-    The env computes a query's benchmark (greedy decoding with the true utility, cached per query) when a round on
-    it ends, one query at a time; its k candidate rows alone use the CPU's matmul poorly. The queries of rounds
-    ``1..T`` of a seed are known in advance (:class:`~tokenized_bandit_gym.core.round_streams.RoundStreams`, the
-    streams the env draws them from), so they are decoded here in batches of ``chunk`` queries
-    (``chunk * k`` candidate rows per forward); the runs then find them cached. Queries already cached are skipped.
-    """
-    import torch
-
-    from tokenized_bandit_gym.evaluation.progress import ProgressCounter
-
-    if chunk < 1:
-        raise SystemExit(f"--benchmark-chunk must be >= 1, got {chunk}")
-    problem = env.unwrapped.problem
-    queries = [query for query in queries_of_runs(env, seeds, rounds) if not problem.has_oracle_greedy(query)]
-    bar = ProgressCounter(len(queries), "oracle greedy, every query ahead", "benchmark", leave=False)
-    for start in range(0, len(queries), chunk):
-        part = queries[start : start + chunk]
-        problem.oracle_greedy(torch.tensor(part, device=problem.device))
-        bar.update(len(part))
-    bar.close()
-
-
 def play_rows(
     env: Any, runs: list[tuple[str, int]], args: Args, expected: tuple[int, float] | None = None
 ) -> list[tuple[Any, Any]]:
@@ -368,46 +335,20 @@ def play_rows(
 
     Row i is the single env reset with its run's seed, played by its own agent (reset with the same seed): what
     ``run_online(single env, agent, T, seed)`` plays, to float rounding, but the rows' candidates go through one
-    forward per step, and rows of one seed share each query's prefill (common random numbers: the same queries).
-    With ``expected = (groups, benchmark seconds)`` the expected time of that many such groups, each with its
-    benchmark decodes, is printed after the first round.
+    forward per step, and rows of one seed share each query's prefill (common random numbers: the same queries);
+    see :mod:`~tokenized_bandit_gym.evaluation.runs_as_rows`. With ``expected = (groups, benchmark seconds)`` the
+    expected time of that many such groups, each with its benchmark decodes, is printed after the first round.
 
     Returns:
         Per run, its cumulative regret ``(T,)`` and its agent.
     """
-    from tokenized_bandit_gym.evaluation.progress import ProgressCounter
-    from tokenized_bandit_gym.evaluation.run_online_vector import vector_task
-    from tokenized_bandit_gym.independent_agents import IndependentAgents
+    from tokenized_bandit_gym.evaluation.runs_as_rows import play_rows as play_runs_as_rows
 
-    task = vector_task(env, args.rounds)
     agents = [make_agent(name, env, args) for name, _ in runs]
-    for agent, (_, seed) in zip(agents, runs, strict=True):
-        agent.reset(task, seed)
-    rows = IndependentAgents(lambda: agents[0])
-    rows.agents = agents  # row i's own agent, reset above with its own seed
-    regret = np.zeros((len(runs), args.rounds))  # (N, T)
-    played = np.zeros(len(runs), dtype=np.int64)  # (N,) rounds recorded per row
-    observations, infos = env.reset(seed=[seed for _, seed in runs])
-    needs_action = np.ones(len(runs), dtype=bool)
-    label = ", ".join(f"{AGENT_LABELS.get(name, name)}/{seed}" for name, seed in runs)
-    bar = ProgressCounter(len(runs) * args.rounds, label, "round", leave=False)
     start = time.perf_counter()
-    while played.min() < args.rounds:
-        actions = rows.act_batch(observations, infos, needs_action)
-        observations, rewards, terminated, _, infos = env.step(actions)
-        needs_action = ~terminated
-        ended = np.flatnonzero(terminated & (played < args.rounds))  # rows past T play on unrecorded, untaught
-        if ended.size == 0:
-            continue
-        final = {
-            key: value[ended]
-            for key, value in infos.items()
-            if not key.startswith("_") and bool(np.asarray(infos[f"_{key}"])[ended].all())
-        }
-        rows.update_batch(ended, {key: value[ended] for key, value in observations.items()}, rewards[ended], final)
-        regret[ended, played[ended]] = final["regret"]
-        played[ended] += 1
-        bar.update(int(ended.size))
+
+    def print_expected_time(ended: np.ndarray, played: np.ndarray, *_: Any) -> None:
+        nonlocal expected
         if expected is not None and played.min() == 1:
             (groups, benchmark_seconds), per_round = expected, time.perf_counter() - start
             print(
@@ -418,7 +359,10 @@ def play_rows(
                 flush=True,
             )
             expected = None
-    bar.close()
+
+    label = ", ".join(f"{AGENT_LABELS.get(name, name)}/{seed}" for name, seed in runs)
+    seeds = [seed for _, seed in runs]
+    regret = play_runs_as_rows(env, agents, seeds, args.rounds, label=label, on_rounds_ended=print_expected_time)
     return [(np.cumsum(regret[row]), agent) for row, agent in enumerate(agents)]
 
 

@@ -103,7 +103,8 @@ def test_check_model_says_ok(instruct: tuple[Any, Any]) -> None:
 
 def test_every_reproduction_agent_plays_a_few_fixed_length_rounds(instruct: tuple[Any, Any]) -> None:
     """reproduce_regret.py's run on this model, tiny: the three agents as rows of one vector env, fixed length."""
-    from examples.reproduce_regret import Args, make_env, play_rows, warm_benchmarks
+    from examples.reproduce_regret import Args, make_env, play_rows
+    from tokenized_bandit_gym.evaluation.runs_as_rows import warm_benchmarks
 
     model, tokenizer = instruct
     args = Args(model=MODEL, rounds=2, max_length=3, top_k=3, theta=0.5)
