@@ -24,6 +24,7 @@ from tokenized_bandit_gym.evaluation.cli import main
 from tokenized_bandit_gym.evaluation.execute_run import THREAD_ENVIRONMENT
 from tokenized_bandit_gym.evaluation.results_store import ResultsStore
 from tokenized_bandit_gym.evaluation.run_record import DETERMINISTIC_ARRAYS
+from tokenized_bandit_gym.registration import load_agent_class
 
 REPO = Path(__file__).resolve().parents[2]
 # Agents that need an LLM env (log-probs) and cannot play the synthetic tasks.
@@ -49,10 +50,16 @@ def every_agent_spec() -> str:
         'id = "TokenizedLinearBandit-v0"',
         'label = "default"',
         "rounds = 300",
+        "[[task]]",
+        'id = "TokenizedLinearBandit-v0"',
+        'kwargs = { vocab_size = 5, max_length = 3, embedding_dim = 4, feedback = "pairwise" }',
+        'label = "tiny pairwise"',
     ]
     for name in sorted(set(agents.list_agents()) - LLM_ONLY_AGENTS):
-        tasks = '["tiny", "default"]' if name == "maskable_ppo" else '["tiny"]'
-        lines += ["[[agent]]", f'name = "{name}"', f"tasks = {tasks}"]
+        channels = getattr(load_agent_class(name), "feedback_channels", ("scalar",))
+        tasks = ["tiny"] if "scalar" in channels else ["tiny pairwise"]  # agents that learn from comparisons
+        tasks += ["default"] if name == "maskable_ppo" else []
+        lines += ["[[agent]]", f'name = "{name}"', f"tasks = {tasks!r}".replace("'", '"')]
     return "\n".join(lines) + "\n"
 
 

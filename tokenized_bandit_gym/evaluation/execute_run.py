@@ -139,6 +139,8 @@ class _ProgressAgent:
         self._stop = stop
         self._since = 0
         self.name = getattr(agent, "name", type(agent).__name__)
+        if hasattr(agent, "feedback_channels"):  # what the agent learns from, checked against the env's feedback
+            self.feedback_channels = agent.feedback_channels
 
     def reset(self, task: Any, *arguments: Any) -> None:
         self._agent.reset(task, *arguments)  # (seed) for an Agent, (num_envs, seed) for a BatchedAgent
