@@ -16,6 +16,7 @@ def _rows(table: str) -> list[list[str]]:
     return [line.split(" | ") for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
 
 
+@pytest.mark.slow  # 30-75 s: every method of the step benchmark, each timed
 def test_llm_step_benchmark_times_every_method_on_stories260k() -> None:
     script = runpy.run_path(str(BENCHMARKS / "llm_step.py"))
     table = script["benchmark"]("stories260K", script["Args"](max_length=4, top_k=3, repeats=1, naive_positions=2))
@@ -33,6 +34,7 @@ def test_llm_step_benchmark_times_every_method_on_stories260k() -> None:
     assert all(float(row[1].split(" / ")[0]) > 0 for row in rows)
 
 
+@pytest.mark.slow  # 10-17 s
 def test_bandwidth_floor_benchmark_runs_its_tiny_shape_on_the_cpu() -> None:
     script = runpy.run_path(str(BENCHMARKS / "llm_bandwidth_floor.py"))
     argv = ["--device", "cpu", "--shape", "tiny", "--dtype", "float32", "--batch-sizes", "1,3"]
