@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
@@ -198,7 +199,7 @@ def test_a_copied_or_pickled_env_keeps_where_theta_came_from(tmp_path: Path, mon
 def test_the_report_names_where_theta_came_from(tmp_path: Path) -> None:
     from tokenized_bandit_gym.evaluation.execute_run import execute_run
     from tokenized_bandit_gym.evaluation.leaderboard import build_leaderboard
-    from tokenized_bandit_gym.evaluation.leaderboard_report import markdown_report
+    from tokenized_bandit_gym.evaluation.leaderboard_report import markdown_report, write_report
     from tokenized_bandit_gym.evaluation.run_spec import RunSpec
 
     kwargs = {"max_length": 3, "top_k": 2, "theta": "random", "instance_seed": 4}
@@ -206,9 +207,14 @@ def test_the_report_names_where_theta_came_from(tmp_path: Path) -> None:
     assert record.metadata["theta_source"] == "a random unit direction (instance_seed=4)"
     synthetic = execute_run(RunSpec("TokenizedMultiArmedBandit-v0", {}, "random", {}, 0, 2, "TMAB", "R"))
     assert "theta_source" not in synthetic.metadata
-    leaderboard = build_leaderboard([record, synthetic])
+    leaderboard = build_leaderboard([synthetic, record])  # the first run lacks the LLM run's theta_source
     assert leaderboard.theta_sources == {"LLM": record.metadata["theta_source"]}
     assert "Theta: a random unit direction (instance_seed=4)." in markdown_report(leaderboard)
+    paths = write_report(leaderboard, tmp_path / "report")
+    with paths["runs.csv"].open(newline="", encoding="utf-8") as handle:
+        rows = {row["task"]: row for row in csv.DictReader(handle)}
+    assert rows["LLM"]["theta_source"] == record.metadata["theta_source"] and rows["TMAB"]["theta_source"] == ""
+    assert json.loads(paths["json"].read_text())["theta_sources"] == leaderboard.theta_sources
 
 
 FIT_IN_A_PROCESS = """

@@ -296,10 +296,15 @@ def _slug(text: str) -> str:
 
 
 def _write_csv(path: Path, rows: list[dict[str, Any]]) -> None:
+    """Write ``rows`` with a column for every key of any row (in order of first use), empty where a row lacks it.
+
+    Runs differ in their metadata (an LLM run records ``theta_source``, a synthetic one does not).
+    """
     with path.open("w", newline="", encoding="utf-8") as handle:
         if not rows:
             return
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        columns = list(dict.fromkeys(key for row in rows for key in row))
+        writer = csv.DictWriter(handle, fieldnames=columns, restval="")
         writer.writeheader()
         writer.writerows(rows)
 
