@@ -78,6 +78,8 @@ class Args:
     """v: logprob (the paper's), scaled_logprob (log p / L), root_prob or prob"""
     seed: int = 0
     """seed of the query and noise streams (shared by all agents)"""
+    device: str = "cpu"
+    """torch device of the model, e.g. cpu, cuda"""
     out_dir: str = "runs/pairwise"
     """where pairwise.json and pairwise.png are written (empty: nothing written)"""
     figure: str = ""
@@ -124,6 +126,7 @@ def main(args: Args) -> dict[str, Any]:
         "fixed_length": True,
         "gamma": args.gamma,
         "value_map": args.value_map,
+        "device": args.device,
     }
     if args.theta != "default":
         common["theta"] = args.theta

@@ -282,7 +282,8 @@ def main(args: Args) -> dict[str, Any]:
         start = time.perf_counter()
         warm_benchmarks(env, sorted({seed for _, seed in runs_of_group}), args.rounds, args.benchmark_chunk)
         expected = (len(groups), time.perf_counter() - start) if index == 0 else None
-        played = play_rows(env, runs_of_group, args, expected)
+        progress_path = os.path.join(args.out_dir, "progress.json") if args.out_dir else ""
+        played = play_rows(env, runs_of_group, args, expected, progress_path)
         seconds = round(time.perf_counter() - start, 1)
         for (name, seed), (cumulative, agent) in zip(runs_of_group, played, strict=True):
             entry = {"cumulative_regret": cumulative.tolist(), "seconds": seconds, "runs_per_forward": env.num_envs}
@@ -324,12 +325,19 @@ def main(args: Args) -> dict[str, Any]:
     return results
 
 
+PROGRESS_EVERY = 25
+"""Rounds between two writes of a group's progress file (``play_rows``)."""
+
 RATIO_ATTRIBUTES = ("prefix_ratio_max", "prefix_ratio_mean", "prefix_inverse_ratio_max", "prefix_inverse_ratio_mean")
 """EOFUL's Assumption 4 ratios (``record_ratios=True``), one float per round each, kept with its run."""
 
 
 def play_rows(
-    env: Any, runs: list[tuple[str, int]], args: Args, expected: tuple[int, float] | None = None
+    env: Any,
+    runs: list[tuple[str, int]],
+    args: Args,
+    expected: tuple[int, float] | None = None,
+    progress_path: str = "",
 ) -> list[tuple[Any, Any]]:
     """Play the (agent, seed) ``runs`` for ``args.rounds`` rounds each as the rows of the vector env ``env``.
 
@@ -338,6 +346,9 @@ def play_rows(
     forward per step, and rows of one seed share each query's prefill (common random numbers: the same queries);
     see :mod:`~tokenized_bandit_gym.evaluation.runs_as_rows`. With ``expected = (groups, benchmark seconds)`` the
     expected time of that many such groups, each with its benchmark decodes, is printed after the first round.
+    With ``progress_path``, the group's cumulative regret so far (every run's first ``t`` rounds, ``t`` the fewest
+    any run has played) is written there atomically every ``PROGRESS_EVERY`` rounds: a call stopped before the
+    group ends (a time limit) still leaves its curves up to ``t``. It is a record, not a resume point.
 
     Returns:
         Per run, its cumulative regret ``(T,)`` and its agent.
@@ -360,9 +371,26 @@ def play_rows(
             )
             expected = None
 
+    so_far = np.zeros((len(runs), args.rounds))  # (N, T) per-round regret recorded so far
+    written = 0
+
+    def on_rounds_ended(ended: np.ndarray, played: np.ndarray, observations: Any, final: dict[str, Any]) -> None:
+        nonlocal written
+        print_expected_time(ended, played)
+        so_far[ended, played[ended] - 1] = final["regret"]
+        reached = int(played.min())
+        if progress_path and (reached - written >= PROGRESS_EVERY or reached == args.rounds) and reached > written:
+            written = reached
+            curves = {
+                f"{name}/{seed}": np.cumsum(so_far[row, :reached]).tolist() for row, (name, seed) in enumerate(runs)
+            }
+            write_json(
+                {"rounds_played": reached, "seconds": time.perf_counter() - start, "runs": curves}, progress_path
+            )
+
     label = ", ".join(f"{AGENT_LABELS.get(name, name)}/{seed}" for name, seed in runs)
     seeds = [seed for _, seed in runs]
-    regret = play_runs_as_rows(env, agents, seeds, args.rounds, label=label, on_rounds_ended=print_expected_time)
+    regret = play_runs_as_rows(env, agents, seeds, args.rounds, label=label, on_rounds_ended=on_rounds_ended)
     return [(np.cumsum(regret[row]), agent) for row, agent in enumerate(agents)]
 
 
