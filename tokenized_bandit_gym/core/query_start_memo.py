@@ -275,6 +275,11 @@ class TablePrefixMemo:
         self.capacity = max(1, memo_byte_budget() // (NODE_OVERHEAD_BYTES + self._zero.nbytes + candidate_bytes))
         self._starts: dict[int, TablePrefix] = {}
         self._nodes = 0
+        # The (1,) tensors of a round-end state, made once: torch.tensor([x]) costs microseconds a call
+        self._query_tensors: dict[int, torch.Tensor] = {}
+        self._length_tensors = [torch.tensor([length]) for length in range(problem.max_length + 1)]
+        self._token_tensors = [torch.tensor([token]) for token in range(problem.vocab_size)]
+        self._finished = torch.tensor([True])
 
     @property
     def nodes(self) -> int:
@@ -333,13 +338,16 @@ class TablePrefixMemo:
             response: ``(L,)`` its tokens, padded with EOS.
         """
         length = node.length
+        queries = self._query_tensors.get(query)
+        if queries is None:
+            queries = self._query_tensors[query] = torch.tensor([query])
         state = DecodingState(
-            queries=torch.tensor([query]),
+            queries=queries,
             tokens=torch.from_numpy(response[None].copy()),  # (1, L)
-            lengths=torch.tensor([length]),
-            finished=torch.tensor([True]),
+            lengths=self._length_tensors[length],
+            finished=self._finished,
             carry=torch.from_numpy(node.carry[None].copy()),  # (1, *c)
-            last_tokens=torch.tensor([int(response[length - 1])]),
+            last_tokens=self._token_tensors[response[length - 1]],
         )
         embedding = node.carry.astype(np.float32) if self._embeddings else None  # (d,) the carry is e(x, y)
         return float(self.problem.utility_of_complete(state)), embedding

@@ -209,6 +209,7 @@ class SingleRoundBatch(RoundBatch[Any]):
         self.finished = False
         self.noise = 0.0
         self.mask = self._masks.allowed[self._masks.row(0, finished=False)]  # (n,)
+        self._complete_row = self._masks.row(problem.max_length, finished=True)  # the mask table's row once complete
 
     def restart(self, rows: Any, queries: Any, noise: Any) -> None:
         """Start a new round (``rows`` is ignored: the one row) on query ``queries`` (int) with ``noise`` (float)."""
@@ -229,15 +230,15 @@ class SingleRoundBatch(RoundBatch[Any]):
     def observe(self) -> dict[str, Any]:
         """The round's observation (host copies throughout); updates :attr:`mask`."""
         masks, query, node = self._masks, self.queries, self.node
-        row = masks.row(self.lengths, self.finished)
+        row = self._complete_row if self.finished else self.lengths  # masks.row(), unchecked: 0 <= |y| <= L here
         self.mask = masks.allowed[row]
         embeddings = None
         if self._no_embeddings is not None:
             memoised = None if self.finished or node is None else node.host_embeddings
-            embeddings = self._no_embeddings.copy() if memoised is None else memoised.copy()  # zeros once complete
+            embeddings = (self._no_embeddings if memoised is None else memoised).copy()  # zeros once complete
         return observation(
             query=self.tables.query_tokens[query].copy(),
-            query_length=self.tables.query_lengths[query].copy(),
+            query_length=self.tables.query_lengths[query],  # a new NumPy scalar (immutable: nothing to copy)
             response=self.response.copy(),
             length=np.int64(self.lengths),
             candidate_tokens=self._candidate_tokens.copy(),
