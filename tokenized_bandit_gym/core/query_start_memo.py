@@ -275,10 +275,8 @@ class TablePrefixMemo:
         self.capacity = max(1, memo_byte_budget() // (NODE_OVERHEAD_BYTES + self._zero.nbytes + candidate_bytes))
         self._starts: dict[int, TablePrefix] = {}
         self._nodes = 0
-        # The (1,) tensors of a round-end state, made once: torch.tensor([x]) costs microseconds a call
-        self._query_tensors: dict[int, torch.Tensor] = {}
-        self._length_tensors = [torch.tensor([length]) for length in range(problem.max_length + 1)]
-        self._token_tensors = [torch.tensor([token]) for token in range(problem.vocab_size)]
+        # The (1,) tensors of a round-end state, made once each (torch.tensor([x]) costs microseconds a call)
+        self._index_tensors: dict[int, torch.Tensor] = {}  # query indices, lengths and last tokens alike
         self._finished = torch.tensor([True])
 
     @property
@@ -338,19 +336,23 @@ class TablePrefixMemo:
             response: ``(L,)`` its tokens, padded with EOS.
         """
         length = node.length
-        queries = self._query_tensors.get(query)
-        if queries is None:
-            queries = self._query_tensors[query] = torch.tensor([query])
         state = DecodingState(
-            queries=queries,
+            queries=self._index_tensor(query),
             tokens=torch.from_numpy(response[None].copy()),  # (1, L)
-            lengths=self._length_tensors[length],
+            lengths=self._index_tensor(length),
             finished=self._finished,
             carry=torch.from_numpy(node.carry[None].copy()),  # (1, *c)
-            last_tokens=self._token_tensors[response[length - 1]],
+            last_tokens=self._index_tensor(int(response[length - 1])),
         )
         embedding = node.carry.astype(np.float32) if self._embeddings else None  # (d,) the carry is e(x, y)
         return float(self.problem.utility_of_complete(state)), embedding
+
+    def _index_tensor(self, value: int) -> torch.Tensor:
+        """``(1,)`` int64 ``value`` (read only), made on first use."""
+        tensor = self._index_tensors.get(value)
+        if tensor is None:
+            tensor = self._index_tensors[value] = torch.tensor([value])
+        return tensor
 
     def _candidates(self, query: int, length: int, carry: np.ndarray) -> np.ndarray | None:
         """``(n, d)`` float32 ``rows[x * (L + 1) + |y|] + alpha * carry`` (read only), or None without candidates."""
