@@ -70,6 +70,12 @@ class LookaheadEOFUL:
     Needs the round's query index (``info["query_index"]``, which every env info carries) and a
     problem with the embedding oracle (TLB).
 
+    On the CPU, where the family's carry recursion is a table
+    (:meth:`~tokenized_bandit_gym.core.TokenizedProblem.host_carry_rows`: the discounted TLB), the
+    blocks' embeddings follow that recursion in NumPy (the oracle's own float operations, so the
+    same values) from ``e(x, y)``, which is the chosen block's embedding of the previous decision,
+    and the scores are :meth:`LinearConfidence.ucb_host`'s: no torch call per decision.
+
     Args:
         k: lookahead depth (>= 1).
         beta: ``"theory"`` or a number multiplying ``sqrt(beta_t)``.
@@ -102,6 +108,9 @@ class LookaheadEOFUL:
         self.confidence: LinearConfidence | None = None
         self._problem: LinearTokenizedProblem | None = None
         self._blocks: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._host_blocks: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._carry_rows: tuple[float, np.ndarray] | None = None  # (alpha, (Q * (L + 1), n, d)) on the host path
+        self._block_end: tuple[int, int, np.ndarray] | None = None  # (query, |y:z*|, e(x, y:z*)) of the last decision
         self._pending: list[int] = []
 
     def reset(self, task: Task, seed: int | None = None) -> None:
@@ -128,6 +137,9 @@ class LookaheadEOFUL:
             device=problem.device,
         )
         self._blocks = {}
+        self._host_blocks = {}
+        self._carry_rows = problem.host_carry_rows() if self.confidence.on_host else None
+        self._block_end = None
         self._pending = []
 
     def _blocks_at(self, length: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -163,6 +175,8 @@ class LookaheadEOFUL:
         if problem is None or confidence is None:
             raise ValueError("LookaheadEOFUL used before reset(task)")
         length = int(observation["length"])
+        if self._carry_rows is not None:
+            return self._best_block_on_host(observation, query_index, length, *self._carry_rows)
         blocks, block_lengths = self._blocks_at(length)  # (N, w), (N,)
         count = blocks.shape[0]
         prefix = torch.as_tensor(np.asarray(observation["response"])[:length], device=problem.device)  # (m,)
@@ -172,6 +186,53 @@ class LookaheadEOFUL:
         scores = confidence.ucb(embeddings, self.beta_scale)  # (N,)
         best = int(scores.argmax())
         return blocks[best, : int(block_lengths[best])].tolist()
+
+    def _best_block_on_host(
+        self, observation: dict[str, Any], query_index: int, length: int, alpha: float, carry_rows: np.ndarray
+    ) -> list[int]:
+        """:meth:`_best_block` in NumPy from the carry table ``carry_rows`` ``(Q * (L + 1), n, d)``.
+
+        ``e(x, y:z) = alpha^|z| e(x, y) + ...``: one ``alpha * e + rows[x, |y| + i, z_i]`` per token
+        of the block, as the oracle replays it (blocks ended by EOS keep their embedding after it).
+        """
+        confidence = self.confidence
+        assert confidence is not None and self._problem is not None
+        blocks, block_lengths = self._host_blocks_at(length)  # (N, w), (N,)
+        stride = self._problem.max_length + 1
+        embedding = self._prefix_embedding(observation, query_index, length, alpha, carry_rows, stride)  # (d,)
+        embeddings = np.broadcast_to(embedding, (blocks.shape[0], embedding.shape[0]))  # (N, d) e(x, y)
+        for offset in range(blocks.shape[1]):
+            extended = alpha * embeddings + carry_rows[query_index * stride + length + offset][blocks[:, offset]]
+            embeddings = extended if offset == 0 else np.where((offset < block_lengths)[:, None], extended, embeddings)
+        best = int(confidence.ucb_host(embeddings, self.beta_scale).argmax())  # first maximum, as torch's
+        self._block_end = (query_index, length + int(block_lengths[best]), embeddings[best])
+        return blocks[best, : block_lengths[best]].tolist()
+
+    def _prefix_embedding(
+        self,
+        observation: dict[str, Any],
+        query_index: int,
+        length: int,
+        alpha: float,
+        carry_rows: np.ndarray,
+        stride: int,
+    ) -> np.ndarray:
+        """``e(x, y)`` ``(d,)``: zero at the round start, else the last decision's block end (replayed if it is not)."""
+        if length == 0:
+            return np.zeros(carry_rows.shape[2], dtype=carry_rows.dtype)
+        if self._block_end is not None and self._block_end[:2] == (query_index, length):
+            return self._block_end[2]
+        embedding = np.zeros(carry_rows.shape[2], dtype=carry_rows.dtype)  # (d,) not this agent's prefix: replay it
+        for position, token in enumerate(np.asarray(observation["response"])[:length].tolist()):
+            embedding = alpha * embedding + carry_rows[query_index * stride + position, token]
+        return embedding
+
+    def _host_blocks_at(self, length: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_blocks_at` as NumPy arrays: ``(N, w)`` blocks padded with EOS and ``(N,)`` their lengths."""
+        if length not in self._host_blocks:
+            blocks, block_lengths = self._blocks_at(length)
+            self._host_blocks[length] = (blocks.cpu().numpy(), block_lengths.cpu().numpy())
+        return self._host_blocks[length]
 
     def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
         """Learn from ``(e(x_t, y_t), r_t)`` as EOFUL does."""
@@ -186,3 +247,4 @@ class LookaheadEOFUL:
             response = self._problem.embed(query, tokens)[0]  # (d,)
         self.confidence.update(response, float(reward))
         self._pending = []
+        self._block_end = None

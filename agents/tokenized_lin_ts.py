@@ -81,23 +81,35 @@ class TokenizedLinTS:
         confidence = self.confidence
         if confidence is None:
             raise ValueError("TokenizedLinTS.sample() called before reset(task)")
-        scale = math.sqrt(confidence.beta()) if self.v is None else self.v
-        if confidence.on_host:  # on the CPU: the factor and the product in NumPy, the draw from torch's stream
-            inverse = confidence.design_inverse.numpy()  # (d, d)
-            factor_host = np.linalg.cholesky((inverse + inverse.T) / 2)  # (d, d)
-            z = torch.randn(count, confidence.dim, generator=self._generator, dtype=confidence.dtype).numpy()
-            return torch.from_numpy(confidence.theta_hat.numpy() + scale * (z @ factor_host.T))  # (count, d)
+        if confidence.on_host:
+            return torch.from_numpy(self._sample_on_host(confidence, count))  # (count, d)
+        scale = self._scale(confidence)
         covariance = (confidence.design_inverse + confidence.design_inverse.T) / 2  # (d, d)
         factor = torch.linalg.cholesky(covariance)  # (d, d)
         noise = torch.randn(count, confidence.dim, generator=self._generator, dtype=confidence.dtype)  # (count, d)
         return confidence.theta_hat + scale * (noise.to(confidence.device) @ factor.T)  # (count, d)
+
+    def _scale(self, confidence: LinearConfidence) -> float:
+        """``v_t``: ``v``, or ``sqrt(beta_t)`` with ``v="theory"``."""
+        return math.sqrt(confidence.beta()) if self.v is None else self.v
+
+    def _sample_on_host(self, confidence: LinearConfidence, count: int) -> np.ndarray:
+        """:meth:`sample` on the CPU as an array ``(count, d)``: NumPy's factor and product, torch's normal stream."""
+        inverse = confidence.design_inverse.numpy()  # (d, d)
+        factor = np.linalg.cholesky((inverse + inverse.T) / 2)  # (d, d)
+        z = torch.randn(count, confidence.dim, generator=self._generator, dtype=confidence.dtype).numpy()  # (count, d)
+        return confidence.theta_hat.numpy() + self._scale(confidence) * (z @ factor.T)
 
     def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
         """The allowed candidate maximising ``<theta~_t, e>`` (sampling ``theta~_t`` at a round's first token)."""
         confidence = self.confidence
         if confidence is None:
             raise ValueError("TokenizedLinTS.act() called before reset(task)")
-        if self.theta_sample is None:
+        if self.theta_sample is None and confidence.on_host:  # a round's first token: draw in NumPy, no torch indexing
+            host_sample = self._sample_on_host(confidence, 1)[0]  # (d,)
+            self.theta_sample = torch.from_numpy(host_sample)
+            self._host_sample = (self.theta_sample, host_sample)
+        elif self.theta_sample is None:
             self.theta_sample = self.sample()[0]  # (d,)
         if confidence.on_host:  # on the CPU: one NumPy product (the sample is a CPU tensor; its view made once a round)
             if self._host_sample is None or self._host_sample[0] is not self.theta_sample:

@@ -70,14 +70,20 @@ def play(
     choose: Chooser,
     learn: Callable[[np.ndarray, float], None],
     noise_scale: float = 0.1,
+    start: Callable[[int], None] | None = None,
 ) -> np.ndarray:
-    """Play ``rounds`` rounds; returns the regret per round ``(T,)``."""
+    """Play ``rounds`` rounds; returns the regret per round ``(T,)``.
+
+    ``start``, if given, is told each round's query before its first token (agents that plan ahead).
+    """
     query_rng, noise_rng = instance.streams(seed)
     regret = np.empty(rounds)
     everything, only_eos = np.ones(instance.n, bool), np.arange(instance.n) == instance.eos
     for t in range(rounds):
         x = int(query_rng.integers(instance.num_queries))
         noise = float(noise_rng.normal(0.0, 1.0) * noise_scale)
+        if start is not None:
+            start(x)
         e = np.zeros(instance.theta.shape[0])
         for j in range(instance.length):
             candidates = instance.alpha * e + instance.phi[x, j]  # (n, d)

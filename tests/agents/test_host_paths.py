@@ -24,12 +24,15 @@ from tokenized_bandit_gym.evaluation import run_online
 def _play(agent_name: str, host: bool, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(linear_confidence, "runs_on_host", lambda device: host)
     agent = agents.make(agent_name, **({"record_ratios": True} if agent_name == "eoful" else {}))
-    result = run_online(gym.make("TokenizedLinearBandit-v0"), agent, 120, seed=5)
+    if agent_name == "lookahead_eoful":  # its torch path replays every block through the oracle: a smaller game
+        result = run_online(gym.make("TokenizedLinearBandit-v0", max_length=5), agent, 40, seed=5)
+    else:
+        result = run_online(gym.make("TokenizedLinearBandit-v0"), agent, 120, seed=5)
     assert agent.confidence.on_host is host
     return agent, result
 
 
-@pytest.mark.parametrize("agent_name", ["eoful", "tokenized_lin_ts"])
+@pytest.mark.parametrize("agent_name", ["eoful", "tokenized_lin_ts", "lookahead_eoful"])
 def test_host_and_torch_paths_make_the_same_decisions(agent_name: str, monkeypatch: pytest.MonkeyPatch) -> None:
     host_agent, host = _play(agent_name, True, monkeypatch)
     torch_agent, reference = _play(agent_name, False, monkeypatch)
@@ -40,6 +43,26 @@ def test_host_and_torch_paths_make_the_same_decisions(agent_name: str, monkeypat
     if agent_name == "eoful":
         for name in ("prefix_ratio_max", "prefix_ratio_mean", "prefix_inverse_ratio_max", "prefix_inverse_ratio_mean"):
             np.testing.assert_allclose(getattr(host_agent, name), getattr(torch_agent, name), rtol=1e-12)
+
+
+def test_lookahead_eoful_replays_a_prefix_it_did_not_choose_to_its_block_end() -> None:
+    """The host path's ``e(x, y)`` at a decision: the last block's end, or the table replayed, the oracle's bits."""
+    env = gym.make("TokenizedLinearBandit-v0", max_length=6)
+    problem = env.unwrapped.problem
+    agent = agents.make("lookahead_eoful")
+    run_online(env, agent, 5, seed=1)  # a learned confidence set
+    alpha, rows = problem.host_carry_rows()
+    observation, info = env.reset(seed=2)
+    for _ in range(2):  # two tokens: the first block, played by the agent
+        observation, *_, info = env.step(agent.act(observation, info))
+    query, length = info["query_index"], int(observation["length"])
+    block_end = agent._block_end[2]
+    replayed = agent._prefix_embedding(observation, query, length, alpha, rows, problem.max_length + 1)
+    oracle = problem.embed(torch.tensor([query]), torch.as_tensor(observation["response"][:length])[None])[0]
+    np.testing.assert_array_equal(block_end, oracle.numpy())
+    agent._block_end = None
+    np.testing.assert_array_equal(agent._prefix_embedding(observation, query, length, alpha, rows, 7), block_end)
+    assert replayed is block_end
 
 
 def test_ucb_host_equals_ucb() -> None:

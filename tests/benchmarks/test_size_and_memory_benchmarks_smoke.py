@@ -8,7 +8,7 @@ from types import ModuleType
 import pytest
 
 
-@pytest.mark.parametrize("agent", ["eoful", "tokenized_lin_ts", "greedy_ucb"])
+@pytest.mark.parametrize("agent", ["eoful", "tokenized_lin_ts", "greedy_ucb", "lookahead_eoful"])
 @pytest.mark.parametrize("size", [{"vocab_size": 4, "embedding_dim": 3, "max_length": 3}, {"embedding_dim": 65}])
 def test_size_sweep_times_loops_that_decide_alike(
     load_script: Callable[[str], ModuleType], agent: str, size: dict

@@ -17,6 +17,7 @@ import torch
 
 import tokenized_bandit_gym
 from tokenized_bandit_gym.core import LinearTokenizedProblem, RoundStreams, TokenizedProblem
+from tokenized_bandit_gym.core.query_start_memo import QueryStartMemo, TablePrefix
 from tokenized_bandit_gym.envs import TokenizedBanditEnv
 from tokenized_bandit_gym.registration import SYNTHETIC_ENVS
 
@@ -165,8 +166,16 @@ def test_memoised_round_starts_stay_equal_to_a_fresh_start(env_id: str) -> None:
             observation, _, terminated, _, _ = env.step(action)
     memo = env.rounds.memo
     assert len(memo) > 0
+    core = QueryStartMemo(env.problem, memo.with_candidates)  # the core's states, computed afresh
     for query in list(memo._starts):
-        memoised, fresh = memo.get(query), memo.compute(query)
+        memoised, fresh = memo.get(query), core.compute(query)
+        if isinstance(memoised, TablePrefix):  # the carry table's memo keeps the carry and the float32 candidates
+            np.testing.assert_array_equal(memoised.carry, fresh.state.carry[0].numpy())
+            if fresh.host_embeddings is None:
+                assert memoised.host_embeddings is None
+            else:
+                np.testing.assert_array_equal(memoised.host_embeddings, fresh.host_embeddings)
+            continue
         for field in ("queries", "tokens", "lengths", "finished", "carry", "last_tokens"):
             assert torch.equal(getattr(memoised.state, field), getattr(fresh.state, field)), field
         for name in ("candidate_carries", "candidate_embeddings"):
@@ -214,12 +223,16 @@ def test_replayed_prefixes_give_the_unmemoised_trajectory(env_id: str) -> None:
     assert env.unwrapped.rounds.memo.nodes > len(env.unwrapped.rounds.memo)
 
 
-def test_prefix_memo_stops_growing_at_its_capacity(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    "env_id", ["TokenizedMultiArmedBandit-v0", "TokenizedLinearBandit-v0", "TokenizedLinearBanditMarkov-v0"]
+)
+def test_prefix_memo_stops_growing_at_its_capacity(env_id: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The carry table's memo (TMAB, TLB) and the core's (Markov) compute what they cannot keep, the same values."""
     from tokenized_bandit_gym.core import query_start_memo
 
-    env = gym.make("TokenizedMultiArmedBandit-v0")
+    env = gym.make(env_id)
     monkeypatch.setattr(query_start_memo, "MEMO_BYTE_CAP", 1)
-    full = gym.make("TokenizedMultiArmedBandit-v0")  # a memo of one node: every step computed afresh
+    full = gym.make(env_id)  # a memo of one node: every step computed afresh
     assert full.unwrapped.rounds.memo.capacity == 1
     for env_under_test in (env, full):
         env_under_test.reset(seed=2)

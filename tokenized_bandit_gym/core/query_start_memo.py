@@ -7,6 +7,13 @@ Learning agents replay their responses often (GreedyETC submits each ``y:t:EOS``
 and TokenizedLinTS converge), and a step along a known edge is one dictionary read instead of the
 core's torch calls. The values are the core's own outputs, stored once, so a replay is bit for bit
 what a fresh computation gives.
+
+Two tries, one interface (:func:`prefix_memo` picks): :class:`QueryStartMemo` stores the core's
+states (any family, any device); :class:`TablePrefixMemo`, for the families whose carry recursion
+is a NumPy table (:meth:`TokenizedProblem.host_carry_rows`: the discounted TLB and the TMAB over
+it, on the CPU), stores a node's carry and float32 candidates only and computes a new one from the
+table with the core's float operations (a few NumPy operations, no torch call), so a prefix played
+for the first time costs about what a plain NumPy step does.
 """
 
 from __future__ import annotations
@@ -167,6 +174,20 @@ class QueryStartMemo:
             self._nodes += 1
         return fresh
 
+    def round_end(self, node: QueryStart, query: int, response: np.ndarray) -> tuple[float, np.ndarray | None]:
+        """The complete response's utility and float32 embedding ``(d,)`` (None without features).
+
+        Args:
+            node: the complete response's node.
+            query: the round's query (its state holds it too).
+            response: ``(L,)`` its tokens, padded with EOS (its state holds them too).
+        """
+        problem = self.problem
+        embedding = None
+        if isinstance(problem, LinearTokenizedProblem):
+            embedding = problem.embedding_of(node.state).to(torch.float32).cpu().numpy()[0].copy()  # (d,)
+        return float(problem.utility_of_complete(node.state)), embedding  # (1,) -> its value
+
     def compute(self, query: int) -> QueryStart:
         """The round start of ``query``, computed afresh by the core (no memo)."""
         check_int("query", query, minimum=0)
@@ -194,3 +215,160 @@ class QueryStartMemo:
             return QueryStart(state, carries, torch.from_numpy(host), length, host)
         embeddings = embeddings[0].to(torch.float32, copy=True)
         return QueryStart(state, carries, embeddings, length, embeddings.cpu().numpy())
+
+
+@dataclass(eq=False, slots=True)
+class TablePrefix:
+    """One prefix ``x:y`` of a family with a carry table (:class:`TablePrefixMemo`): a node of its trie.
+
+    Read its arrays, never write into them: every round through this prefix shares them.
+
+    Attributes:
+        carry: ``(*c,)`` the family's carry of ``x:y`` (``e(x, y)`` for the discounted family).
+        host_embeddings: ``(n, d)`` float32 ``e(x, y:tau)`` of every candidate, or None (no
+            candidates observed, or ``y`` complete).
+        length: ``|y|``.
+        children: token -> the node of ``x:y:token``, filled as tokens are played.
+        round_end: the complete response's utility and float32 embedding ``(d,)`` (None for a
+            family without features), as the env reports them; set by the env on first use.
+    """
+
+    carry: np.ndarray
+    host_embeddings: np.ndarray | None
+    length: int = 0
+    children: dict[int, TablePrefix] = field(default_factory=dict, repr=False)
+    round_end: tuple[float, np.ndarray | None] | None = field(default=None, repr=False)
+
+
+class TablePrefixMemo:
+    """:class:`QueryStartMemo`'s interface for a family whose carry recursion is a table, in NumPy.
+
+    With ``(alpha, rows) = problem.host_carry_rows()``, the carry of ``x:y:tau`` is
+    ``alpha * carry + rows[x * (L + 1) + |y|, tau]`` and the candidates' embeddings at ``x:y``
+    are ``rows[x * (L + 1) + |y|] + alpha * carry`` rounded to float32: the core's float
+    operations (a product, then a sum), so every value is the core's bit for bit. A node holds
+    its ``(*c,)`` carry and ``(n, d)`` float32 candidates only, so the memo holds more prefixes
+    than :class:`QueryStartMemo` in the same bytes; when it is full, new prefixes are computed
+    the same way and not kept (no query is dropped: a miss costs one table row).
+
+    Args:
+        problem: the instance (on the CPU, with a carry table).
+        with_candidates: also compute the candidates' float32 embeddings (families with features).
+
+    Raises:
+        ValueError: the problem has no carry table (:meth:`TokenizedProblem.host_carry_rows` is None).
+    """
+
+    def __init__(self, problem: TokenizedProblem, with_candidates: bool) -> None:
+        carry_rows = problem.host_carry_rows()
+        if carry_rows is None:
+            raise ValueError(f"{type(problem).__name__} has no carry table on {problem.device}: use QueryStartMemo")
+        self.problem = problem
+        self.with_candidates = with_candidates
+        self._alpha, self._rows = carry_rows  # rows: (Q * (L + 1), n, *c)
+        self._stride = problem.max_length + 1
+        self._eos = problem.eos_token_id
+        self._embeddings = isinstance(problem, LinearTokenizedProblem)  # whether the carry is e(x, y)
+        self._zero = np.zeros(self._rows.shape[2:], dtype=self._rows.dtype)  # (*c,) every round's first carry
+        self._zero.flags.writeable = False
+        candidate_bytes = self._rows[0].size * 4 if with_candidates else 0  # (n, d) float32
+        self.capacity = max(1, memo_byte_budget() // (NODE_OVERHEAD_BYTES + self._zero.nbytes + candidate_bytes))
+        self._starts: dict[int, TablePrefix] = {}
+        self._nodes = 0
+        # The (1,) tensors of a round-end state, made once each (torch.tensor([x]) costs microseconds a call)
+        self._index_tensors: dict[int, torch.Tensor] = {}  # query indices, lengths and last tokens alike
+        self._finished = torch.tensor([True])
+
+    @property
+    def nodes(self) -> int:
+        """Number of prefixes memoised now, the round starts included."""
+        return self._nodes
+
+    def __len__(self) -> int:
+        """Number of queries memoised now."""
+        return len(self._starts)
+
+    def get(self, query: int) -> TablePrefix:
+        """The round start of ``query`` (an index into the pool)."""
+        start = self._starts.get(query)
+        if start is None:
+            start = self.compute(query)
+            if self._nodes < self.capacity:
+                self._starts[query] = start
+                self._nodes += 1
+        return start
+
+    def compute(self, query: int) -> TablePrefix:
+        """The round start of ``query``, computed afresh (no memo)."""
+        check_int("query", query, minimum=0)
+        if query >= self.problem.num_queries:
+            raise ValueError(f"query must lie in [0, {self.problem.num_queries}), got {query}")
+        return TablePrefix(self._zero, self._candidates(query, 0, self._zero))
+
+    def child(self, query: int, node: TablePrefix, token: int, token_tensor: torch.Tensor | None = None) -> TablePrefix:
+        """The node of ``x:y:token`` below ``node`` (``x:y``, unfinished, shorter than L), memoised if room is left.
+
+        Args:
+            query: the round's query (``node`` lies below its start).
+            node: the current prefix.
+            token: the token appended (an allowed action).
+            token_tensor: unused (:class:`QueryStartMemo`'s signature).
+        """
+        known = node.children.get(token)
+        if known is not None:
+            return known
+        length = node.length + 1
+        carry = self._alpha * node.carry + self._rows[query * self._stride + node.length, token]  # (*c,)
+        carry.flags.writeable = False
+        finished = token == self._eos
+        fresh = TablePrefix(carry, None if finished else self._candidates(query, length, carry), length)
+        if self._nodes < self.capacity:
+            node.children[token] = fresh
+            self._nodes += 1
+        return fresh
+
+    def round_end(self, node: TablePrefix, query: int, response: np.ndarray) -> tuple[float, np.ndarray | None]:
+        """The complete response's utility (one core call) and float32 embedding ``(d,)`` (None without features).
+
+        Args:
+            node: the complete response's node.
+            query: the round's query.
+            response: ``(L,)`` its tokens, padded with EOS.
+        """
+        length = node.length
+        state = DecodingState(
+            queries=self._index_tensor(query),
+            tokens=torch.from_numpy(response[None].copy()),  # (1, L)
+            lengths=self._index_tensor(length),
+            finished=self._finished,
+            carry=torch.from_numpy(node.carry[None].copy()),  # (1, *c)
+            last_tokens=self._index_tensor(int(response[length - 1])),
+        )
+        embedding = node.carry.astype(np.float32) if self._embeddings else None  # (d,) the carry is e(x, y)
+        return float(self.problem.utility_of_complete(state)), embedding
+
+    def _index_tensor(self, value: int) -> torch.Tensor:
+        """``(1,)`` int64 ``value`` (read only), made on first use."""
+        tensor = self._index_tensors.get(value)
+        if tensor is None:
+            tensor = self._index_tensors[value] = torch.tensor([value])
+        return tensor
+
+    def _candidates(self, query: int, length: int, carry: np.ndarray) -> np.ndarray | None:
+        """``(n, d)`` float32 ``rows[x * (L + 1) + |y|] + alpha * carry`` (read only), or None without candidates."""
+        if not self.with_candidates:
+            return None
+        embeddings = np.empty(self._rows.shape[1:], dtype=np.float32)  # (n, d)
+        np.add(self._rows[query * self._stride + length], self._alpha * carry, out=embeddings)  # float64 sum, rounded
+        embeddings.flags.writeable = False
+        return embeddings
+
+
+def prefix_memo(problem: TokenizedProblem, with_candidates: bool) -> QueryStartMemo | TablePrefixMemo:
+    """The prefix memo of a batch-of-one env.
+
+    :class:`TablePrefixMemo` where the family has a carry table on the CPU, else :class:`QueryStartMemo`.
+    """
+    if problem.host_carry_rows() is not None:
+        return TablePrefixMemo(problem, with_candidates)
+    return QueryStartMemo(problem, with_candidates)

@@ -69,16 +69,20 @@ class InfoSchema:
     response_logprob: bool = False
     pairwise: bool = False
 
-    def pending(self, num_rows: int | None = None, device: torch.device | None = None) -> dict[str, Any]:
+    def pending(
+        self, num_rows: int | None = None, device: torch.device | None = None, leading: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """The round summary's fill values (new arrays), keyed and typed as :func:`round_summary` returns it.
 
         Args:
             num_rows: None for the one-round form (Python scalars, ``(L,)`` arrays), else B rows
                 (``(B,)`` and ``(B, L)`` NumPy arrays).
             device: with ``num_rows``, tensors on this device instead of NumPy arrays.
+            leading: the one-round form only: entries to put first, before the fill values (a
+                step's own, ``query_index`` and ``forced_eos``).
         """
         if num_rows is None:  # every step of a single env: copies of one template
-            pending = dict(self._one_round_pending)
+            pending = {**(leading or {}), **self._one_round_pending}
             for key in self._one_round_arrays:
                 pending[key] = pending[key].copy()
             return pending
@@ -210,18 +214,20 @@ def observation(
         candidate_embeddings: ``(k, d)`` float32 features (zeros once the response is complete), if any.
         candidate_logprobs: ``(k,)`` float32 log-probabilities (zeros once complete), if observed.
     """
-    observed = {"action_mask": action_mask}  # in the space's (sorted) key order, so no shell reorders
-    if candidate_embeddings is not None:
-        observed["candidate_embeddings"] = candidate_embeddings
-    if candidate_logprobs is not None:
-        observed["candidate_logprobs"] = candidate_logprobs
-    observed.update(
-        candidate_tokens=candidate_tokens,
-        length=length,
-        query=query,
-        query_length=query_length,
-        response=response,
-    )
+    observed = {  # in the space's (sorted) key order, so no shell reorders; one dict display (every step)
+        "action_mask": action_mask,
+        "candidate_embeddings": candidate_embeddings,
+        "candidate_logprobs": candidate_logprobs,
+        "candidate_tokens": candidate_tokens,
+        "length": length,
+        "query": query,
+        "query_length": query_length,
+        "response": response,
+    }
+    if candidate_embeddings is None:
+        del observed["candidate_embeddings"]
+    if candidate_logprobs is None:
+        del observed["candidate_logprobs"]
     return observed
 
 
@@ -379,11 +385,9 @@ def step_reward_and_info(
         noise: ``eta_t``.
         schema: the env's info schema.
     """
-    info: dict[str, Any] = {"query_index": int(query_index), "forced_eos": bool(forced_eos)}
     if summary is None:
-        info.update(schema.pending())
-        return 0.0, info
-    info.update(summary)
+        return 0.0, schema.pending(leading={"query_index": int(query_index), "forced_eos": bool(forced_eos)})
+    info: dict[str, Any] = {"query_index": int(query_index), "forced_eos": bool(forced_eos), **summary}
     return info["utility"] + noise, info
 
 

@@ -31,7 +31,13 @@ from tokenized_bandit_gym.core.action_mask_table import ActionMaskTable
 from tokenized_bandit_gym.core.decoding_state import DecodingState
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.pool_benchmarks import PoolBenchmarks
-from tokenized_bandit_gym.core.query_start_memo import QueryStart, QueryStartMemo
+from tokenized_bandit_gym.core.query_start_memo import (
+    QueryStart,
+    QueryStartMemo,
+    TablePrefix,
+    TablePrefixMemo,
+    prefix_memo,
+)
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.envs.env_contract import InfoSchema, observation, round_summary
 from tokenized_bandit_gym.host_array import as_host_array
@@ -161,7 +167,8 @@ class SingleRoundBatch(RoundBatch[Any]):
 
     Per step only what depends on the action goes through torch, once per prefix: the mask is
     looked up, every prefix played (the round start included) and its candidates are memoised
-    per query (:class:`QueryStartMemo`), the complete response's utility once per response. The
+    per query (:func:`~tokenized_bandit_gym.core.query_start_memo.prefix_memo`: from the family's
+    carry table in NumPy where it has one), the complete response's utility once per response. The
     single env checks its one action with the contract's ``check_action``; :meth:`allowed` and
     :meth:`forced_actions`, the N-row check, do not apply to rows without the row axis.
 
@@ -189,19 +196,20 @@ class SingleRoundBatch(RoundBatch[Any]):
         self._has_embeddings = self.tables.has_embeddings
         self._masks = self.tables.masks
         n = problem.vocab_size
-        self.memo = QueryStartMemo(problem, with_candidates=self._has_embeddings)
+        self.memo: QueryStartMemo | TablePrefixMemo = prefix_memo(problem, with_candidates=self._has_embeddings)
         self._token_tensors = [problem.vocabulary[token : token + 1] for token in range(n)]  # n x (1,)
         self._candidate_tokens = np.arange(n, dtype=np.int64)  # (n,)
         self._no_embeddings: np.ndarray | None = None
         if isinstance(problem, LinearTokenizedProblem):
             self._no_embeddings = np.zeros((n, problem.embedding_dim), dtype=np.float32)  # (n, d)
-        self.node: QueryStart | None = None
+        self.node: QueryStart | TablePrefix | None = None
         self.response = np.full(problem.max_length, problem.eos_token_id, dtype=np.int64)  # (L,) the tokens
         self.queries = 0
         self.lengths = 0
         self.finished = False
         self.noise = 0.0
         self.mask = self._masks.allowed[self._masks.row(0, finished=False)]  # (n,)
+        self._complete_row = self._masks.row(problem.max_length, finished=True)  # the mask table's row once complete
 
     def restart(self, rows: Any, queries: Any, noise: Any) -> None:
         """Start a new round (``rows`` is ignored: the one row) on query ``queries`` (int) with ``noise`` (float)."""
@@ -222,15 +230,15 @@ class SingleRoundBatch(RoundBatch[Any]):
     def observe(self) -> dict[str, Any]:
         """The round's observation (host copies throughout); updates :attr:`mask`."""
         masks, query, node = self._masks, self.queries, self.node
-        row = masks.row(self.lengths, self.finished)
+        row = self._complete_row if self.finished else self.lengths  # masks.row(), unchecked: 0 <= |y| <= L here
         self.mask = masks.allowed[row]
         embeddings = None
         if self._no_embeddings is not None:
             memoised = None if self.finished or node is None else node.host_embeddings
-            embeddings = self._no_embeddings.copy() if memoised is None else memoised.copy()  # zeros once complete
+            embeddings = (self._no_embeddings if memoised is None else memoised).copy()  # zeros once complete
         return observation(
             query=self.tables.query_tokens[query].copy(),
-            query_length=self.tables.query_lengths[query].copy(),
+            query_length=self.tables.query_lengths[query],  # a new NumPy scalar (immutable: nothing to copy)
             response=self.response.copy(),
             length=np.int64(self.lengths),
             candidate_tokens=self._candidate_tokens.copy(),
@@ -249,11 +257,7 @@ class SingleRoundBatch(RoundBatch[Any]):
             raise ValueError("the environment has no round yet: call reset() first")
         benchmarks, query = self.tables.benchmarks(), self.queries
         if node.round_end is None:  # the complete response's utility and embedding, once per response
-            embedding = None
-            if self._has_embeddings:
-                assert isinstance(self.problem, LinearTokenizedProblem)
-                embedding = as_host_array(self.problem.embedding_of(node.state).to(torch.float32))[0].copy()  # (d,)
-            node.round_end = (float(self.problem.utility_of_complete(node.state)), embedding)  # (1,) -> its value
+            node.round_end = self.memo.round_end(node, query, self.response)  # type: ignore[arg-type]
         utility, embedding = node.round_end
         return round_summary(
             utility=utility,

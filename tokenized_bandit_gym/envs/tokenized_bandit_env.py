@@ -90,6 +90,7 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         if pairwise:
             self._pairwise = PairwiseRound(length, problem.eos_token_id, self.feedback_channel.temperature)
         self._streams: RoundStreams | None = None
+        self._num_queries = problem.num_queries  # Q, read at every reset
 
     @property
     def eos_token_id(self) -> int:
@@ -106,7 +107,7 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         """
         super().reset(seed=seed)
         self._streams = RoundStreams.on_reset(self._streams, seed, self.np_random)
-        query, noise = self._streams.draw(self.problem.num_queries, self.noise_model)
+        query, noise = self._streams.draw(self._num_queries, self.noise_model)
         rounds = self.rounds
         rounds.restart(True, query, noise)
         if self._pairwise is not None:
