@@ -56,6 +56,8 @@ class RoundBuffer:
         self._cursor = torch.zeros(num_rows, dtype=torch.int64, device=device)  # (N,) current round per row
         self._rows = torch.arange(num_rows, device=device)  # (N,)
         self._host_rows = np.arange(num_rows)  # (N,)
+        self._row_starts = self._host_rows * capacity  # (N,) each row's start in the flattened (N, K) buffers
+        self._cursor_view = self._cursor.numpy() if device.type == "cpu" else None  # (N,) the cursors' host view
         self._advances_since_check = 0
         self._headroom = capacity - 1  # advances before the furthest cursor can reach the last round
 
@@ -102,14 +104,14 @@ class RoundBuffer:
 
     def current_on_host(self) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`current` as new NumPy arrays, read from the host buffers (the device must be the CPU)."""
-        flat = self._host_rows * self.capacity + self._host_cursor()  # (N,) index into the flattened (N, K) buffers
-        return np.take(self._host_queries, flat), np.take(self._host_noise, flat)
+        flat = self._row_starts + self._host_cursor()  # (N,) index into the flattened (N, K) buffers
+        return self._host_queries.take(flat), self._host_noise.take(flat)
 
     def _host_cursor(self) -> np.ndarray:
         """The cursors as a NumPy view (writes go through); raises off the CPU."""
-        if self.device.type != "cpu":
+        if self._cursor_view is None:
             raise ValueError(f"the round buffer lives on {self.device}: its cursors have no host view")
-        return self._cursor.numpy()
+        return self._cursor_view
 
     def _shift_and_refill(self, cursor: np.ndarray) -> None:
         """Drop each row's finished rounds (before its cursor) and draw as many new ones."""
@@ -134,3 +136,4 @@ class RoundBuffer:
         self._queries = torch.from_numpy(self._host_queries).to(self.device)
         self._noise = torch.from_numpy(self._host_noise).to(self.device)
         self._cursor = torch.zeros(self.num_rows, dtype=torch.int64, device=self.device)
+        self._cursor_view = self._cursor.numpy() if self.device.type == "cpu" else None
