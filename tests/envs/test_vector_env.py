@@ -353,6 +353,10 @@ def test_round_buffer_replays_each_row_stream_across_refills(host: bool, advance
         queries, etas = buffer.current_on_host() if host else buffer.current()
         assert [(int(q), float(e)) for q, e in zip(queries, etas, strict=True)] == expected
         rows = rng.random(3) < advance_rate
+        if host:  # the rounds of some rows only (what a step that restarts them reads)
+            queries, etas = buffer.current_on_host(rows)
+            read = [(int(q), float(e)) for q, e, row in zip(queries, etas, rows, strict=True) if row]
+            assert read == [draw for draw, row in zip(expected, rows, strict=True) if row]
         buffer.advance(rows if host else torch.as_tensor(rows))
         expected = [
             stream.draw(50, noise) if row else old for stream, row, old in zip(streams, rows, expected, strict=True)

@@ -102,10 +102,21 @@ class RoundBuffer:
         """The current round of every row: query indices ``(N,)`` int64 and noise ``(N,)`` float64."""
         return self._queries[self._rows, self._cursor], self._noise[self._rows, self._cursor]
 
-    def current_on_host(self) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`current` as new NumPy arrays, read from the host buffers (the device must be the CPU)."""
-        flat = self._row_starts + self._host_cursor()  # (N,) index into the flattened (N, K) buffers
-        return self._host_queries.take(flat), self._host_noise.take(flat)
+    def current_on_host(self, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`current` as new NumPy arrays, read from the host buffers (the device must be the CPU).
+
+        Args:
+            rows: ``(N,)`` bool, or None for every row: only these rows are read (the others hold
+                0), so a step that starts R rounds reads R entries of the buffers, not N.
+        """
+        if rows is None:
+            flat = self._row_starts + self._host_cursor()  # (N,) index into the flattened (N, K) buffers
+            return self._host_queries.take(flat), self._host_noise.take(flat)
+        index = rows.nonzero()[0]  # (R,)
+        flat = self._row_starts[index] + self._host_cursor()[index]  # (R,)
+        queries, noise = np.zeros(self.num_rows, dtype=np.int64), np.zeros(self.num_rows)  # (N,) each
+        queries[index], noise[index] = self._host_queries.take(flat), self._host_noise.take(flat)
+        return queries, noise
 
     def _host_cursor(self) -> np.ndarray:
         """The cursors as a NumPy view (writes go through); raises off the CPU."""

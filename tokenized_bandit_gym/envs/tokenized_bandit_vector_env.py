@@ -318,7 +318,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
 
     def _restart(self, rows: Any) -> None:
         """Start new rounds on ``rows`` ``(N,)`` bool with their current draws (no first response yet)."""
-        self.rounds.restart(rows, *self._current_rounds())
+        self.rounds.restart(rows, *self._current_rounds(rows))
         if self._pairwise is not None:
             self._pairwise.start(rows)
 
@@ -364,9 +364,9 @@ class TokenizedBanditVectorEnv(VectorEnv):
         return self._to_backend(self._copy(self.rounds.mask))
 
     # ------------------------------------------------------------------ the round batch
-    def _current_rounds(self) -> tuple[Any, Any]:
-        """Every row's current round (query indices and noise ``(N,)``), as the batch's rows."""
-        return self._round_buffer.current_on_host() if self.rounds.on_host else self._round_buffer.current()
+    def _current_rounds(self, rows: Any) -> tuple[Any, Any]:
+        """The current round (query indices and noise ``(N,)``) of the rows ``rows`` ``(N,)``, as the batch's rows."""
+        return self._round_buffer.current_on_host(rows) if self.rounds.on_host else self._round_buffer.current()
 
     def _observe(self) -> dict[str, Any]:
         """The batch's observation in the observation space's key order, as the backend's arrays."""
