@@ -458,24 +458,29 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         """The candidates' embeddings from the carry table, rounded to float32, ``(N, n, d)``, a new array.
 
         The core's float operations (:meth:`LinearTokenizedProblem.observed_candidate_embeddings`:
-        ``c * phi + alpha * e`` in float64, rounded once to float32), by chunks of rows whose
-        gathered ``c * phi`` rows (:data:`OBSERVE_CHUNK_BYTES`) stay in the cache while they are
-        added to and rounded: no float64 ``(N, n, d)`` result. Zeros on the complete responses.
+        ``c * phi + alpha * e`` in the instance's dtype, rounded once to float32), by chunks of
+        rows whose gathered ``c * phi`` rows (:data:`OBSERVE_CHUNK_BYTES`) stay in the cache
+        while they are added to: a float64 instance adds in a float64 scratch and rounds by a
+        copy (faster than an add that casts as it writes), a float32 one gathers into the
+        observation and adds there. Zeros on the complete responses.
         """
         assert self._carry_rows is not None
         carry_rows = self._carry_rows[1]  # (Q * (L + 1), n, *c)
         num_rows, chunk = self.num_rows, self._chunk_rows
-        if self._gathered is None:
+        in_place = carry_rows.dtype == np.float32  # the observation's dtype: no scratch, no rounding copy
+        if self._gathered is None and not in_place:
             self._gathered = np.empty((min(chunk, num_rows), *carry_rows.shape[1:]), dtype=carry_rows.dtype)
         table_rows = self.queries * (self.problem.max_length + 1) + self.lengths  # (N,) all in range
         discounted = (alpha * self._host_carry)[:, None, :]  # (N, 1, d)
         embeddings = np.empty((num_rows, *carry_rows.shape[1:]), dtype=np.float32)  # (N, n, d)
         for start in range(0, num_rows, chunk):
             stop = min(start + chunk, num_rows)
-            gathered = self._gathered[: stop - start]  # (chunk, n, d)
+            observed = embeddings[start:stop]  # (chunk, n, d)
+            gathered = observed if in_place or self._gathered is None else self._gathered[: stop - start]
             carry_rows.take(table_rows[start:stop], axis=0, out=gathered, mode="clip")  # "clip": no out= buffering
-            gathered += discounted[start:stop]  # float64, in place (faster than an add that casts as it writes)
-            embeddings[start:stop] = gathered  # rounded to float32 once
+            gathered += discounted[start:stop]  # in place
+            if gathered is not observed:
+                observed[...] = gathered  # rounded to float32 once
         finished = self.finished.nonzero()[0]  # (F,)
         if len(finished):  # the single env observes zeros once the response is complete
             embeddings[finished] = 0.0

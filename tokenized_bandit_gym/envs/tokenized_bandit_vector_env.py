@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from numbers import Integral
 from typing import Any, ClassVar
@@ -343,14 +344,13 @@ class TokenizedBanditVectorEnv(VectorEnv):
         sub-envs that report it, as Gymnasium's vector envs mark them).
         """
         infos: dict[str, Any] = {"query_index": self._copy(self.rounds.queries), "forced_eos": forced_eos, **summary}
-        keys = list(infos)
+        keys = tuple(infos)
         if isinstance(present, np.ndarray):  # one buffer, one row per key: no two masks share memory
             masks: Any = np.empty((len(keys), self.num_envs), dtype=bool)
             masks[:] = present
         else:
             masks = present.expand(len(keys), self.num_envs).clone()
-        for key, mask in zip(keys, masks, strict=True):
-            infos[f"_{key}"] = mask
+        infos.update(zip(_mask_keys(keys), masks, strict=True))
         return infos
 
     def _infos_to_backend(self, infos: dict[str, Any]) -> dict[str, Any]:
@@ -470,6 +470,12 @@ class TokenizedBanditVectorEnv(VectorEnv):
         if self.array_backend == "torch" or not isinstance(value, torch.Tensor):
             return value
         return value.cpu().numpy()
+
+
+@functools.lru_cache(maxsize=64)
+def _mask_keys(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """The ``_key`` mask names of the info ``keys`` (the same every step: the schema's), built once."""
+    return tuple(f"_{key}" for key in keys)
 
 
 def _autoreset_mode(mode: object) -> AutoresetMode:
