@@ -339,10 +339,12 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         self._gathered: np.ndarray | None = None  # (chunk, n, *c) scratch of observe()'s gather
         self._candidate_rows: np.ndarray | None = None  # (Q * (L + 1) * n, *c) the table, one candidate a row
         self._chunk_rows = num_rows  # rows per gather-and-add of observe(), so the scratch stays in cache
+        self._every_row: DecodingState | None = None  # the carry-table path's state, its tensors on the arrays
         if self._carry_rows is not None:
             table = self._carry_rows[1]
             self._candidate_rows = table.reshape(-1, *table.shape[2:])
             self._chunk_rows = max(1, OBSERVE_CHUNK_BYTES // (table[0].nbytes or 1))
+            self._every_row = self.state()  # every field is updated in place on this path
         self.mask = self._masks.allowed[self._mask_rows()]
 
     def state(self) -> DecodingState:
@@ -399,7 +401,7 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         problem = self.problem
         length = problem.max_length
         columns = np.minimum(self.lengths, length - 1)  # (N,)
-        positions = columns + 1  # (N,) 1-based position of the new token
+        positions = np.add(columns, 1, out=self.lengths)  # (N,) 1-based position of the new token, the new lengths
         if self._candidate_rows is not None:  # alpha * e + (c * phi)[x, |y|, tau], in place: append's float operations
             alpha = self._carry_rows[0]  # type: ignore[index]
             candidates = (self.queries * (length + 1) + columns) * problem.vocab_size + tokens  # (N,) table rows
@@ -423,9 +425,8 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
             self._host_carry = self.carry.numpy()
         self._candidates_current = False
         self.tokens.put(self._token_offsets + columns, tokens)
-        self.lengths = positions
-        self.finished = tokens == problem.eos_token_id
-        self.last_tokens = tokens.copy()
+        np.equal(tokens, problem.eos_token_id, out=self.finished)
+        self.last_tokens[...] = tokens
 
     def observe(self) -> dict[str, np.ndarray]:
         """The batched observation (new arrays), keyed as the single env's; updates :attr:`mask`."""
@@ -490,7 +491,10 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         """Round-end info entries for every row (zeros off the rows ``ended`` ``(N,)`` bool).
 
         The utilities and embeddings come from one core call each on the ended rows (a row's
-        value does not depend on its batch); everything else is written on them only.
+        value does not depend on its batch); everything else is written on them only. Where the
+        family's carry is a table, the utility call reads the whole batch's own tensors instead
+        (no per-step tensors to build; the rows not ended are computed and dropped) and the
+        embedding is the carry.
         """
         problem = self.problem
         benchmarks = self.tables.benchmarks()
@@ -498,21 +502,25 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         queries = self.queries[index]  # (E,)
         tokens, lengths = self.tokens[index], self.lengths[index]  # (E, L), (E,)
         ended_carry = self._host_carry[index]  # (E, *c)
-        state = DecodingState(
-            queries=torch.from_numpy(queries),
-            tokens=torch.from_numpy(tokens),
-            lengths=torch.from_numpy(lengths),
-            finished=torch.from_numpy(self.finished[index]),
-            carry=torch.from_numpy(ended_carry),
-            last_tokens=torch.from_numpy(self.last_tokens[index]),
-        )  # the E ended rows
         embedding = None
-        if isinstance(problem, LinearTokenizedProblem) and self._carry_rows is not None:
-            embedding = ended_carry.astype(np.float32)  # (E, d) the carry is the embedding (host_carry_rows)
-        elif isinstance(problem, LinearTokenizedProblem):
-            embedding = problem.embedding_of(state).to(torch.float32).numpy()  # (E, d)
+        if self._every_row is not None:  # one core call on the state's own tensors, read on the ended rows
+            utility = problem.utility_of_complete(self._every_row).numpy()[index]  # (E,)
+            if isinstance(problem, LinearTokenizedProblem):
+                embedding = ended_carry.astype(np.float32)  # (E, d) the carry is the embedding (host_carry_rows)
+        else:
+            state = DecodingState(
+                queries=torch.from_numpy(queries),
+                tokens=torch.from_numpy(tokens),
+                lengths=torch.from_numpy(lengths),
+                finished=torch.from_numpy(self.finished[index]),
+                carry=torch.from_numpy(ended_carry),
+                last_tokens=torch.from_numpy(self.last_tokens[index]),
+            )  # the E ended rows
+            utility = problem.utility_of_complete(state).numpy()  # (E,)
+            if isinstance(problem, LinearTokenizedProblem):
+                embedding = problem.embedding_of(state).to(torch.float32).numpy()  # (E, d)
         return round_summary(  # every entry on the E ended rows, scattered into zeros of N rows
-            utility=problem.utility_of_complete(state).numpy().astype(np.float64, copy=False),  # (E,)
+            utility=utility.astype(np.float64, copy=False),  # (E,)
             optimal_utility=benchmarks.optimal_utility[queries].astype(np.float64, copy=False),  # (E,)
             oracle_greedy_utility=benchmarks.oracle_greedy_utility[queries],  # (E,)
             noise=self.noise[index],  # (E,)
