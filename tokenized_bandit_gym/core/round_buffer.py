@@ -61,6 +61,15 @@ class RoundBuffer:
         self._advances_since_check = 0
         self._headroom = capacity - 1  # advances before the furthest cursor can reach the last round
 
+    def __getstate__(self) -> dict[str, object]:
+        """The state to pickle, without the cursors' host view (a copy would no longer share their memory)."""
+        return {**self.__dict__, "_cursor_view": None}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        """Restore the pickled state and view the restored cursors again."""
+        self.__dict__.update(state)
+        self._cursor_view = self._cursor.numpy() if self.device.type == "cpu" else None
+
     def is_seeded(self, row: int) -> bool:
         """Whether row ``row`` has streams yet."""
         return self._streams[row] is not None

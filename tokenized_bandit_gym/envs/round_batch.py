@@ -284,10 +284,12 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
     :class:`SyntheticTables`, the same the single env's :class:`SingleRoundBatch` reads. Where
     the family's carry recursion is a table (:meth:`TokenizedProblem.host_carry_rows`: the
     discounted TLB and the TMAB over it), a step makes no torch call but the round-end
-    utilities: the chosen carries and the float32 observed embeddings come from the table in
-    NumPy, with the core's float operations (so the same bits).
+    utilities (one core call on the batch's own tensors, built once): the chosen carries and
+    the float32 observed embeddings come from the table in NumPy, with the core's float
+    operations (so the same bits).
 
-    Every array the batch hands out is a new one (never a view of its state).
+    Every array the batch hands out is a new one (never a view of its state). The state's
+    arrays are updated in place (the carry too, on the table path), so its tensors stay views.
 
     Args:
         problem: the instance (on the CPU).
@@ -340,12 +342,24 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         self._candidate_rows: np.ndarray | None = None  # (Q * (L + 1) * n, *c) the table, one candidate a row
         self._chunk_rows = num_rows  # rows per gather-and-add of observe(), so the scratch stays in cache
         self._every_row: DecodingState | None = None  # the carry-table path's state, its tensors on the arrays
+        self._alpha = 0.0  # the carry table's discount
         if self._carry_rows is not None:
-            table = self._carry_rows[1]
+            self._alpha, table = self._carry_rows
             self._candidate_rows = table.reshape(-1, *table.shape[2:])
             self._chunk_rows = max(1, OBSERVE_CHUNK_BYTES // (table[0].nbytes or 1))
             self._every_row = self.state()  # every field is updated in place on this path
         self.mask = self._masks.allowed[self._mask_rows()]
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The state to pickle, without the tensors that view the arrays (a copy would no longer share them)."""
+        return {**self.__dict__, "carry": None, "_every_row": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restore the pickled state and view the restored arrays again (the carry's memory is the host one)."""
+        self.__dict__.update(state)
+        self.carry = torch.from_numpy(self._host_carry)
+        if self._carry_rows is not None:
+            self._every_row = self.state()
 
     def state(self) -> DecodingState:
         """The core's view of the batch (tensors sharing the host arrays; read, never write)."""
@@ -403,10 +417,9 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         columns = np.minimum(self.lengths, length - 1)  # (N,)
         positions = np.add(columns, 1, out=self.lengths)  # (N,) 1-based position of the new token, the new lengths
         if self._candidate_rows is not None:  # alpha * e + (c * phi)[x, |y|, tau], in place: append's float operations
-            alpha = self._carry_rows[0]  # type: ignore[index]
             candidates = (self.queries * (length + 1) + columns) * problem.vocab_size + tokens  # (N,) table rows
             chosen = self._candidate_rows.take(candidates, axis=0)  # (N, *c)
-            np.multiply(self._host_carry, alpha, out=self._host_carry)
+            np.multiply(self._host_carry, self._alpha, out=self._host_carry)
             self._host_carry += chosen
         elif self._candidate_carries is not None and self._candidates_current:
             # the chosen candidate's carry, as observe() got it from the core (equal to append's)
@@ -435,7 +448,7 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         self.mask = self._masks.allowed.take(mask_rows, axis=0)  # (N, n)
         embeddings = None
         if self._has_embeddings and self._carry_rows is not None:
-            embeddings = self._observed_embeddings(self._carry_rows[0])  # (N, n, d)
+            embeddings = self._observed_embeddings(self._carry_rows[1])  # (N, n, d)
         elif self._has_embeddings:
             assert isinstance(self.problem, LinearTokenizedProblem)
             if self._candidate_carries is None:
@@ -455,7 +468,7 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
             candidate_embeddings=embeddings,  # (N, n, d) or None
         )
 
-    def _observed_embeddings(self, alpha: float) -> np.ndarray:
+    def _observed_embeddings(self, carry_rows: np.ndarray) -> np.ndarray:
         """The candidates' embeddings from the carry table, rounded to float32, ``(N, n, d)``, a new array.
 
         The core's float operations (:meth:`LinearTokenizedProblem.observed_candidate_embeddings`:
@@ -464,23 +477,26 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         while they are added to: a float64 instance adds in a float64 scratch and rounds by a
         copy (faster than an add that casts as it writes), a float32 one gathers into the
         observation and adds there. Zeros on the complete responses.
+
+        Args:
+            carry_rows: ``(Q * (L + 1), n, *c)`` the table of :meth:`TokenizedProblem.host_carry_rows`.
         """
-        assert self._carry_rows is not None
-        carry_rows = self._carry_rows[1]  # (Q * (L + 1), n, *c)
         num_rows, chunk = self.num_rows, self._chunk_rows
-        in_place = carry_rows.dtype == np.float32  # the observation's dtype: no scratch, no rounding copy
-        if self._gathered is None and not in_place:
-            self._gathered = np.empty((min(chunk, num_rows), *carry_rows.shape[1:]), dtype=carry_rows.dtype)
+        scratch = None  # float32: the observation's dtype, gathered into and added to in place
+        if carry_rows.dtype != np.float32:
+            if self._gathered is None:
+                self._gathered = np.empty((min(chunk, num_rows), *carry_rows.shape[1:]), dtype=carry_rows.dtype)
+            scratch = self._gathered  # (chunk, n, *c)
         table_rows = self.queries * (self.problem.max_length + 1) + self.lengths  # (N,) all in range
-        discounted = (alpha * self._host_carry)[:, None, :]  # (N, 1, d)
+        discounted = (self._alpha * self._host_carry)[:, None, :]  # (N, 1, d)
         embeddings = np.empty((num_rows, *carry_rows.shape[1:]), dtype=np.float32)  # (N, n, d)
         for start in range(0, num_rows, chunk):
             stop = min(start + chunk, num_rows)
             observed = embeddings[start:stop]  # (chunk, n, d)
-            gathered = observed if in_place or self._gathered is None else self._gathered[: stop - start]
+            gathered = observed if scratch is None else scratch[: stop - start]
             carry_rows.take(table_rows[start:stop], axis=0, out=gathered, mode="clip")  # "clip": no out= buffering
             gathered += discounted[start:stop]  # in place
-            if gathered is not observed:
+            if scratch is not None:
                 observed[...] = gathered  # rounded to float32 once
         finished = self.finished.nonzero()[0]  # (F,)
         if len(finished):  # the single env observes zeros once the response is complete
