@@ -11,14 +11,19 @@ Its rows end rounds as the env's do, under the same random allowed policy. The n
 benchmark's :class:`~benchmarks.vector_env_stepper.VectorEnvStepper`.
 
 A second minimal step writes into reused buffers (``out=``): plain NumPy's fresh temporaries
-cost, from N = 1,024 on, the page faults of megabytes a step. The three are timed side by side
-in one process, interleaved, best chunk kept. The roofline is one
+cost, from N = 1,024 on, the page faults of megabytes a step. A third ("chunked") computes the
+observation the env's way (:meth:`HostRoundBatch._observed_embeddings
+<tokenized_bandit_gym.envs.round_batch.HostRoundBatch>`): by chunks of rows whose gathered
+rows stay in the cache, added to in the table's dtype and rounded once by a copy, into a reused
+float32 buffer; it is the fastest of the three, and the bar the issue's targets are read
+against. The four are timed side by side in one process, interleaved, best chunk kept. The roofline is one
 core's copy bandwidth (``np.copyto`` of a 64 MiB float32 array, bytes read plus bytes written)
 over the bytes a TLB token-step must move: the observation's row written (``(n, d)`` float32
 embeddings, the mask and the token ids), and the ``(n, d)`` float64 feature rows it reads.
 
 Run: ``PYTHONPATH=. python benchmarks/vector_env_fixed_cost.py`` (about two minutes on a loaded
-2-core CPU); ``--num-envs 64 1024 --seconds 0.3`` is quicker.
+2-core CPU); ``--num-envs 64 1024 --seconds 0.3`` is quicker; ``--dtype float32`` times a float32
+instance (its table, carries and sums in the observation's dtype).
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import torch
 import tokenized_bandit_gym  # noqa: F401  (registers the ids)
 from benchmarks.vector_env_stepper import VectorEnvStepper, random_allowed
 from benchmarks.vector_env_throughput import warm_caches
+from tokenized_bandit_gym.envs.round_batch import OBSERVE_CHUNK_BYTES
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 
 
@@ -48,6 +54,8 @@ class Args:
     """interleaved chunks; the best rate of each is kept"""
     seed: int = 0
     """seeds the envs and the random policies"""
+    dtype: str = "float64"
+    """the instance's floating dtype (``float32``: the observation's, so the env adds in it)"""
 
 
 class MinimalTlbStep:
@@ -59,9 +67,14 @@ class MinimalTlbStep:
         seed: seeds the pre-drawn queries and the policy.
         buffered: write the observation into reused buffers (``out=``) instead of plain NumPy's
             fresh temporaries (which, from N = 1,024 on, cost the page faults of megabytes a step).
+        chunked: with ``buffered``, compute the observation the env's way: by chunks of
+            :data:`~tokenized_bandit_gym.envs.round_batch.OBSERVE_CHUNK_BYTES` of gathered rows,
+            added to in place in the table's dtype and rounded to float32 by a copy.
     """
 
-    def __init__(self, problem: object, num_envs: int, seed: int, buffered: bool = False) -> None:
+    def __init__(
+        self, problem: object, num_envs: int, seed: int, buffered: bool = False, chunked: bool = False
+    ) -> None:
         n, length, d = problem.vocab_size, problem.max_length, problem.embedding_dim
         self.n, self.length, self.eos = n, length, problem.eos_token_id
         self.alpha = problem.alpha
@@ -78,9 +91,11 @@ class MinimalTlbStep:
         self.rows = np.arange(num_envs)
         self.queries = self.pool[:num_envs].copy()
         self.lengths = np.zeros(num_envs, dtype=np.int64)
-        self.carry = np.zeros((num_envs, d))
+        self.carry = np.zeros((num_envs, d), dtype=table.dtype)
         self.embeddings = np.zeros((num_envs, n, d), dtype=np.float32)
-        self.gathered = np.empty((num_envs, n, d)) if buffered else None
+        self.chunked = chunked
+        self.chunk = max(1, OBSERVE_CHUNK_BYTES // self.feature_rows[0].nbytes) if chunked else num_envs
+        self.gathered = np.empty((min(self.chunk, num_envs), n, d), dtype=table.dtype) if buffered else None
         self.masks = self.mask_table[self.lengths]
 
     def step(self, tokens: np.ndarray) -> np.ndarray:
@@ -101,9 +116,20 @@ class MinimalTlbStep:
         if self.gathered is None:
             candidates = self.feature_rows[table_rows] + (self.alpha * self.carry)[:, None, :]  # (N, n, d) float64
             self.embeddings = candidates.astype(np.float32)  # the observation
-        else:  # into reused buffers: a gather, then one add that writes float32
+        elif not self.chunked:  # into reused buffers: a gather, then one add that writes float32
             gathered = np.take(self.feature_rows, table_rows, axis=0, out=self.gathered, mode="clip")
             np.add(gathered, (self.alpha * self.carry)[:, None, :], out=self.embeddings)
+        else:  # the env's way: by chunks that stay in the cache, added to in place, rounded by a copy
+            discounted = (self.alpha * self.carry)[:, None, :]  # (N, 1, d)
+            in_place = self.feature_rows.dtype == np.float32  # the observation's dtype: no rounding copy
+            for start in range(0, len(self.rows), self.chunk):
+                stop = min(start + self.chunk, len(self.rows))
+                observed = self.embeddings[start:stop]
+                gathered = observed if in_place else self.gathered[: stop - start]
+                self.feature_rows.take(table_rows[start:stop], axis=0, out=gathered, mode="clip")
+                gathered += discounted[start:stop]
+                if not in_place:
+                    observed[...] = gathered
         return utilities
 
     def run(self, seconds: float, min_steps: int = 2) -> float:
@@ -135,32 +161,36 @@ def main(args: Args) -> None:
     bandwidth = copy_bandwidth()
     print(f"copy bandwidth: {bandwidth / 1e9:.1f} GB/s (read + write), best of {args.repeats} interleaved chunks")
     print(
-        "| N | native (tok/s) | minimal NumPy, plain (tok/s) | native / plain | minimal NumPy, buffered (tok/s) "
-        "| native / buffered | roofline (tok/s) | native / roofline |"
+        "| N | native (tok/s) | minimal, plain (tok/s) | minimal, buffered (tok/s) | minimal, chunked (tok/s) "
+        "| native / plain | native / buffered | native / chunked | roofline (tok/s) | native / roofline |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for num_envs in args.num_envs:
-        envs = gym.make_vec(env_id, num_envs, "vector_entry_point")
+        envs = gym.make_vec(env_id, num_envs, "vector_entry_point", dtype=args.dtype)
         problem = envs.unwrapped.problem
         n, d, length = problem.vocab_size, problem.embedding_dim, problem.max_length
-        step_bytes = n * d * 4 + n + n * 8 + length * 8 + n * d * 8  # observation written + feature rows read
-        native = VectorEnvStepper(envs, args.seed, warm_caches, warm_up_steps=2)
-        plain = MinimalTlbStep(problem, num_envs, args.seed)
-        buffered = MinimalTlbStep(problem, num_envs, args.seed, buffered=True)
-        plain.run(0.0)
-        buffered.run(0.0)
-        best = {"native": 0.0, "plain": 0.0, "buffered": 0.0}
-        for _ in range(args.repeats):  # interleaved, so load changes hit the three alike
+        feature_bytes = n * d * np.dtype(args.dtype).itemsize
+        step_bytes = n * d * 4 + n + n * 8 + length * 8 + feature_bytes  # observation written + feature rows read
+        steppers = {
+            "native": VectorEnvStepper(envs, args.seed, warm_caches, warm_up_steps=2),
+            "plain": MinimalTlbStep(problem, num_envs, args.seed),
+            "buffered": MinimalTlbStep(problem, num_envs, args.seed, buffered=True),
+            "chunked": MinimalTlbStep(problem, num_envs, args.seed, buffered=True, chunked=True),
+        }
+        best = dict.fromkeys(steppers, 0.0)
+        for name, stepper in steppers.items():
+            if name != "native":
+                stepper.run(0.0)
+        for _ in range(args.repeats):  # interleaved, so load changes hit the four alike
             chunk = args.seconds / args.repeats
-            best["native"] = max(best["native"], native.run(chunk, 2))
-            best["plain"] = max(best["plain"], plain.run(chunk))
-            best["buffered"] = max(best["buffered"], buffered.run(chunk))
+            for name, stepper in steppers.items():
+                best[name] = max(best[name], stepper.run(chunk, 2))
         roofline = bandwidth / step_bytes
-        native_rate = best["native"]
+        native = best["native"]
         print(
-            f"| {num_envs:,} | {native_rate:,.0f} | {best['plain']:,.0f} | {native_rate / best['plain']:.2f}x | "
-            f"{best['buffered']:,.0f} | {native_rate / best['buffered']:.2f}x | {roofline:,.0f} | "
-            f"{native_rate / roofline:.1%} |",
+            f"| {num_envs:,} | {native:,.0f} | {best['plain']:,.0f} | {best['buffered']:,.0f} | {best['chunked']:,.0f} "
+            f"| {native / best['plain']:.2f}x | {native / best['buffered']:.2f}x | {native / best['chunked']:.2f}x "
+            f"| {roofline:,.0f} | {native / roofline:.1%} |",
             flush=True,
         )
         envs.close()

@@ -5,7 +5,11 @@ from __future__ import annotations
 import runpy
 from pathlib import Path
 
+import gymnasium as gym
+import numpy as np
 import pytest
+
+import tokenized_bandit_gym  # noqa: F401  (registers the ids)
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -24,6 +28,22 @@ def test_vector_env_fixed_cost_runs(capsys: pytest.CaptureFixture[str]) -> None:
     script = runpy.run_path(str(BENCHMARKS / "vector_env_fixed_cost.py"))
     script["main"](script["Args"](num_envs=(3,), seconds=0.0, repeats=1))
     assert "| 3 |" in capsys.readouterr().out
+
+
+def test_fixed_cost_minimal_steps_compute_the_same_rounds() -> None:
+    """Plain, buffered and chunked (three chunks, the last ragged): the same observations and utilities, bit for bit."""
+    script = runpy.run_path(str(BENCHMARKS / "vector_env_fixed_cost.py"))
+    problem = gym.make("TokenizedLinearBandit-v0").unwrapped.problem
+    kinds = ({}, {"buffered": True}, {"buffered": True, "chunked": True})
+    steps = [script["MinimalTlbStep"](problem, 300, 0, **kind) for kind in kinds]
+    rng = np.random.default_rng(1)
+    for _ in range(6):
+        actions = script["random_allowed"](rng, steps[0].masks)
+        utilities = [step.step(actions) for step in steps]
+        for step, step_utilities in zip(steps[1:], utilities[1:], strict=True):
+            np.testing.assert_array_equal(step.embeddings, steps[0].embeddings)
+            np.testing.assert_array_equal(step_utilities, utilities[0])
+            np.testing.assert_array_equal(step.masks, steps[0].masks)
 
 
 def test_batched_eoful_regret_runs(capsys: pytest.CaptureFixture[str]) -> None:

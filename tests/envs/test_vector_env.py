@@ -16,6 +16,7 @@ from gymnasium.vector import AutoresetMode
 import tokenized_bandit_gym
 from tokenized_bandit_gym.core import NoiseModel, RoundStreams
 from tokenized_bandit_gym.core.round_buffer import RoundBuffer
+from tokenized_bandit_gym.envs import round_batch
 from tokenized_bandit_gym.registration import LLM_ENVS
 
 VECTOR_IDS = [env_id for env_id in tokenized_bandit_gym.registered_ids() if gym.spec(env_id).vector_entry_point]
@@ -281,9 +282,24 @@ def test_unseeded_reset_continues_the_streams_like_the_single_env() -> None:
 @pytest.mark.parametrize("env_id", [env_id for env_id in VECTOR_IDS if env_id not in LLM_ENVS])
 def test_torch_backend_matches_numpy_backend_and_stays_on_device(env_id: str) -> None:
     """The torch path (all on the device) against the NumPy backend's host path, on every synthetic id."""
+    _assert_torch_backend_matches_numpy_backend(env_id, 3)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_host_batch_observes_by_chunks_as_the_core_does(dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of two rows and a ragged last one: the host batch's observed embeddings equal the core's bit for bit."""
+    problem = gym.make("TokenizedLinearBandit-v0", dtype=dtype).unwrapped.problem
+    row_bytes = problem.vocab_size * problem.embedding_dim * np.dtype(dtype).itemsize
+    monkeypatch.setattr(round_batch, "OBSERVE_CHUNK_BYTES", 2 * row_bytes)
+    assert gym.make_vec("TokenizedLinearBandit-v0", num_envs=7, dtype=dtype).unwrapped.rounds._chunk_rows == 2
+    _assert_torch_backend_matches_numpy_backend("TokenizedLinearBandit-v0", 7, dtype=dtype)
+
+
+def _assert_torch_backend_matches_numpy_backend(env_id: str, num_envs: int, **kwargs: Any) -> None:
+    """25 steps of the torch backend on the CPU and the NumPy backend, equal bit for bit; tensors stay on the device."""
     device = torch.device("cpu")
-    numpy_envs = gym.make_vec(env_id, num_envs=3)
-    torch_envs = gym.make_vec(env_id, num_envs=3, array_backend="torch", device=device)
+    numpy_envs = gym.make_vec(env_id, num_envs=num_envs, **kwargs)
+    torch_envs = gym.make_vec(env_id, num_envs=num_envs, array_backend="torch", device=device, **kwargs)
     numpy_observations, _ = numpy_envs.reset(seed=2)
     torch_observations, torch_infos = torch_envs.reset(seed=2)
     rng = np.random.default_rng(3)
@@ -353,6 +369,10 @@ def test_round_buffer_replays_each_row_stream_across_refills(host: bool, advance
         queries, etas = buffer.current_on_host() if host else buffer.current()
         assert [(int(q), float(e)) for q, e in zip(queries, etas, strict=True)] == expected
         rows = rng.random(3) < advance_rate
+        if host:  # the rounds of some rows only (what a step that restarts them reads)
+            queries, etas = buffer.current_on_host(rows)
+            read = [(int(q), float(e)) for q, e, row in zip(queries, etas, rows, strict=True) if row]
+            assert read == [draw for draw, row in zip(expected, rows, strict=True) if row]
         buffer.advance(rows if host else torch.as_tensor(rows))
         expected = [
             stream.draw(50, noise) if row else old for stream, row, old in zip(streams, rows, expected, strict=True)

@@ -56,8 +56,19 @@ class RoundBuffer:
         self._cursor = torch.zeros(num_rows, dtype=torch.int64, device=device)  # (N,) current round per row
         self._rows = torch.arange(num_rows, device=device)  # (N,)
         self._host_rows = np.arange(num_rows)  # (N,)
+        self._row_starts = self._host_rows * capacity  # (N,) each row's start in the flattened (N, K) buffers
+        self._cursor_view = self._cursor.numpy() if device.type == "cpu" else None  # (N,) the cursors' host view
         self._advances_since_check = 0
         self._headroom = capacity - 1  # advances before the furthest cursor can reach the last round
+
+    def __getstate__(self) -> dict[str, object]:
+        """The state to pickle, without the cursors' host view (a copy would no longer share their memory)."""
+        return {**self.__dict__, "_cursor_view": None}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        """Restore the pickled state and view the restored cursors again."""
+        self.__dict__.update(state)
+        self._cursor_view = self._cursor.numpy() if self.device.type == "cpu" else None
 
     def is_seeded(self, row: int) -> bool:
         """Whether row ``row`` has streams yet."""
@@ -100,16 +111,27 @@ class RoundBuffer:
         """The current round of every row: query indices ``(N,)`` int64 and noise ``(N,)`` float64."""
         return self._queries[self._rows, self._cursor], self._noise[self._rows, self._cursor]
 
-    def current_on_host(self) -> tuple[np.ndarray, np.ndarray]:
-        """:meth:`current` as new NumPy arrays, read from the host buffers (the device must be the CPU)."""
-        flat = self._host_rows * self.capacity + self._host_cursor()  # (N,) index into the flattened (N, K) buffers
-        return np.take(self._host_queries, flat), np.take(self._host_noise, flat)
+    def current_on_host(self, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`current` as new NumPy arrays, read from the host buffers (the device must be the CPU).
+
+        Args:
+            rows: ``(N,)`` bool, or None for every row: only these rows are read (the others hold
+                0), so a step that starts R rounds reads R entries of the buffers, not N.
+        """
+        if rows is None:
+            flat = self._row_starts + self._host_cursor()  # (N,) index into the flattened (N, K) buffers
+            return self._host_queries.take(flat), self._host_noise.take(flat)
+        index = rows.nonzero()[0]  # (R,)
+        flat = self._row_starts[index] + self._host_cursor()[index]  # (R,)
+        queries, noise = np.zeros(self.num_rows, dtype=np.int64), np.zeros(self.num_rows)  # (N,) each
+        queries[index], noise[index] = self._host_queries.take(flat), self._host_noise.take(flat)
+        return queries, noise
 
     def _host_cursor(self) -> np.ndarray:
         """The cursors as a NumPy view (writes go through); raises off the CPU."""
-        if self.device.type != "cpu":
+        if self._cursor_view is None:
             raise ValueError(f"the round buffer lives on {self.device}: its cursors have no host view")
-        return self._cursor.numpy()
+        return self._cursor_view
 
     def _shift_and_refill(self, cursor: np.ndarray) -> None:
         """Drop each row's finished rounds (before its cursor) and draw as many new ones."""
@@ -134,3 +156,4 @@ class RoundBuffer:
         self._queries = torch.from_numpy(self._host_queries).to(self.device)
         self._noise = torch.from_numpy(self._host_noise).to(self.device)
         self._cursor = torch.zeros(self.num_rows, dtype=torch.int64, device=self.device)
+        self._cursor_view = self._cursor.numpy() if self.device.type == "cpu" else None

@@ -354,10 +354,11 @@ def round_summary(
     num_rows = len(ended)
     for keys, fill in ((_ROUND_VALUE_KEYS, 0), (_RESPONSE_KEYS, TOKEN_FILL)):
         first = summary[keys[0]]
-        masked = np.full((len(keys), num_rows, *first.shape[1:]), fill, dtype=first.dtype)  # (K, N, ...)
-        for row, key in zip(masked, keys, strict=True):
-            row[index] = summary[key] if compact else summary[key][index]
-            summary[key] = row
+        masked = np.empty((len(keys), num_rows, *first.shape[1:]), dtype=first.dtype)  # (K, N, ...)
+        masked.fill(fill)
+        for row, key in enumerate(keys):
+            masked[row, index] = summary[key] if compact else summary[key][index]
+            summary[key] = masked[row]
     for key in ("response_length", "response_embedding", *extra):
         value = summary.get(key)
         if type(value) is not np.ndarray:

@@ -45,6 +45,9 @@ from tokenized_bandit_gym.host_array import as_host_array
 Rows = TypeVar("Rows")
 """What a round batch's rows are: ``np.ndarray`` on the host, ``torch.Tensor`` on a device (scalars at B = 1)."""
 
+OBSERVE_CHUNK_BYTES = 1 << 18
+"""The host batch gathers the candidates' table rows by chunks of this many bytes, then adds (from the cache)."""
+
 
 class RoundBatch(ABC, Generic[Rows]):
     """B rounds of one instance: the bookkeeping a shell steps (the dynamics are the core's).
@@ -285,10 +288,12 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
     :class:`SyntheticTables`, the same the single env's :class:`SingleRoundBatch` reads. Where
     the family's carry recursion is a table (:meth:`TokenizedProblem.host_carry_rows`: the
     discounted TLB and the TMAB over it), a step makes no torch call but the round-end
-    utilities: the chosen carries and the float32 observed embeddings come from the table in
-    NumPy, with the core's float operations (so the same bits).
+    utilities (one core call on the batch's own tensors, built once): the chosen carries and
+    the float32 observed embeddings come from the table in NumPy, with the core's float
+    operations (so the same bits).
 
-    Every array the batch hands out is a new one (never a view of its state).
+    Every array the batch hands out is a new one (never a view of its state). The state's
+    arrays are updated in place (the carry too, on the table path), so its tensors stay views.
 
     Args:
         problem: the instance (on the CPU).
@@ -322,6 +327,7 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         self._candidate_tokens = np.tile(np.arange(problem.vocab_size, dtype=np.int64), (num_rows, 1))  # (N, n)
         self._rows = np.arange(num_rows)  # (N,)
         self._row_offsets = self._rows * problem.vocab_size  # (N,) each row's start in the flat mask
+        self._token_offsets = self._rows * length  # (N,) each row's start in the flat responses
         self.queries = np.zeros(num_rows, dtype=np.int64)
         self.tokens = np.full((num_rows, length), problem.eos_token_id, dtype=np.int64)
         self.lengths = np.zeros(num_rows, dtype=np.int64)
@@ -336,8 +342,28 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         # (the chosen carry and the observed embeddings from the table, the carry updated in place).
         self._carry_rows = problem.host_carry_rows()  # (alpha, (Q * (L + 1), n, *c)) or None
         self._host_carry = self.carry.numpy()  # (N, *c) the carry's memory (the fast path writes it in place)
-        self._gathered: np.ndarray | None = None  # (N, n, *c) scratch of observe()'s gather
+        self._gathered: np.ndarray | None = None  # (chunk, n, *c) scratch of observe()'s gather
+        self._candidate_rows: np.ndarray | None = None  # (Q * (L + 1) * n, *c) the table, one candidate a row
+        self._chunk_rows = num_rows  # rows per gather-and-add of observe(), so the scratch stays in cache
+        self._every_row: DecodingState | None = None  # the carry-table path's state, its tensors on the arrays
+        self._alpha = 0.0  # the carry table's discount
+        if self._carry_rows is not None:
+            self._alpha, table = self._carry_rows
+            self._candidate_rows = table.reshape(-1, *table.shape[2:])
+            self._chunk_rows = max(1, OBSERVE_CHUNK_BYTES // (table[0].nbytes or 1))
+            self._every_row = self.state()  # every field is updated in place on this path
         self.mask = self._masks.allowed[self._mask_rows()]
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The state to pickle, without the tensors that view the arrays (a copy would no longer share them)."""
+        return {**self.__dict__, "carry": None, "_every_row": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        """Restore the pickled state and view the restored arrays again (the carry's memory is the host one)."""
+        self.__dict__.update(state)
+        self.carry = torch.from_numpy(self._host_carry)
+        if self._carry_rows is not None:
+            self._every_row = self.state()
 
     def state(self) -> DecodingState:
         """The core's view of the batch (tensors sharing the host arrays; read, never write)."""
@@ -352,9 +378,9 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
 
     def restart(self, rows: np.ndarray, queries: np.ndarray, noise: np.ndarray) -> None:
         """Start new rounds on ``rows`` ``(N,)`` bool, on ``queries`` with ``noise`` (``(N,)``, read on ``rows``)."""
-        if not rows.any():
+        index = rows.nonzero()[0]  # (R,)
+        if not len(index):
             return
-        index = np.flatnonzero(rows)  # (R,)
         fresh = queries[index]  # (R,)
         self.queries[index] = fresh
         self.tokens[index] = self.problem.eos_token_id
@@ -371,9 +397,13 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         self._candidates_current = False
 
     def allowed(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Whether each row's action is allowed, and whether it is out of ``[0, n)``: ``(N,)`` each (one flat take)."""
+        """Whether each row's action is allowed, and whether it is out of ``[0, n)``: ``(N,)`` each (one flat take).
+
+        The first is meaningless on the rows out of range (they read a clipped entry), which the
+        shell refuses before reading it.
+        """
         out_of_range = (actions < 0) | (actions >= self.problem.vocab_size)  # (N,)
-        return np.take(self.mask, self._row_offsets + np.where(out_of_range, 0, actions)), out_of_range
+        return self.mask.take(self._row_offsets + actions, mode="clip"), out_of_range
 
     def forced_actions(self, actions: np.ndarray, forced_eos: np.ndarray) -> np.ndarray:
         """``actions`` ``(N,)`` with the EOS token on the rows ``forced_eos`` ``(N,)`` (an action is a token id)."""
@@ -387,18 +417,19 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         than selecting rows on every field.
         """
         problem = self.problem
-        columns = np.minimum(self.lengths, problem.max_length - 1)  # (N,)
-        positions = columns + 1  # (N,) 1-based position of the new token
-        if self._carry_rows is not None:  # alpha * e + (c * phi)[x, |y|, tau], in place: append's float operations
-            alpha, carry_rows = self._carry_rows
-            chosen = carry_rows[self.queries * (problem.max_length + 1) + columns, tokens]  # (N, *c)
-            np.multiply(self._host_carry, alpha, out=self._host_carry)
+        length = problem.max_length
+        columns = np.minimum(self.lengths, length - 1)  # (N,)
+        positions = np.add(columns, 1, out=self.lengths)  # (N,) 1-based position of the new token, the new lengths
+        if self._candidate_rows is not None:  # alpha * e + (c * phi)[x, |y|, tau], in place: append's float operations
+            candidates = (self.queries * (length + 1) + columns) * problem.vocab_size + tokens  # (N,) table rows
+            chosen = self._candidate_rows.take(candidates, axis=0)  # (N, *c)
+            np.multiply(self._host_carry, self._alpha, out=self._host_carry)
             self._host_carry += chosen
         elif self._candidate_carries is not None and self._candidates_current:
             # the chosen candidate's carry, as observe() got it from the core (equal to append's)
             candidates = self._candidate_carries.reshape(-1, *self.carry.shape[1:])  # (N * n, *c)
             chosen = self._row_offsets + tokens  # (N,) flat candidate index
-            self.carry = torch.from_numpy(np.take(candidates, chosen, axis=0))  # (N, *c)
+            self.carry = torch.from_numpy(candidates.take(chosen, axis=0))  # (N, *c)
             self._host_carry = self.carry.numpy()
         else:
             self.carry = problem.append(
@@ -410,19 +441,18 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
             )[:, 0]
             self._host_carry = self.carry.numpy()
         self._candidates_current = False
-        self.tokens[self._rows, columns] = tokens
-        self.lengths = positions
-        self.finished = tokens == problem.eos_token_id
-        self.last_tokens = tokens.copy()
+        self.tokens.put(self._token_offsets + columns, tokens)
+        np.equal(tokens, problem.eos_token_id, out=self.finished)
+        self.last_tokens[...] = tokens
 
     def observe(self) -> dict[str, np.ndarray]:
         """The batched observation (new arrays), keyed as the single env's; updates :attr:`mask`."""
         mask_rows = self._mask_rows()  # (N,)
-        # np.take: a row gather several times faster than fancy indexing at large N
-        self.mask = np.take(self._masks.allowed, mask_rows, axis=0)  # (N, n)
+        # take: a row gather several times faster than fancy indexing at large N (the method: no wrapper)
+        self.mask = self._masks.allowed.take(mask_rows, axis=0)  # (N, n)
         embeddings = None
         if self._has_embeddings and self._carry_rows is not None:
-            embeddings = self._observed_embeddings(*self._carry_rows)  # (N, n, d)
+            embeddings = self._observed_embeddings(self._carry_rows[1])  # (N, n, d)
         elif self._has_embeddings:
             assert isinstance(self.problem, LinearTokenizedProblem)
             if self._candidate_carries is None:
@@ -433,65 +463,90 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
             self._candidates_current = True
             embeddings[self.finished] = 0.0  # the single env observes zeros once the response is complete
         return observation(
-            query=np.take(self.tables.query_tokens, self.queries, axis=0),  # (N, Lq)
-            query_length=np.take(self.tables.query_lengths, self.queries),  # (N,)
+            query=self.tables.query_tokens.take(self.queries, axis=0),  # (N, Lq)
+            query_length=self.tables.query_lengths.take(self.queries),  # (N,)
             response=self.tokens.copy(),  # (N, L)
             length=self.lengths.copy(),  # (N,)
             candidate_tokens=self._candidate_tokens.copy(),  # (N, n)
-            action_mask=np.take(self._masks.allowed_int8, mask_rows, axis=0),  # (N, n)
+            action_mask=self._masks.allowed_int8.take(mask_rows, axis=0),  # (N, n)
             candidate_embeddings=embeddings,  # (N, n, d) or None
         )
 
-    def _observed_embeddings(self, alpha: float, carry_rows: np.ndarray) -> np.ndarray:
+    def _observed_embeddings(self, carry_rows: np.ndarray) -> np.ndarray:
         """The candidates' embeddings from the carry table, rounded to float32, ``(N, n, d)``, a new array.
 
         The core's float operations (:meth:`LinearTokenizedProblem.observed_candidate_embeddings`:
-        ``c * phi + alpha * e`` in float64, rounded once), in one gather and one add that writes
-        float32: no float64 ``(N, n, d)`` result. Zeros on the complete responses.
+        ``c * phi + alpha * e`` in the instance's dtype, rounded once to float32), by chunks of
+        rows whose gathered ``c * phi`` rows (:data:`OBSERVE_CHUNK_BYTES`) stay in the cache
+        while they are added to: a float64 instance adds in a float64 scratch and rounds by a
+        copy (faster than an add that casts as it writes), a float32 one gathers into the
+        observation and adds there. Zeros on the complete responses.
+
+        Args:
+            carry_rows: ``(Q * (L + 1), n, *c)`` the table of :meth:`TokenizedProblem.host_carry_rows`.
         """
-        length = self.problem.max_length
-        if self._gathered is None:
-            self._gathered = np.empty((self.num_rows, *carry_rows.shape[1:]), dtype=carry_rows.dtype)
-        table_rows = self.queries * (length + 1) + self.lengths  # (N,) in range: "clip" spares the out= buffering
-        gathered = np.take(carry_rows, table_rows, axis=0, out=self._gathered, mode="clip")  # (N, n, d)
-        embeddings = np.empty(gathered.shape, dtype=np.float32)  # (N, n, d)
-        np.add(gathered, (alpha * self._host_carry)[:, None, :], out=embeddings)
-        if self.finished.any():  # the single env observes zeros once the response is complete
-            embeddings[np.flatnonzero(self.finished)] = 0.0
+        num_rows, chunk = self.num_rows, self._chunk_rows
+        scratch = None  # float32: the observation's dtype, gathered into and added to in place
+        if carry_rows.dtype != np.float32:
+            if self._gathered is None:
+                self._gathered = np.empty((min(chunk, num_rows), *carry_rows.shape[1:]), dtype=carry_rows.dtype)
+            scratch = self._gathered  # (chunk, n, *c)
+        table_rows = self.queries * (self.problem.max_length + 1) + self.lengths  # (N,) all in range
+        discounted = (self._alpha * self._host_carry)[:, None, :]  # (N, 1, d)
+        embeddings = np.empty((num_rows, *carry_rows.shape[1:]), dtype=np.float32)  # (N, n, d)
+        for start in range(0, num_rows, chunk):
+            stop = min(start + chunk, num_rows)
+            observed = embeddings[start:stop]  # (chunk, n, d)
+            gathered = observed if scratch is None else scratch[: stop - start]
+            carry_rows.take(table_rows[start:stop], axis=0, out=gathered, mode="clip")  # "clip": no out= buffering
+            gathered += discounted[start:stop]  # in place
+            if scratch is not None:
+                observed[...] = gathered  # rounded to float32 once
+        finished = self.finished.nonzero()[0]  # (F,)
+        if len(finished):  # the single env observes zeros once the response is complete
+            embeddings[finished] = 0.0
         return embeddings
 
     def round_summary(self, ended: np.ndarray) -> dict[str, np.ndarray]:
         """Round-end info entries for every row (zeros off the rows ``ended`` ``(N,)`` bool).
 
         The utilities and embeddings come from one core call each on the ended rows (a row's
-        value does not depend on its batch); everything else is written on them only.
+        value does not depend on its batch); everything else is written on them only. Where the
+        family's carry is a table, the utility call reads the whole batch's own tensors instead
+        (no per-step tensors to build; the rows not ended are computed and dropped) and the
+        embedding is the carry.
         """
         problem = self.problem
         benchmarks = self.tables.benchmarks()
-        index = np.flatnonzero(ended)  # (E,)
+        index = ended.nonzero()[0]  # (E,)
         queries = self.queries[index]  # (E,)
+        tokens, lengths = self.tokens[index], self.lengths[index]  # (E, L), (E,)
         ended_carry = self._host_carry[index]  # (E, *c)
-        state = DecodingState(
-            queries=torch.from_numpy(queries),
-            tokens=torch.from_numpy(self.tokens[index]),
-            lengths=torch.from_numpy(self.lengths[index]),
-            finished=torch.from_numpy(self.finished[index]),
-            carry=torch.from_numpy(ended_carry),
-            last_tokens=torch.from_numpy(self.last_tokens[index]),
-        )  # the E ended rows
         embedding = None
-        if isinstance(problem, LinearTokenizedProblem) and self._carry_rows is not None:
-            embedding = ended_carry.astype(np.float32)  # (E, d) the carry is the embedding (host_carry_rows)
-        elif isinstance(problem, LinearTokenizedProblem):
-            embedding = problem.embedding_of(state).to(torch.float32).numpy()  # (E, d)
+        if self._every_row is not None:  # one core call on the state's own tensors, read on the ended rows
+            utility = problem.utility_of_complete(self._every_row).numpy()[index]  # (E,)
+            if isinstance(problem, LinearTokenizedProblem):
+                embedding = ended_carry.astype(np.float32)  # (E, d) the carry is the embedding (host_carry_rows)
+        else:
+            state = DecodingState(
+                queries=torch.from_numpy(queries),
+                tokens=torch.from_numpy(tokens),
+                lengths=torch.from_numpy(lengths),
+                finished=torch.from_numpy(self.finished[index]),
+                carry=torch.from_numpy(ended_carry),
+                last_tokens=torch.from_numpy(self.last_tokens[index]),
+            )  # the E ended rows
+            utility = problem.utility_of_complete(state).numpy()  # (E,)
+            if isinstance(problem, LinearTokenizedProblem):
+                embedding = problem.embedding_of(state).to(torch.float32).numpy()  # (E, d)
         return round_summary(  # every entry on the E ended rows, scattered into zeros of N rows
-            utility=problem.utility_of_complete(state).to(torch.float64).numpy(),  # (E,)
-            optimal_utility=benchmarks.optimal_utility[queries].astype(np.float64),  # (E,)
+            utility=utility.astype(np.float64, copy=False),  # (E,)
+            optimal_utility=benchmarks.optimal_utility[queries].astype(np.float64, copy=False),  # (E,)
             oracle_greedy_utility=benchmarks.oracle_greedy_utility[queries],  # (E,)
             noise=self.noise[index],  # (E,)
-            response=self.tokens[index],  # (E, L)
-            response_length=self.lengths[index],  # (E,)
-            optimal_response=np.take(benchmarks.optimal_responses, queries, axis=0),  # (E, L)
+            response=tokens,  # (E, L)
+            response_length=lengths,  # (E,)
+            optimal_response=benchmarks.optimal_responses.take(queries, axis=0),  # (E, L)
             response_embedding=embedding,
             ended=ended,
             ended_rows=index,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from numbers import Integral
 from typing import Any, ClassVar
@@ -318,7 +319,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
 
     def _restart(self, rows: Any) -> None:
         """Start new rounds on ``rows`` ``(N,)`` bool with their current draws (no first response yet)."""
-        self.rounds.restart(rows, *self._current_rounds())
+        self.rounds.restart(rows, *self._current_rounds(rows))
         if self._pairwise is not None:
             self._pairwise.start(rows)
 
@@ -343,14 +344,13 @@ class TokenizedBanditVectorEnv(VectorEnv):
         sub-envs that report it, as Gymnasium's vector envs mark them).
         """
         infos: dict[str, Any] = {"query_index": self._copy(self.rounds.queries), "forced_eos": forced_eos, **summary}
-        keys = list(infos)
+        keys = tuple(infos)
         if isinstance(present, np.ndarray):  # one buffer, one row per key: no two masks share memory
             masks: Any = np.empty((len(keys), self.num_envs), dtype=bool)
             masks[:] = present
         else:
             masks = present.expand(len(keys), self.num_envs).clone()
-        for key, mask in zip(keys, masks, strict=True):
-            infos[f"_{key}"] = mask
+        infos.update(zip(_mask_keys(keys), masks, strict=True))
         return infos
 
     def _infos_to_backend(self, infos: dict[str, Any]) -> dict[str, Any]:
@@ -364,9 +364,9 @@ class TokenizedBanditVectorEnv(VectorEnv):
         return self._to_backend(self._copy(self.rounds.mask))
 
     # ------------------------------------------------------------------ the round batch
-    def _current_rounds(self) -> tuple[Any, Any]:
-        """Every row's current round (query indices and noise ``(N,)``), as the batch's rows."""
-        return self._round_buffer.current_on_host() if self.rounds.on_host else self._round_buffer.current()
+    def _current_rounds(self, rows: Any) -> tuple[Any, Any]:
+        """The current round (query indices and noise ``(N,)``) of the rows ``rows`` ``(N,)``, as the batch's rows."""
+        return self._round_buffer.current_on_host(rows) if self.rounds.on_host else self._round_buffer.current()
 
     def _observe(self) -> dict[str, Any]:
         """The batch's observation in the observation space's key order, as the backend's arrays."""
@@ -470,6 +470,12 @@ class TokenizedBanditVectorEnv(VectorEnv):
         if self.array_backend == "torch" or not isinstance(value, torch.Tensor):
             return value
         return value.cpu().numpy()
+
+
+@functools.lru_cache(maxsize=64)
+def _mask_keys(keys: tuple[str, ...]) -> tuple[str, ...]:
+    """The ``_key`` mask names of the info ``keys`` (the same every step: the schema's), built once."""
+    return tuple(f"_{key}" for key in keys)
 
 
 def _autoreset_mode(mode: object) -> AutoresetMode:
