@@ -13,6 +13,7 @@ from tokenized_bandit_gym.llm.decoder_forward import select_decoder_forward
 from tokenized_bandit_gym.llm.gpt2_decoder_forward import GPT2DecoderForward
 from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 from tokenized_bandit_gym.llm.llama_decoder_forward import LlamaDecoderForward
+from tokenized_bandit_gym.llm.native_decoder_forward import FrozenLinear, mkl_packs
 from tokenized_bandit_gym.llm.transformers_decoder_forward import TransformersDecoderForward
 
 
@@ -186,3 +187,34 @@ def test_native_forward_equals_transformers_on_cuda(kind: str) -> None:
         expected, _ = select_decoder_forward(model, "transformers")(ids, mask, positions, ())
     valid = mask.bool()
     torch.testing.assert_close(hidden[valid], expected[valid], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_frozen_linear_equals_f_linear_at_every_row_count(transposed: bool) -> None:
+    """Packed or not, ``FrozenLinear`` is ``F.linear`` to float32 rounding for 1 to 135 rows, 2-D and 3-D inputs."""
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(384, 256, generator=generator)  # (out, in): large enough to be packed
+    bias = torch.randn(384, generator=generator)
+    stored = weight.t().contiguous() if transposed else weight  # Conv1D stores (in, out)
+    linear = FrozenLinear(stored, bias, transposed=transposed)
+    assert linear.packed == mkl_packs(weight)
+    with torch.no_grad():
+        for shape in [(1, 256), (15, 256), (3, 15, 256), (135, 256)]:
+            inputs = torch.randn(shape, generator=generator)
+            torch.testing.assert_close(linear(inputs), torch.nn.functional.linear(inputs, weight, bias))
+    inputs = torch.randn(4, 256, generator=generator, requires_grad=True)
+    linear(inputs).sum().backward()  # with gradients recorded: F.linear, differentiable
+    torch.testing.assert_close(inputs.grad, weight.sum(0).expand(4, -1))
+
+
+def test_frozen_linear_follows_an_in_place_change_and_shares_its_packed_copy() -> None:
+    weight = torch.randn(300, 256, generator=torch.Generator().manual_seed(1))
+    first, second = FrozenLinear(weight), FrozenLinear(weight)
+    if not first.packed:
+        pytest.skip("torch has no MKL packed GEMM here")
+    assert first._packed is second._packed  # one packed copy per weight
+    inputs = torch.randn(15, 256, generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        weight.mul_(-2.0)  # e.g. load_state_dict: the version moves, the copy is packed again
+        torch.testing.assert_close(first(inputs), inputs @ weight.T)
+        torch.testing.assert_close(second(inputs), inputs @ weight.T)

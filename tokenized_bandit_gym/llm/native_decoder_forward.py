@@ -1,4 +1,11 @@
-"""The base of the native forwards: each computes one architecture family and refuses any other model."""
+"""The base of the native forwards: each computes one architecture family and refuses any other model.
+
+Their projections go through :class:`FrozenLinear`: on a CPU with MKL, a float32 weight is packed
+once into MKL's GEMM layout and every later product reads it packed. With the few rows of a step (the
+k candidates of each row), ``F.linear``'s unpacked GEMM runs far below the machine's matmul rate:
+SmolLM2-135M's 210 decoder products took 1.7x as long at 15 rows, and longer at 15 rows than at 30
+(``benchmarks/RESULTS.md``, issue 28 item 4).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +13,8 @@ from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
 import torch
+import torch.nn.functional as F
+from torch.utils.weak import WeakIdKeyDictionary
 
 from tokenized_bandit_gym.llm.additive_attention_mask import additive_attention_mask
 from tokenized_bandit_gym.llm.language_model_state import KeyValues
@@ -65,3 +74,75 @@ def with_past(
     if not past:
         return keys, values
     return torch.cat([past[layer][0], keys], dim=2), torch.cat([past[layer][1], values], dim=2)
+
+
+PACKED_ROWS_HINT = 1024
+"""Rows MKL packs a weight for: the layout it picks is then fast from 1 to 240 rows (15 rows: 1.7x
+``F.linear``; 135 rows: 1.25x), where packing for 15 rows is slower than ``F.linear`` from 45 rows."""
+PACKED_MIN_WEIGHTS = 2**16
+"""Smallest weight (entries) :func:`frozen_linear` packs: below it (a 256 x 256 matrix) the packed call's
+fixed cost of a few microseconds outweighs the repacking it saves (stories260K's 64-wide layers)."""
+
+_packed_weights = WeakIdKeyDictionary()
+"""A weight -> (its version when packed, its MKL-packed copy): one copy per weight, shared by every forward."""
+
+
+def mkl_packs(weight: torch.Tensor) -> bool:
+    """Whether :class:`FrozenLinear` packs ``weight``: float32 on an MKL CPU, >= :data:`PACKED_MIN_WEIGHTS` entries."""
+    return (
+        weight.device.type == "cpu"
+        and weight.dtype == torch.float32
+        and weight.dim() == 2
+        and weight.numel() >= PACKED_MIN_WEIGHTS
+        and torch.backends.mkl.is_available()
+        and hasattr(torch.ops.mkl, "_mkl_linear")
+    )
+
+
+class FrozenLinear:
+    """``inputs @ W.T + bias`` ``(..., out)`` for ``inputs`` ``(..., in)`` and a frozen weight ``W`` ``(out, in)``.
+
+    Where :func:`mkl_packs` holds, the products run through MKL's packed GEMM over a copy of ``W``
+    packed once (one more copy of the weights in memory, shared by every forward over the same weight and
+    freed with it; an in-place change of the weight bumps its version and the copy is packed again);
+    with gradients recorded, or for any other weight, ``F.linear``. Both sum each product in float32:
+    the results agree to float32 rounding, not bit for bit.
+
+    Args:
+        weight: the stored weight, ``W`` ``(out, in)``, or ``W.T`` ``(in, out)`` with ``transposed``
+            (transformers' ``Conv1D``, GPT-2's projections).
+        bias: ``(out,)`` or None.
+        transposed: ``weight`` is stored ``(in, out)``.
+    """
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None, transposed: bool = False) -> None:
+        self.stored_weight, self.bias = weight, bias
+        self.weight = weight.t() if transposed else weight  # W (out, in), a view
+        self._version, self._packed = -1, None
+        if mkl_packs(weight):
+            self._repack()
+
+    @property
+    def packed(self) -> bool:
+        """Whether the products read an MKL-packed copy of the weight."""
+        return self._packed is not None
+
+    def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
+        """``inputs @ W.T + bias`` ``(..., out)``."""
+        if self._packed is None or torch.is_grad_enabled():
+            return F.linear(inputs, self.weight, self.bias)
+        if self.stored_weight._version != self._version:
+            self._repack()
+        rows = inputs.numel() // inputs.shape[-1]
+        # the op reads the packed copy only when ``rows`` equals its last argument; MKL's packed layout serves any
+        return torch.ops.mkl._mkl_linear(inputs, self._packed, self.weight, self.bias, rows)
+
+    def _repack(self) -> None:
+        """Take the shared packed copy of the weight as it is now, packing it if none is current."""
+        version = self.stored_weight._version
+        entry = _packed_weights.get(self.stored_weight)
+        if entry is None or entry[0] != version:
+            with torch.no_grad():
+                packed = torch.ops.mkl._mkl_reorder_linear_weight(self.weight.contiguous(), PACKED_ROWS_HINT)
+            entry = _packed_weights[self.stored_weight] = (version, packed)
+        self._version, self._packed = entry
