@@ -189,32 +189,34 @@ def test_native_forward_equals_transformers_on_cuda(kind: str) -> None:
     torch.testing.assert_close(hidden[valid], expected[valid], atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("shape", [(384, 256), (48, 32)])  # (out, in): packed (with MKL), kept transposed
 @pytest.mark.parametrize("transposed", [False, True])
-def test_frozen_linear_equals_f_linear_at_every_row_count(transposed: bool) -> None:
-    """Packed or not, ``FrozenLinear`` is ``F.linear`` to float32 rounding for 1 to 135 rows, 2-D and 3-D inputs."""
+def test_frozen_linear_equals_f_linear_at_every_row_count(shape: tuple[int, int], transposed: bool) -> None:
+    """Packed, transposed or not, ``FrozenLinear`` is ``F.linear`` to float32 rounding for 1 to 135 rows."""
     generator = torch.Generator().manual_seed(0)
-    weight = torch.randn(384, 256, generator=generator)  # (out, in): large enough to be packed
-    bias = torch.randn(384, generator=generator)
+    weight = torch.randn(shape, generator=generator)  # (out, in)
+    bias = torch.randn(shape[0], generator=generator)
     stored = weight.t().contiguous() if transposed else weight  # Conv1D stores (in, out)
-    linear = FrozenLinear(stored, bias, transposed=transposed)
-    assert linear.packed == mkl_packs(weight)
-    with torch.no_grad():
-        for shape in [(1, 256), (15, 256), (3, 15, 256), (135, 256)]:
-            inputs = torch.randn(shape, generator=generator)
-            torch.testing.assert_close(linear(inputs), torch.nn.functional.linear(inputs, weight, bias))
-    inputs = torch.randn(4, 256, generator=generator, requires_grad=True)
+    for linear_bias in (bias, None):
+        linear = FrozenLinear(stored, linear_bias, transposed=transposed)
+        assert linear.packed == mkl_packs(weight)
+        with torch.no_grad():
+            for rows in [(1,), (15,), (3, 15), (135,)]:
+                inputs = torch.randn(*rows, shape[1], generator=generator)
+                expected = torch.nn.functional.linear(inputs, weight, linear_bias)
+                torch.testing.assert_close(linear(inputs), expected)
+    inputs = torch.randn(4, shape[1], generator=generator, requires_grad=True)
     linear(inputs).sum().backward()  # with gradients recorded: F.linear, differentiable
     torch.testing.assert_close(inputs.grad, weight.sum(0).expand(4, -1))
 
 
-def test_frozen_linear_follows_an_in_place_change_and_shares_its_packed_copy() -> None:
-    weight = torch.randn(300, 256, generator=torch.Generator().manual_seed(1))
+@pytest.mark.parametrize("shape", [(300, 256), (48, 32)])
+def test_frozen_linear_follows_an_in_place_change_and_shares_its_copy(shape: tuple[int, int]) -> None:
+    weight = torch.randn(shape, generator=torch.Generator().manual_seed(1))
     first, second = FrozenLinear(weight), FrozenLinear(weight)
-    if not first.packed:
-        pytest.skip("torch has no MKL packed GEMM here")
-    assert first._packed is second._packed  # one packed copy per weight
-    inputs = torch.randn(15, 256, generator=torch.Generator().manual_seed(2))
+    assert first._prepared is second._prepared  # one prepared copy per weight
+    inputs = torch.randn(15, shape[1], generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
-        weight.mul_(-2.0)  # e.g. load_state_dict: the version moves, the copy is packed again
+        weight.mul_(-2.0)  # e.g. load_state_dict: the version moves, the copy is prepared again
         torch.testing.assert_close(first(inputs), inputs @ weight.T)
         torch.testing.assert_close(second(inputs), inputs @ weight.T)

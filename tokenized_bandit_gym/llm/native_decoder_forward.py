@@ -80,11 +80,11 @@ PACKED_ROWS_HINT = 1024
 """Rows MKL packs a weight for: the layout it picks is then fast from 1 to 240 rows (15 rows: 1.7x
 ``F.linear``; 135 rows: 1.25x), where packing for 15 rows is slower than ``F.linear`` from 45 rows."""
 PACKED_MIN_WEIGHTS = 2**16
-"""Smallest weight (entries) :func:`frozen_linear` packs: below it (a 256 x 256 matrix) the packed call's
-fixed cost of a few microseconds outweighs the repacking it saves (stories260K's 64-wide layers)."""
+"""Smallest weight (entries) :class:`FrozenLinear` packs: below it (a 256 x 256 matrix) the packed call's
+fixed cost outweighs what it saves; such small CPU weights are kept transposed instead (stories260K)."""
 
-_packed_weights = WeakIdKeyDictionary()
-"""A weight -> (its version when packed, its MKL-packed copy): one copy per weight, shared by every forward."""
+_prepared_weights = WeakIdKeyDictionary()
+"""A stored weight -> (its version when prepared, its MKL-packed or ``(in, out)`` copy), shared by every forward."""
 
 
 def mkl_packs(weight: torch.Tensor) -> bool:
@@ -102,11 +102,18 @@ def mkl_packs(weight: torch.Tensor) -> bool:
 class FrozenLinear:
     """``inputs @ W.T + bias`` ``(..., out)`` for ``inputs`` ``(..., in)`` and a frozen weight ``W`` ``(out, in)``.
 
-    Where :func:`mkl_packs` holds, the products run through MKL's packed GEMM over a copy of ``W``
-    packed once (one more copy of the weights in memory, shared by every forward over the same weight and
-    freed with it; an in-place change of the weight bumps its version and the copy is packed again);
-    with gradients recorded, or for any other weight, ``F.linear``. Both sum each product in float32:
-    the results agree to float32 rounding, not bit for bit.
+    The weight is prepared once for the few rows a step multiplies, on the CPU:
+
+    * where :func:`mkl_packs` holds, MKL's packed GEMM over a packed copy of ``W`` (one more copy of
+      the weights in memory);
+    * a smaller weight as ``W.T`` ``(in, out)`` contiguous (a copy unless stored so, as ``Conv1D`` does),
+      multiplied by ``torch.addmm``: ``F.linear``'s transposed view and dispatch cost more than the
+      product of a 64-wide layer;
+    * any other weight (GPU, half precision), and whenever gradients are recorded: ``F.linear``.
+
+    A prepared copy is shared by every forward over the same weight and freed with it; an in-place
+    change of the weight bumps its version and the copy is prepared again. Every path sums each product
+    in float32 (for float32 weights): the results agree to float32 rounding, not bit for bit.
 
     Args:
         weight: the stored weight, ``W`` ``(out, in)``, or ``W.T`` ``(in, out)`` with ``transposed``
@@ -118,31 +125,39 @@ class FrozenLinear:
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None, transposed: bool = False) -> None:
         self.stored_weight, self.bias = weight, bias
         self.weight = weight.t() if transposed else weight  # W (out, in), a view
-        self._version, self._packed = -1, None
-        if mkl_packs(weight):
-            self._repack()
-
-    @property
-    def packed(self) -> bool:
+        self.packed = mkl_packs(weight)
         """Whether the products read an MKL-packed copy of the weight."""
-        return self._packed is not None
+        self._version, self._prepared = -1, None
+        if self.packed or (weight.device.type == "cpu" and weight.numel() < PACKED_MIN_WEIGHTS):
+            self._prepare()
 
     def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
         """``inputs @ W.T + bias`` ``(..., out)``."""
-        if self._packed is None or torch.is_grad_enabled():
+        if self._prepared is None or torch.is_grad_enabled():
             return F.linear(inputs, self.weight, self.bias)
         if self.stored_weight._version != self._version:
-            self._repack()
+            self._prepare()
         rows = inputs.numel() // inputs.shape[-1]
-        # the op reads the packed copy only when ``rows`` equals its last argument; MKL's packed layout serves any
-        return torch.ops.mkl._mkl_linear(inputs, self._packed, self.weight, self.bias, rows)
+        if self.packed:
+            # the op reads the packed copy only when ``rows`` equals its last argument; MKL's packed layout serves any
+            return torch.ops.mkl._mkl_linear(inputs, self._prepared, self.weight, self.bias, rows)
+        flat = inputs.reshape(rows, inputs.shape[-1])  # (rows, in)
+        if self.bias is None:
+            return torch.mm(flat, self._prepared).view(*inputs.shape[:-1], -1)
+        return torch.addmm(self.bias, flat, self._prepared).view(*inputs.shape[:-1], -1)  # (..., out)
 
-    def _repack(self) -> None:
-        """Take the shared packed copy of the weight as it is now, packing it if none is current."""
+    def _prepare(self) -> None:
+        """Take the shared prepared copy of the weight as it is now, preparing it if none is current."""
         version = self.stored_weight._version
-        entry = _packed_weights.get(self.stored_weight)
+        if not self.packed and self.weight.t().is_contiguous():  # stored (in, out): used as it is
+            self._version, self._prepared = version, self.stored_weight
+            return
+        entry = _prepared_weights.get(self.stored_weight)
         if entry is None or entry[0] != version:
             with torch.no_grad():
-                packed = torch.ops.mkl._mkl_reorder_linear_weight(self.weight.contiguous(), PACKED_ROWS_HINT)
-            entry = _packed_weights[self.stored_weight] = (version, packed)
-        self._version, self._packed = entry
+                if self.packed:
+                    prepared = torch.ops.mkl._mkl_reorder_linear_weight(self.weight.contiguous(), PACKED_ROWS_HINT)
+                else:
+                    prepared = self.weight.t().contiguous()  # (in, out)
+            entry = _prepared_weights[self.stored_weight] = (version, prepared)
+        self._version, self._prepared = entry
