@@ -13,7 +13,7 @@ from tokenized_bandit_gym.llm.decoder_forward import select_decoder_forward
 from tokenized_bandit_gym.llm.gpt2_decoder_forward import GPT2DecoderForward
 from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 from tokenized_bandit_gym.llm.llama_decoder_forward import LlamaDecoderForward
-from tokenized_bandit_gym.llm.native_decoder_forward import FrozenLinear, mkl_packs
+from tokenized_bandit_gym.llm.native_decoder_forward import FrozenLinear, FrozenLinears, mkl_packs
 from tokenized_bandit_gym.llm.transformers_decoder_forward import TransformersDecoderForward
 
 
@@ -220,3 +220,21 @@ def test_frozen_linear_follows_an_in_place_change_and_shares_its_copy(shape: tup
         weight.mul_(-2.0)  # e.g. load_state_dict: the version moves, the copy is prepared again
         torch.testing.assert_close(first(inputs), inputs @ weight.T)
         torch.testing.assert_close(second(inputs), inputs @ weight.T)
+
+
+@pytest.mark.parametrize("outputs", [(40, 24, 24), (400, 200, 200)])  # fused (small, CPU) or one linear each
+def test_frozen_linears_equal_each_f_linear_and_follow_in_place_changes(outputs: tuple[int, ...]) -> None:
+    generator = torch.Generator().manual_seed(3)
+    weights = [torch.randn(size, 256 if outputs[0] > 100 else 32, generator=generator) for size in outputs]
+    biases = [torch.randn(outputs[0], generator=generator), None, torch.randn(outputs[2], generator=generator)]
+    linears = FrozenLinears(list(zip(weights, biases, strict=True)))
+    inputs = torch.randn(2, 15, weights[0].shape[1], generator=generator)
+    with torch.no_grad():
+        for change in (False, True):
+            if change:  # e.g. load_state_dict: the versions move, the fused copy is made again
+                weights[1].mul_(-2.0)
+                biases[2].add_(1.0)
+            got = linears(inputs)
+            assert len(got) == 3
+            for result, weight, bias in zip(got, weights, biases, strict=True):
+                torch.testing.assert_close(result, torch.nn.functional.linear(inputs, weight, bias))

@@ -8,14 +8,14 @@ machinery is most of a forward's time. Tested equal to the transformers forward.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from packaging.version import Version
 
 from tokenized_bandit_gym.llm.language_model_state import KeyValues
-from tokenized_bandit_gym.llm.native_decoder_forward import FrozenLinear, NativeDecoderForward, with_past
+from tokenized_bandit_gym.llm.native_decoder_forward import FrozenLinear, FrozenLinears, NativeDecoderForward, with_past
 
 LLAMA_FAMILY = ("llama", "mistral", "qwen2")
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -36,10 +36,7 @@ class LlamaDecoderForward(NativeDecoderForward):
     def __init__(self, model: Any) -> None:
         super().__init__(model)
         self._silu = getattr(model.config, "hidden_act", None) == "silu"
-        self._projections = [
-            {name: FrozenLinear(linear.weight, linear.bias) for name, linear in _projection_modules(layer).items()}
-            for layer in self._base.layers
-        ]  # per layer, by name: the attention's q, k, v, o and the MLP's gate, up, down projections
+        self._projections = [_LayerProjections.of(layer) for layer in self._base.layers]
 
     @staticmethod
     def unsupported_reason(model: Any) -> str | None:
@@ -84,9 +81,10 @@ class LlamaDecoderForward(NativeDecoderForward):
             attention, mlp = layer.self_attn, layer.mlp
             normed = _rms_norm(hidden, layer.input_layernorm)
             head_dim = attention.head_dim
-            queries = _rotated(_heads(projection["q_proj"](normed), head_dim), cos, signed_sin)  # (N, hq, T, hd)
-            keys = _rotated(_heads(projection["k_proj"](normed), head_dim), cos, signed_sin)  # (N, hkv, T, hd)
-            values = _heads(projection["v_proj"](normed), head_dim)  # (N, hkv, T, hd)
+            queries, keys, values = projection.qkv(normed)  # (N, T, hq * hd), (N, T, hkv * hd) twice
+            queries = _rotated(_heads(queries, head_dim), cos, signed_sin)  # (N, hq, T, hd)
+            keys = _rotated(_heads(keys, head_dim), cos, signed_sin)  # (N, hkv, T, hd)
+            values = _heads(values, head_dim)  # (N, hkv, T, hd)
             keys, values = with_past(past, index, keys, values)  # (N, hkv, S, hd)
             cache.append((keys, values))
             attended = F.scaled_dot_product_attention(
@@ -97,12 +95,33 @@ class LlamaDecoderForward(NativeDecoderForward):
                 scale=attention.scaling,
                 enable_gqa=queries.shape[1] != keys.shape[1],
             )  # (N, hq, T, hd)
-            hidden = hidden + projection["o_proj"](attended.transpose(1, 2).reshape(batch, new_tokens, -1))
+            hidden = hidden + projection.o(attended.transpose(1, 2).reshape(batch, new_tokens, -1))
             normed = _rms_norm(hidden, layer.post_attention_layernorm)
-            gate = projection["gate_proj"](normed)
+            gate, up = projection.gate_up(normed)  # (N, T, I) each
             gate = F.silu(gate) if self._silu else mlp.act_fn(gate)
-            hidden = hidden + projection["down_proj"](gate * projection["up_proj"](normed))
+            hidden = hidden + projection.down(gate * up)
         return _rms_norm(hidden, base.norm), tuple(cache)
+
+
+class _LayerProjections(NamedTuple):
+    """A decoder layer's projections: q, k, v together, o; the MLP's gate and up together, down."""
+
+    qkv: FrozenLinears
+    o: FrozenLinear
+    gate_up: FrozenLinears
+    down: FrozenLinear
+
+    @classmethod
+    def of(cls, layer: Any) -> _LayerProjections:
+        """The projections of a Llama-shaped decoder ``layer``."""
+        attention, mlp = layer.self_attn, layer.mlp
+        qkv = (attention.q_proj, attention.k_proj, attention.v_proj)
+        return cls(
+            FrozenLinears([(linear.weight, linear.bias) for linear in qkv]),
+            FrozenLinear(attention.o_proj.weight, attention.o_proj.bias),
+            FrozenLinears([(linear.weight, linear.bias) for linear in (mlp.gate_proj, mlp.up_proj)]),
+            FrozenLinear(mlp.down_proj.weight, mlp.down_proj.bias),
+        )
 
 
 def _projection_modules(layer: Any) -> dict[str, Any]:

@@ -10,6 +10,7 @@ SmolLM2-135M's 210 decoder products took 1.7x as long at 15 rows, and longer at 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -161,3 +162,51 @@ class FrozenLinear:
                     prepared = self.weight.t().contiguous()  # (in, out)
             entry = _prepared_weights[self.stored_weight] = (version, prepared)
         self._version, self._prepared = entry
+
+
+class FrozenLinears:
+    """Several linears of the same inputs (a layer's q, k, v projections): ``inputs @ W_i.T + b_i`` ``(..., out_i)``.
+
+    Small CPU weights (the transposed path of :class:`FrozenLinear`) are multiplied as one ``(in, sum out_i)``
+    copy of them all, one ``addmm`` and one split into views; any other weights one :class:`FrozenLinear`
+    each. The fused copy is made again when any weight changes in place.
+
+    Args:
+        linears: ``(W_i (out_i, in), b_i (out_i,) or None)``, the same ``in`` and device for all.
+    """
+
+    def __init__(self, linears: Sequence[tuple[torch.Tensor, torch.Tensor | None]]) -> None:
+        self.parts = [FrozenLinear(weight, bias) for weight, bias in linears]
+        self.sizes = [int(weight.shape[0]) for weight, _ in linears]
+        self._versions: tuple[int, ...] = ()
+        self._fused: tuple[torch.Tensor, torch.Tensor | None] | None = None  # (in, sum out_i), (sum out_i,)
+        if all(part._prepared is not None and not part.packed for part in self.parts):
+            self._fuse()
+
+    def __call__(self, inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``inputs`` ``(..., in)`` through every linear: ``(..., out_i)`` each (views of one product when fused)."""
+        if self._fused is None or torch.is_grad_enabled():
+            return tuple(part(inputs) for part in self.parts)
+        if self._current_versions() != self._versions:
+            self._fuse()
+        weight, bias = self._fused
+        flat = inputs.reshape(-1, inputs.shape[-1])  # (rows, in)
+        product = torch.mm(flat, weight) if bias is None else torch.addmm(bias, flat, weight)  # (rows, sum out_i)
+        return product.view(*inputs.shape[:-1], -1).split(self.sizes, dim=-1)
+
+    def _fuse(self) -> None:
+        """The fused ``(in, sum out_i)`` copy of the weights as they are now, and their biases (zeros where none)."""
+        with torch.no_grad():
+            weight = torch.cat([part.weight.t() for part in self.parts], dim=1)  # (in, sum out_i)
+            biases = [part.bias for part in self.parts]
+            bias = None
+            if any(b is not None for b in biases):
+                zeros = [weight.new_zeros(size) for size in self.sizes]
+                bias = torch.cat([zero if b is None else b for b, zero in zip(biases, zeros, strict=True)])
+        self._versions = self._current_versions()
+        self._fused = (weight, bias)
+
+    def _current_versions(self) -> tuple[int, ...]:
+        """The weights' and biases' versions now (an in-place change moves one)."""
+        tensors = [tensor for part in self.parts for tensor in (part.stored_weight, part.bias) if tensor is not None]
+        return tuple(tensor._version for tensor in tensors)
