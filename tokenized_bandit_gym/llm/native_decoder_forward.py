@@ -77,9 +77,10 @@ def with_past(
     return torch.cat([past[layer][0], keys], dim=2), torch.cat([past[layer][1], values], dim=2)
 
 
-PACKED_ROWS_HINT = 1024
-"""Rows MKL packs a weight for: the layout it picks is then fast from 1 to 240 rows (15 rows: 1.7x
-``F.linear``; 135 rows: 1.25x), where packing for 15 rows is slower than ``F.linear`` from 45 rows."""
+PACKED_ROWS_HINT = 256
+"""Rows MKL packs a weight for. The layout it picks depends on this and on the threads; measured on
+SmolLM2-135M's projections (2026-11-26, ``benchmarks/RESULTS.md``), 256 was faster than ``F.linear``
+from 15 to 240 rows on one and on two threads, where 15 rows lost from 45 rows on and 1024 lost on two."""
 PACKED_MIN_WEIGHTS = 2**16
 """Smallest weight (entries) :class:`FrozenLinear` packs: below it (a 256 x 256 matrix) the packed call's
 fixed cost outweighs what it saves; such small CPU weights are kept transposed instead (stories260K)."""
