@@ -98,6 +98,7 @@ def mkl_packs(weight: torch.Tensor) -> bool:
         and weight.numel() >= PACKED_MIN_WEIGHTS
         and torch.backends.mkl.is_available()
         and hasattr(torch.ops.mkl, "_mkl_linear")
+        and hasattr(torch.ops.mkl, "_mkl_reorder_linear_weight")
     )
 
 
