@@ -333,7 +333,7 @@ def benchmark(name: str, args: Args) -> str:
         f"| (b') naive, a forward per candidate | {ms['naive_each']:.2f} | {ratio('naive_each', 'env_native')} | "
         "(b') / env |",
         f"| compute floor: k x 2 x decoder weights + LM head at the measured matmul rate | "
-        f"{ms['compute_floor']:.2f} | {ratio('env_native', 'compute_floor')} | env / floor; "
+        f"{ms['compute_floor']:.3g} | {ratio('env_native', 'compute_floor')} | env / floor; "
         f"k-token native fwd + head / floor: {ratio('k_native_and_head', 'compute_floor')} |",
         f"| bandwidth floor: 1-token native fwd + LM head (every weight read once) | {ms['bandwidth_floor']:.2f} | "
         f"{ratio('env_native', 'bandwidth_floor')} | env / bandwidth floor; k-token native fwd + head / "
