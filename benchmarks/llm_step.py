@@ -7,7 +7,10 @@ machine load hits all of them alike; the ratios are what to quote:
 * env: ``TokenizedAlignmentEnv.step`` over a whole L-token episode, observation included (the k
   candidates' ``[e : v]`` features, log-probs, mask); one batched forward of the k candidates over
   the prefix KV cache per step, under a 4-D mask, through the native forward (the default for
-  Llama-family and GPT-2 models) and, side by side, through the model's own transformers forward.
+  Llama-family and GPT-2 models) and, side by side, through the model's own transformers forward,
+  and through the native forward with its projections on plain ``F.linear`` (no weight prepared by
+  :class:`~tokenized_bandit_gym.llm.native_decoder_forward.FrozenLinear`: the native forward before
+  issue 28 item 4), so the gain of the prepared weights is measured in the same process.
 * (a) ``model.generate`` per token with the KV cache, greedy, same model and device:
   ``(t(L new tokens) - t(1 new token)) / (L - 1)``, so the prefill is excluded as it is for the env.
 * (b) naive: every step recomputes each candidate's full ``x:y:tau`` without a cache (the k
@@ -24,7 +27,11 @@ machine load hits all of them alike; the ratios are what to quote:
 Floors, timed in the same loop on a prefix of the episode's mean length (fastest of 5 calls per
 repeat, then the median over the repeats): transformers' forward of one token over the cache
 (what generate runs per token), the k candidates under the 4-D mask through either forward (what
-the env runs per step), and the LM head + top-k on one row (both run it once per step).
+the env runs per step), and the LM head + top-k on one row (both run it once per step). Two
+lower bounds of a step: the **compute floor** (``k x 2 x decoder weights + 2 x LM head`` FLOPs at
+the fp32 1024^3 matmul rate measured now, on the same threads) and the **bandwidth floor** (one
+token through the native forward over the cache, plus the LM head: every weight read once, the
+least a step can stream from memory; the compute floor assumes the weights are already in cache).
 ``floor env / (a) = (native k-token forward + head) / (1-token forward + head)`` is what the env
 would reach with zero overhead of its own; ``floor (b) / env = naive / (native k-token forward +
 head)``.
@@ -50,6 +57,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 QUERY = "Once upon a time, there was a little girl named Lily."
 IMPLEMENTATIONS = ("native", "transformers")
+UNPREPARED = "native, F.linear"
+"""The native forward with every projection on plain ``F.linear`` (no weight packed or transposed)."""
 
 
 @dataclass
@@ -101,19 +110,35 @@ def load(name: str, device: str, dtype: str = "float32") -> tuple[Any, Any]:
 
 
 def make_env(model: Any, tokenizer: Any, args: Args, implementation: str) -> Any:
-    """A noise-free ``TokenizedAlignmentEnv`` on the one benchmark query, with the forward ``implementation``."""
-    from tokenized_bandit_gym.envs.tokenized_alignment_env import TokenizedAlignmentEnv
+    """A noise-free ``TokenizedAlignmentEnv`` on the one benchmark query, with the forward ``implementation``.
 
-    return TokenizedAlignmentEnv(
-        model=model,
-        tokenizer=tokenizer,
-        queries=[QUERY],
-        max_length=args.max_length,
-        top_k=args.top_k,
-        noise_scale=0.0,
-        candidate_batching="mask",
-        forward_implementation=implementation,
-    )
+    ``implementation`` is one of :data:`IMPLEMENTATIONS` or :data:`UNPREPARED` (the native forward built
+    while no weight qualifies for packing or transposing, so every projection runs ``F.linear``).
+    """
+    from unittest import mock
+
+    from tokenized_bandit_gym.envs.tokenized_alignment_env import TokenizedAlignmentEnv
+    from tokenized_bandit_gym.llm import native_decoder_forward
+
+    def build(forward: str) -> Any:
+        return TokenizedAlignmentEnv(
+            model=model,
+            tokenizer=tokenizer,
+            queries=[QUERY],
+            max_length=args.max_length,
+            top_k=args.top_k,
+            noise_scale=0.0,
+            candidate_batching="mask",
+            forward_implementation=forward,
+        )
+
+    if implementation != UNPREPARED:
+        return build(implementation)
+    with (
+        mock.patch.object(native_decoder_forward, "mkl_packs", return_value=False),
+        mock.patch.object(native_decoder_forward, "PACKED_MIN_WEIGHTS", 0),
+    ):
+        return build("native")
 
 
 def time_episode(env: Any) -> tuple[float, list[int]]:
@@ -179,7 +204,8 @@ def time_naive(
 def time_floors(model: Any, prefix_length: int, args: Args) -> dict[str, float]:
     """Seconds of the forwards and the LM head the env and generate are built on, over a cache.
 
-    ``one``: 1 token, transformers (what generate runs per token); ``k_transformers`` and
+    ``one``: 1 token, transformers (what generate runs per token); ``one_native``: 1 token, native
+    (every weight read once: with ``head``, the bandwidth floor); ``k_transformers`` and
     ``k_native``: the k candidates under the 4-D mask, through either forward (what the env runs
     per step); ``head``: LM head + top-k on one row (both run it once per step).
     """
@@ -204,6 +230,7 @@ def time_floors(model: Any, prefix_length: int, args: Args) -> dict[str, float]:
     return {
         "compute_floor": compute_floor_seconds(model, k, args.device),
         "one": timed(lambda: transformers_forward(ids[:, :1], one_mask, position[:, :1], past)),
+        "one_native": timed(lambda: native_forward(ids[:, :1], one_mask, position[:, :1], past)),
         "k_transformers": timed(lambda: transformers_forward(ids[:, :k], mask, position, past)),
         "k_native": timed(lambda: native_forward(ids[:, :k], mask, position, past)),
         "head": timed(lambda: head(hidden).float().log_softmax(-1).topk(k)),
@@ -259,9 +286,10 @@ def timed(call: Callable[[], None], calls: int = 5, clock: Callable[[], float] =
 def benchmark(name: str, args: Args) -> str:
     """One markdown table for the model: medians over the interleaved repeats, ratios to the env."""
     model, tokenizer = load(name, args.device, args.dtype)
-    envs = {implementation: make_env(model, tokenizer, args, implementation) for implementation in IMPLEMENTATIONS}
+    envs = {name: make_env(model, tokenizer, args, name) for name in (*IMPLEMENTATIONS, UNPREPARED)}
     _, response = time_episode(envs["native"])  # untimed: fills the oracle benchmark cache, warms up
     time_episode(envs["transformers"])
+    time_episode(envs[UNPREPARED])
     problem = envs["native"].unwrapped.problem
     query = problem.query_tokens[0, : int(problem.query_lengths[0])].tolist()
     time_generate(model, query, args)
@@ -270,6 +298,7 @@ def benchmark(name: str, args: Args) -> str:
         samples = {
             "env_native": time_episode(envs["native"])[0],
             "env_transformers": time_episode(envs["transformers"])[0],
+            "env_unprepared": time_episode(envs[UNPREPARED])[0],
             "generate": time_generate(model, query, args),
             "naive": time_naive(model, query, response, args),
             "naive_native": time_naive(model, query, response, args, native=True),
@@ -277,6 +306,7 @@ def benchmark(name: str, args: Args) -> str:
         }
         samples |= time_floors(model, len(query) + args.max_length // 2, args)
         samples["k_native_and_head"] = samples["k_native"] + samples["head"]
+        samples["bandwidth_floor"] = samples["one_native"] + samples["head"]
         for key, value in samples.items():
             columns.setdefault(key, []).append(value)
     ms = {key: 1e3 * float(np.median(values)) for key, values in columns.items()}
@@ -292,6 +322,8 @@ def benchmark(name: str, args: Args) -> str:
         f"| env step, native forward | {ms['env_native']:.2f} | 1 | |",
         f"| env step, transformers forward | {ms['env_transformers']:.2f} | "
         f"{ratio('env_transformers', 'env_native')} | same env on the model's own forward |",
+        f"| env step, native forward on F.linear | {ms['env_unprepared']:.2f} | "
+        f"{ratio('env_unprepared', 'env_native')} | no weight packed or transposed (the forward before) |",
         f"| (a) generate per token | {ms['generate']:.2f} | {ratio('env_native', 'generate')} | "
         f"env / (a); target <= 1.5x; floor {floor_a:.2f}x |",
         f"| (b) naive, k sequences in one forward | {ms['naive']:.2f} | {ratio('naive', 'env_native')} | "
@@ -301,8 +333,11 @@ def benchmark(name: str, args: Args) -> str:
         f"| (b') naive, a forward per candidate | {ms['naive_each']:.2f} | {ratio('naive_each', 'env_native')} | "
         "(b') / env |",
         f"| compute floor: k x 2 x decoder weights + LM head at the measured matmul rate | "
-        f"{ms['compute_floor']:.2f} | {ratio('env_native', 'compute_floor')} | env / floor; "
+        f"{ms['compute_floor']:.3g} | {ratio('env_native', 'compute_floor')} | env / floor; "
         f"k-token native fwd + head / floor: {ratio('k_native_and_head', 'compute_floor')} |",
+        f"| bandwidth floor: 1-token native fwd + LM head (every weight read once) | {ms['bandwidth_floor']:.2f} | "
+        f"{ratio('env_native', 'bandwidth_floor')} | env / bandwidth floor; k-token native fwd + head / "
+        f"bandwidth floor: {ratio('k_native_and_head', 'bandwidth_floor')} |",
         f"| floors: 1-token fwd (transformers) / k-token fwd (transformers, native) / LM head | "
         f"{ms['one']:.2f} / {ms['k_transformers']:.2f}, {ms['k_native']:.2f} / {ms['head']:.2f} | | |",
     ]

@@ -24,11 +24,13 @@ def test_llm_step_benchmark_times_every_method_on_stories260k() -> None:
     assert [row[0] for row in rows] == [
         "| env step, native forward",
         "| env step, transformers forward",
+        "| env step, native forward on F.linear",
         "| (a) generate per token",
         "| (b) naive, k sequences in one forward",
         "| (b) naive on the native forward",
         "| (b') naive, a forward per candidate",
         "| compute floor: k x 2 x decoder weights + LM head at the measured matmul rate",
+        "| bandwidth floor: 1-token native fwd + LM head (every weight read once)",
         "| floors: 1-token fwd (transformers) / k-token fwd (transformers, native) / LM head",
     ]
     assert all(float(row[1].split(" / ")[0]) > 0 for row in rows)

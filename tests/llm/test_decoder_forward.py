@@ -13,6 +13,7 @@ from tokenized_bandit_gym.llm.decoder_forward import select_decoder_forward
 from tokenized_bandit_gym.llm.gpt2_decoder_forward import GPT2DecoderForward
 from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 from tokenized_bandit_gym.llm.llama_decoder_forward import LlamaDecoderForward
+from tokenized_bandit_gym.llm.native_decoder_forward import FrozenLinear, FrozenLinears, mkl_packs
 from tokenized_bandit_gym.llm.transformers_decoder_forward import TransformersDecoderForward
 
 
@@ -186,3 +187,54 @@ def test_native_forward_equals_transformers_on_cuda(kind: str) -> None:
         expected, _ = select_decoder_forward(model, "transformers")(ids, mask, positions, ())
     valid = mask.bool()
     torch.testing.assert_close(hidden[valid], expected[valid], atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("shape", [(384, 256), (48, 32)])  # (out, in): packed (with MKL), kept transposed
+@pytest.mark.parametrize("transposed", [False, True])
+def test_frozen_linear_equals_f_linear_at_every_row_count(shape: tuple[int, int], transposed: bool) -> None:
+    """Packed, transposed or not, ``FrozenLinear`` is ``F.linear`` to float32 rounding for 1 to 135 rows."""
+    generator = torch.Generator().manual_seed(0)
+    weight = torch.randn(shape, generator=generator)  # (out, in)
+    bias = torch.randn(shape[0], generator=generator)
+    stored = weight.t().contiguous() if transposed else weight  # Conv1D stores (in, out)
+    for linear_bias in (bias, None):
+        linear = FrozenLinear(stored, linear_bias, transposed=transposed)
+        assert linear.packed == mkl_packs(weight)
+        with torch.no_grad():
+            for rows in [(1,), (15,), (3, 15), (135,)]:
+                inputs = torch.randn(*rows, shape[1], generator=generator)
+                expected = torch.nn.functional.linear(inputs, weight, linear_bias)
+                torch.testing.assert_close(linear(inputs), expected)
+    inputs = torch.randn(4, shape[1], generator=generator, requires_grad=True)
+    linear(inputs).sum().backward()  # with gradients recorded: F.linear, differentiable
+    torch.testing.assert_close(inputs.grad, weight.sum(0).expand(4, -1))
+
+
+@pytest.mark.parametrize("shape", [(300, 256), (48, 32)])
+def test_frozen_linear_follows_an_in_place_change_and_shares_its_copy(shape: tuple[int, int]) -> None:
+    weight = torch.randn(shape, generator=torch.Generator().manual_seed(1))
+    first, second = FrozenLinear(weight), FrozenLinear(weight)
+    assert first._prepared is second._prepared  # one prepared copy per weight
+    inputs = torch.randn(15, shape[1], generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        weight.mul_(-2.0)  # e.g. load_state_dict: the version moves, the copy is prepared again
+        torch.testing.assert_close(first(inputs), inputs @ weight.T)
+        torch.testing.assert_close(second(inputs), inputs @ weight.T)
+
+
+@pytest.mark.parametrize("outputs", [(40, 24, 24), (400, 200, 200)])  # fused (small, CPU) or one linear each
+def test_frozen_linears_equal_each_f_linear_and_follow_in_place_changes(outputs: tuple[int, ...]) -> None:
+    generator = torch.Generator().manual_seed(3)
+    weights = [torch.randn(size, 256 if outputs[0] > 100 else 32, generator=generator) for size in outputs]
+    biases = [torch.randn(outputs[0], generator=generator), None, torch.randn(outputs[2], generator=generator)]
+    linears = FrozenLinears(list(zip(weights, biases, strict=True)))
+    inputs = torch.randn(2, 15, weights[0].shape[1], generator=generator)
+    with torch.no_grad():
+        for change in (False, True):
+            if change:  # e.g. load_state_dict: the versions move, the fused copy is made again
+                weights[1].mul_(-2.0)
+                biases[2].add_(1.0)
+            got = linears(inputs)
+            assert len(got) == 3
+            for result, weight, bias in zip(got, weights, biases, strict=True):
+                torch.testing.assert_close(result, torch.nn.functional.linear(inputs, weight, bias))

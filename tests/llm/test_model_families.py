@@ -15,6 +15,7 @@ import torch
 
 from tests.llm.tiny_models import FAMILY_NAMES, discovered_causal_lm_types, tiny_discovered, tiny_family
 from tokenized_bandit_gym.evaluation.check_model import check_language_model, reference_scores
+from tokenized_bandit_gym.llm import native_decoder_forward
 from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 
 QUERIES = [
@@ -94,6 +95,23 @@ def test_every_path_equals_the_no_cache_forward_or_is_refused(family: str, token
         assert play_with_pauses(problem, seed=len(used)) >= 3
         used.add((problem.forward_implementation, problem.candidate_batching))
     assert ("transformers", "mask") in used and ("transformers", "expand") in used
+
+
+@pytest.mark.parametrize("family", ["llama-bias-tied", "qwen2", "gpt2"])
+def test_packed_weights_equal_the_no_cache_forward(
+    family: str, tokenizer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The native forward over MKL-packed weights (every weight packed, however small) steps as the model computes."""
+    monkeypatch.setattr(native_decoder_forward, "PACKED_MIN_WEIGHTS", 1)
+    if not native_decoder_forward.mkl_packs(torch.zeros(2, 2)):
+        pytest.skip("torch has no MKL packed GEMM here")
+    problem = LanguageModelProblem(
+        tiny_family(family), tokenizer, QUERIES, max_length=5, top_k=3, forward_implementation="native"
+    )
+    layers = problem._forward._projections  # per layer: GPT-2's by name, Llama's as a named tuple
+    projections = [linear for layer in layers for linear in (layer.values() if isinstance(layer, dict) else layer)]
+    assert all(part.packed for linear in projections for part in getattr(linear, "parts", [linear]))
+    assert play_with_pauses(problem, seed=0) >= 3
 
 
 @pytest.mark.parametrize("family", FAMILY_NAMES)

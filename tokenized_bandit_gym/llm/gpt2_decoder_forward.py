@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from tokenized_bandit_gym.llm.language_model_state import KeyValues
-from tokenized_bandit_gym.llm.native_decoder_forward import NativeDecoderForward, with_past
+from tokenized_bandit_gym.llm.native_decoder_forward import FrozenLinear, NativeDecoderForward, with_past
 
 _TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh")
 
@@ -31,6 +31,9 @@ class GPT2DecoderForward(NativeDecoderForward):
     def __init__(self, model: Any) -> None:
         super().__init__(model)
         self._tanh_gelu = model.config.activation_function in _TANH_GELUS
+        self._projections = [
+            {name: _conv1d(convolution) for name, convolution in _convolutions(block).items()} for block in self._base.h
+        ]  # per block, by name: the fused QKV, the attention output, the MLP's two
 
     @staticmethod
     def unsupported_reason(model: Any) -> str | None:
@@ -44,8 +47,7 @@ class GPT2DecoderForward(NativeDecoderForward):
         if getattr(config, "add_cross_attention", False):
             return "add_cross_attention=True"
         for block in model.base_model.h:
-            convolutions = (block.attn.c_attn, block.attn.c_proj, block.mlp.c_fc, block.mlp.c_proj)
-            if any(type(convolution).__name__ != "Conv1D" for convolution in convolutions):
+            if any(type(convolution).__name__ != "Conv1D" for convolution in _convolutions(block).values()):
                 return "a projection is not transformers' Conv1D (quantized or adapted weights)"
         return None
 
@@ -57,9 +59,9 @@ class GPT2DecoderForward(NativeDecoderForward):
         batch, new_tokens = input_ids.shape
         hidden = base.wte(input_ids) + base.wpe(position_ids)  # (N, T, H)
         cache = []
-        for index, block in enumerate(base.h):
+        for index, (block, projection) in enumerate(zip(base.h, self._projections, strict=True)):
             attention, mlp = block.attn, block.mlp
-            fused = _conv1d(block.ln_1(hidden), attention.c_attn)  # (N, T, 3 * H)
+            fused = projection["c_attn"](block.ln_1(hidden))  # (N, T, 3 * H)
             fused = fused.view(batch, new_tokens, 3, -1, attention.head_dim).permute(2, 0, 3, 1, 4)
             queries, keys, values = fused.unbind(0)  # (N, h, T, hd) each
             keys, values = with_past(past, index, keys, values)  # (N, h, S, hd)
@@ -67,14 +69,23 @@ class GPT2DecoderForward(NativeDecoderForward):
             attended = F.scaled_dot_product_attention(
                 queries, keys, values, attn_mask=additive_mask, scale=attention.scaling
             )  # (N, h, T, hd)
-            hidden = hidden + _conv1d(attended.transpose(1, 2).reshape(batch, new_tokens, -1), attention.c_proj)
-            inner = _conv1d(block.ln_2(hidden), mlp.c_fc)  # (N, T, 4H)
+            hidden = hidden + projection["attn.c_proj"](attended.transpose(1, 2).reshape(batch, new_tokens, -1))
+            inner = projection["c_fc"](block.ln_2(hidden))  # (N, T, 4H)
             inner = F.gelu(inner, approximate="tanh") if self._tanh_gelu else mlp.act(inner)
-            hidden = hidden + _conv1d(inner, mlp.c_proj)
+            hidden = hidden + projection["mlp.c_proj"](inner)
         return base.ln_f(hidden), tuple(cache)
 
 
-def _conv1d(inputs: torch.Tensor, convolution: Any) -> torch.Tensor:
-    """The ``Conv1D`` of transformers: ``inputs @ W + b`` with ``W`` stored ``(in, out)``."""
-    flat = torch.addmm(convolution.bias, inputs.reshape(-1, inputs.shape[-1]), convolution.weight)
-    return flat.view(*inputs.shape[:-1], -1)
+def _convolutions(block: Any) -> dict[str, Any]:
+    """A GPT-2 block's four projections by name: ``c_attn``, ``attn.c_proj``, ``c_fc``, ``mlp.c_proj``."""
+    return {
+        "c_attn": block.attn.c_attn,
+        "attn.c_proj": block.attn.c_proj,
+        "c_fc": block.mlp.c_fc,
+        "mlp.c_proj": block.mlp.c_proj,
+    }
+
+
+def _conv1d(convolution: Any) -> FrozenLinear:
+    """The ``Conv1D`` of transformers, ``inputs @ W + b`` with ``W`` stored ``(in, out)``, as a linear of ``W.T``."""
+    return FrozenLinear(convolution.weight, convolution.bias, transposed=True)

@@ -8,14 +8,14 @@ machinery is most of a forward's time. Tested equal to the transformers forward.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from packaging.version import Version
 
 from tokenized_bandit_gym.llm.language_model_state import KeyValues
-from tokenized_bandit_gym.llm.native_decoder_forward import NativeDecoderForward, with_past
+from tokenized_bandit_gym.llm.native_decoder_forward import FrozenLinear, FrozenLinears, NativeDecoderForward, with_past
 
 LLAMA_FAMILY = ("llama", "mistral", "qwen2")
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -36,6 +36,7 @@ class LlamaDecoderForward(NativeDecoderForward):
     def __init__(self, model: Any) -> None:
         super().__init__(model)
         self._silu = getattr(model.config, "hidden_act", None) == "silu"
+        self._projections = [_LayerProjections.of(layer) for layer in self._base.layers]
 
     @staticmethod
     def unsupported_reason(model: Any) -> str | None:
@@ -60,10 +61,7 @@ class LlamaDecoderForward(NativeDecoderForward):
             attention, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
             if attention is None or mlp is None or hasattr(attention, "q_norm"):
                 return "a decoder layer is not Llama-shaped (self_attn without q_norm, mlp)"
-            linears = [getattr(attention, name, None) for name in _PROJECTIONS] + [
-                getattr(mlp, name, None) for name in _MLP
-            ]
-            if any(type(linear) is not torch.nn.Linear for linear in linears):
+            if any(type(linear) is not torch.nn.Linear for linear in _projection_modules(layer).values()):
                 return "a projection is not a plain torch.nn.Linear (quantized or adapted weights)"
         return None
 
@@ -79,13 +77,14 @@ class LlamaDecoderForward(NativeDecoderForward):
         cos = cos[:, None]  # (N, 1, T, hd)
         signed_sin = torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)[:, None]  # rotate_half = roll * sign
         cache = []
-        for index, layer in enumerate(base.layers):
+        for index, (layer, projection) in enumerate(zip(base.layers, self._projections, strict=True)):
             attention, mlp = layer.self_attn, layer.mlp
             normed = _rms_norm(hidden, layer.input_layernorm)
             head_dim = attention.head_dim
-            queries = _rotated(_heads(_linear(normed, attention.q_proj), head_dim), cos, signed_sin)  # (N, hq, T, hd)
-            keys = _rotated(_heads(_linear(normed, attention.k_proj), head_dim), cos, signed_sin)  # (N, hkv, T, hd)
-            values = _heads(_linear(normed, attention.v_proj), head_dim)  # (N, hkv, T, hd)
+            queries, keys, values = projection.qkv(normed)  # (N, T, hq * hd), (N, T, hkv * hd) twice
+            queries = _rotated(_heads(queries, head_dim), cos, signed_sin)  # (N, hq, T, hd)
+            keys = _rotated(_heads(keys, head_dim), cos, signed_sin)  # (N, hkv, T, hd)
+            values = _heads(values, head_dim)  # (N, hkv, T, hd)
             keys, values = with_past(past, index, keys, values)  # (N, hkv, S, hd)
             cache.append((keys, values))
             attended = F.scaled_dot_product_attention(
@@ -96,17 +95,41 @@ class LlamaDecoderForward(NativeDecoderForward):
                 scale=attention.scaling,
                 enable_gqa=queries.shape[1] != keys.shape[1],
             )  # (N, hq, T, hd)
-            hidden = hidden + _linear(attended.transpose(1, 2).reshape(batch, new_tokens, -1), attention.o_proj)
+            hidden = hidden + projection.o(attended.transpose(1, 2).reshape(batch, new_tokens, -1))
             normed = _rms_norm(hidden, layer.post_attention_layernorm)
-            gate = _linear(normed, mlp.gate_proj)
+            gate, up = projection.gate_up(normed)  # (N, T, I) each
             gate = F.silu(gate) if self._silu else mlp.act_fn(gate)
-            hidden = hidden + _linear(gate * _linear(normed, mlp.up_proj), mlp.down_proj)
+            hidden = hidden + projection.down(gate * up)
         return _rms_norm(hidden, base.norm), tuple(cache)
 
 
-def _linear(inputs: torch.Tensor, linear: torch.nn.Linear) -> torch.Tensor:
-    """``inputs @ W.T + b`` of a plain ``nn.Linear`` without the module call."""
-    return F.linear(inputs, linear.weight, linear.bias)
+class _LayerProjections(NamedTuple):
+    """A decoder layer's projections: q, k, v together, o; the MLP's gate and up together, down."""
+
+    qkv: FrozenLinears
+    o: FrozenLinear
+    gate_up: FrozenLinears
+    down: FrozenLinear
+
+    @classmethod
+    def of(cls, layer: Any) -> _LayerProjections:
+        """The projections of a Llama-shaped decoder ``layer``."""
+        attention, mlp = layer.self_attn, layer.mlp
+        qkv = (attention.q_proj, attention.k_proj, attention.v_proj)
+        return cls(
+            FrozenLinears([(linear.weight, linear.bias) for linear in qkv]),
+            FrozenLinear(attention.o_proj.weight, attention.o_proj.bias),
+            FrozenLinears([(linear.weight, linear.bias) for linear in (mlp.gate_proj, mlp.up_proj)]),
+            FrozenLinear(mlp.down_proj.weight, mlp.down_proj.bias),
+        )
+
+
+def _projection_modules(layer: Any) -> dict[str, Any]:
+    """A decoder layer's projections by name (None where one is missing): attention q, k, v, o; MLP gate, up, down."""
+    attention, mlp = getattr(layer, "self_attn", None), getattr(layer, "mlp", None)
+    return {name: getattr(attention, name, None) for name in _PROJECTIONS} | {
+        name: getattr(mlp, name, None) for name in _MLP
+    }
 
 
 def _heads(projected: torch.Tensor, head_dim: int) -> torch.Tensor:

@@ -1,11 +1,21 @@
-"""The base of the native forwards: each computes one architecture family and refuses any other model."""
+"""The base of the native forwards: each computes one architecture family and refuses any other model.
+
+Their projections go through :class:`FrozenLinear`: on a CPU with MKL, a float32 weight is packed
+once into MKL's GEMM layout and every later product reads it packed. With the few rows of a step (the
+k candidates of each row), ``F.linear``'s unpacked GEMM runs far below the machine's matmul rate:
+SmolLM2-135M's 210 decoder products took 1.7x as long at 15 rows, and longer at 15 rows than at 30
+(``benchmarks/RESULTS.md``, issue 28 item 4).
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import torch
+import torch.nn.functional as F
+from torch.utils.weak import WeakIdKeyDictionary
 
 from tokenized_bandit_gym.llm.additive_attention_mask import additive_attention_mask
 from tokenized_bandit_gym.llm.language_model_state import KeyValues
@@ -65,3 +75,140 @@ def with_past(
     if not past:
         return keys, values
     return torch.cat([past[layer][0], keys], dim=2), torch.cat([past[layer][1], values], dim=2)
+
+
+PACKED_ROWS_HINT = 256
+"""Rows MKL packs a weight for. The layout it picks depends on this and on the threads; measured on
+SmolLM2-135M's projections (2026-11-26, ``benchmarks/RESULTS.md``), 256 was faster than ``F.linear``
+from 15 to 240 rows on one and on two threads, where 15 rows lost from 45 rows on and 1024 lost on two."""
+PACKED_MIN_WEIGHTS = 2**16
+"""Smallest weight (entries) :class:`FrozenLinear` packs: below it (a 256 x 256 matrix) the packed call's
+fixed cost outweighs what it saves; such small CPU weights are kept transposed instead (stories260K)."""
+
+_prepared_weights = WeakIdKeyDictionary()
+"""A stored weight -> (its version when prepared, its MKL-packed or ``(in, out)`` copy), shared by every forward."""
+
+
+def mkl_packs(weight: torch.Tensor) -> bool:
+    """Whether :class:`FrozenLinear` packs ``weight``: float32 on an MKL CPU, >= :data:`PACKED_MIN_WEIGHTS` entries."""
+    return (
+        weight.device.type == "cpu"
+        and weight.dtype == torch.float32
+        and weight.dim() == 2
+        and weight.numel() >= PACKED_MIN_WEIGHTS
+        and torch.backends.mkl.is_available()
+        and hasattr(torch.ops.mkl, "_mkl_linear")
+        and hasattr(torch.ops.mkl, "_mkl_reorder_linear_weight")
+    )
+
+
+class FrozenLinear:
+    """``inputs @ W.T + bias`` ``(..., out)`` for ``inputs`` ``(..., in)`` and a frozen weight ``W`` ``(out, in)``.
+
+    The weight is prepared once for the few rows a step multiplies, on the CPU:
+
+    * where :func:`mkl_packs` holds, MKL's packed GEMM over a packed copy of ``W`` (one more copy of
+      the weights in memory);
+    * a smaller weight as ``W.T`` ``(in, out)`` contiguous (a copy unless stored so, as ``Conv1D`` does),
+      multiplied by ``torch.addmm``: ``F.linear``'s transposed view and dispatch cost more than the
+      product of a 64-wide layer;
+    * any other weight (GPU, half precision), and whenever gradients are recorded: ``F.linear``.
+
+    A prepared copy is shared by every forward over the same weight and freed with it; an in-place
+    change of the weight bumps its version and the copy is prepared again. Every path sums each product
+    in float32 (for float32 weights): the results agree to float32 rounding, not bit for bit.
+
+    Args:
+        weight: the stored weight, ``W`` ``(out, in)``, or ``W.T`` ``(in, out)`` with ``transposed``
+            (transformers' ``Conv1D``, GPT-2's projections).
+        bias: ``(out,)`` or None.
+        transposed: ``weight`` is stored ``(in, out)``.
+    """
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None, transposed: bool = False) -> None:
+        self.stored_weight, self.bias = weight, bias
+        self.weight = weight.t() if transposed else weight  # W (out, in), a view
+        self.packed = mkl_packs(weight)
+        """Whether the products read an MKL-packed copy of the weight."""
+        self._version, self._prepared = -1, None
+        if self.packed or (weight.device.type == "cpu" and weight.numel() < PACKED_MIN_WEIGHTS):
+            self._prepare()
+
+    def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
+        """``inputs @ W.T + bias`` ``(..., out)``."""
+        if self._prepared is None or torch.is_grad_enabled():
+            return F.linear(inputs, self.weight, self.bias)
+        if self.stored_weight._version != self._version:
+            self._prepare()
+        rows = inputs.numel() // inputs.shape[-1]
+        if self.packed:
+            # the op reads the packed copy only when ``rows`` equals its last argument; MKL's packed layout serves any
+            return torch.ops.mkl._mkl_linear(inputs, self._prepared, self.weight, self.bias, rows)
+        flat = inputs.reshape(rows, inputs.shape[-1])  # (rows, in)
+        if self.bias is None:
+            return torch.mm(flat, self._prepared).view(*inputs.shape[:-1], -1)
+        return torch.addmm(self.bias, flat, self._prepared).view(*inputs.shape[:-1], -1)  # (..., out)
+
+    def _prepare(self) -> None:
+        """Take the shared prepared copy of the weight as it is now, preparing it if none is current."""
+        version = self.stored_weight._version
+        if not self.packed and self.weight.t().is_contiguous():  # stored (in, out): used as it is
+            self._version, self._prepared = version, self.stored_weight
+            return
+        entry = _prepared_weights.get(self.stored_weight)
+        if entry is None or entry[0] != version:
+            with torch.no_grad():
+                if self.packed:
+                    prepared = torch.ops.mkl._mkl_reorder_linear_weight(self.weight.contiguous(), PACKED_ROWS_HINT)
+                else:
+                    prepared = self.weight.t().contiguous()  # (in, out)
+            entry = _prepared_weights[self.stored_weight] = (version, prepared)
+        self._version, self._prepared = entry
+
+
+class FrozenLinears:
+    """Several linears of the same inputs (a layer's q, k, v projections): ``inputs @ W_i.T + b_i`` ``(..., out_i)``.
+
+    Small CPU weights (the transposed path of :class:`FrozenLinear`) are multiplied as one ``(in, sum out_i)``
+    copy of them all, one ``addmm`` and one split into views; any other weights one :class:`FrozenLinear`
+    each. The fused copy is made again when any weight changes in place.
+
+    Args:
+        linears: ``(W_i (out_i, in), b_i (out_i,) or None)``, the same ``in`` and device for all.
+    """
+
+    def __init__(self, linears: Sequence[tuple[torch.Tensor, torch.Tensor | None]]) -> None:
+        self.parts = [FrozenLinear(weight, bias) for weight, bias in linears]
+        self.sizes = [int(weight.shape[0]) for weight, _ in linears]
+        self._versions: tuple[int, ...] = ()
+        self._fused: tuple[torch.Tensor, torch.Tensor | None] | None = None  # (in, sum out_i), (sum out_i,)
+        if all(part._prepared is not None and not part.packed for part in self.parts):
+            self._fuse()
+
+    def __call__(self, inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """``inputs`` ``(..., in)`` through every linear: ``(..., out_i)`` each (views of one product when fused)."""
+        if self._fused is None or torch.is_grad_enabled():
+            return tuple(part(inputs) for part in self.parts)
+        if self._current_versions() != self._versions:
+            self._fuse()
+        weight, bias = self._fused
+        flat = inputs.reshape(-1, inputs.shape[-1])  # (rows, in)
+        product = torch.mm(flat, weight) if bias is None else torch.addmm(bias, flat, weight)  # (rows, sum out_i)
+        return product.view(*inputs.shape[:-1], -1).split(self.sizes, dim=-1)
+
+    def _fuse(self) -> None:
+        """The fused ``(in, sum out_i)`` copy of the weights as they are now, and their biases (zeros where none)."""
+        with torch.no_grad():
+            weight = torch.cat([part.weight.t() for part in self.parts], dim=1)  # (in, sum out_i)
+            biases = [part.bias for part in self.parts]
+            bias = None
+            if any(b is not None for b in biases):
+                zeros = [weight.new_zeros(size) for size in self.sizes]
+                bias = torch.cat([zero if b is None else b for b, zero in zip(biases, zeros, strict=True)])
+        self._versions = self._current_versions()
+        self._fused = (weight, bias)
+
+    def _current_versions(self) -> tuple[int, ...]:
+        """The weights' and biases' versions now (an in-place change moves one)."""
+        tensors = [tensor for part in self.parts for tensor in (part.stored_weight, part.bias) if tensor is not None]
+        return tuple(tensor._version for tensor in tensors)
