@@ -34,6 +34,12 @@ def test_seeds_are_averaged_and_a_rerun_resumes(tmp_path: Path) -> None:
         np.testing.assert_allclose(entry["cumulative_regret"], per_seed.mean(axis=0))
         np.testing.assert_allclose(entry["cumulative_regret_min"], per_seed.min(axis=0))
     assert "queries: " in first.stdout
+    progress = json.loads((tmp_path / "progress.json").read_text())  # the last group's curves, written as it ran
+    assert progress["rounds_played"] == 3 and sorted(progress["runs"]) == [
+        f"{name}/1" for name in sorted(data["agents"])
+    ]
+    for key, curve in progress["runs"].items():
+        np.testing.assert_allclose(curve, data["runs"][key]["cumulative_regret"])
     second = run(tmp_path)
     assert second.returncode == 0, second.stderr
     assert "resuming: 6 finished runs kept" in second.stdout and "expected run time" not in second.stdout
