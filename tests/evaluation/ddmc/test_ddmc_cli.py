@@ -76,5 +76,8 @@ def test_resume_dir_reuses_the_kept_embeddings_and_embeds_only_what_is_missing(t
     assert len(list(tmp_path.glob("batch-*.pt"))) == 1
     resumed = prefix_pair_table.build_prefix_pair_table(pairs, embedder, cache_dir=tmp_path)
     assert embedded[1] == embedded[0] - 4  # only the texts the interrupted run had not embedded
-    np.testing.assert_allclose(resumed.distances, reference.distances, rtol=1e-6, atol=1e-7)
+    # The same texts are embedded in batches of other row counts, and a BLAS product's float32 rounding depends
+    # on the row count (the native forward's packed/transposed weights): equal to float32 rounding of unit-norm
+    # embeddings, so the near-zero distances of equal prefixes differ by ~1e-6.
+    np.testing.assert_allclose(resumed.distances, reference.distances, rtol=1e-6, atol=1e-5)
     np.testing.assert_array_equal(resumed.common_suffix, reference.common_suffix)
