@@ -257,6 +257,7 @@ def main(args: Args) -> dict[str, Any]:
     seeds = seed_list(args)
     settings = {key: value for key, value in dataclasses.asdict(args).items() if key not in RUN_KEYS}
     json_path = os.path.join(args.out_dir, "regret.json") if args.out_dir else ""
+    progress_path = os.path.join(args.out_dir, "progress.json") if args.out_dir else ""
     earlier = resumable_runs(json_path, settings)
     runs = dict(earlier.get("runs", {}))
     names = [n.strip() for n in args.agents.split(",") if n.strip()]
@@ -282,7 +283,6 @@ def main(args: Args) -> dict[str, Any]:
         start = time.perf_counter()
         warm_benchmarks(env, sorted({seed for _, seed in runs_of_group}), args.rounds, args.benchmark_chunk)
         expected = (len(groups), time.perf_counter() - start) if index == 0 else None
-        progress_path = os.path.join(args.out_dir, "progress.json") if args.out_dir else ""
         played = play_rows(env, runs_of_group, args, expected, progress_path)
         seconds = round(time.perf_counter() - start, 1)
         for (name, seed), (cumulative, agent) in zip(runs_of_group, played, strict=True):
