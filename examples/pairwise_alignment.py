@@ -33,10 +33,15 @@ defaults weigh the two terms evenly (gamma = 0.5, ``v = log p / L``) so that the
     PYTHONPATH=. python examples/pairwise_alignment.py
 
 (``--model smollm2-135m-instruct`` runs the real instruct model, the paper's; much slower on a CPU.)
+
+Each agent's run is saved in ``--out-dir``'s pairwise.json (atomically) as soon as it finishes, with a
+progress bar over its rounds: rerunning an interrupted command with the same settings keeps the finished
+agents and plays only the others.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -45,6 +50,7 @@ from typing import Any
 
 import numpy as np
 
+from tokenized_bandit_gym.evaluation.progress import ProgressCounter, write_json_atomically
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 from tokenized_bandit_gym.threads import use_small_work_threads
 
@@ -54,6 +60,8 @@ AGENTS = {  # name -> (label, feedback)
     "tpop": ("tpop (pairwise)", "pairwise"),
     "misaligned_greedy": ("Misaligned greedy", "scalar"),
 }
+RUN_KEYS = ("device", "out_dir", "figure")
+"""Options that do not change a run's numbers: a saved run with equal other settings is kept (resumed)."""
 
 
 @dataclass
@@ -88,8 +96,11 @@ class Args:
     """rounds of the same comparison on a small fixed-length TLB, where the learners converge (0: skip)"""
 
 
-def play(env: Any, agent: Any, rounds: int, seed: int) -> dict[str, list[float]]:
-    """``rounds`` episodes with ``agent`` learning online; per round the regrets and the two utilities."""
+def play(env: Any, agent: Any, rounds: int, seed: int, label: str = "") -> dict[str, list[float]]:
+    """``rounds`` episodes with ``agent`` learning online; per round the regrets and the two utilities.
+
+    With ``label``, a progress bar (plain lines off a terminal) counts the rounds.
+    """
     from tokenized_bandit_gym.agent import check_feedback
     from tokenized_bandit_gym.task import Task
 
@@ -97,6 +108,7 @@ def play(env: Any, agent: Any, rounds: int, seed: int) -> dict[str, list[float]]
     check_feedback(agent, task)
     agent.reset(task, seed)
     record: dict[str, list[float]] = {key: [] for key in ("regret", "first_regret", "first_utility", "reward")}
+    progress = ProgressCounter(rounds, label, unit="round", enabled=bool(label))
     for round_index in range(rounds):
         observation, info = env.reset(seed=seed if round_index == 0 else None)
         terminated = truncated = False
@@ -109,14 +121,25 @@ def play(env: Any, agent: Any, rounds: int, seed: int) -> dict[str, list[float]]
         record["first_utility"].append(first_utility)
         record["first_regret"].append(float(info["optimal_utility"]) - first_utility)
         record["reward"].append(float(reward))
+        progress.update()
+    progress.close()
     return record
 
 
-def main(args: Args) -> dict[str, Any]:
+def resumable_runs(path: str, settings: dict[str, Any]) -> dict[str, Any]:
+    """The runs saved in ``path`` by an earlier call with these ``settings`` (``RUN_KEYS`` aside), else none."""
+    if not path or not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as handle:
+        earlier = json.load(handle)
+    return dict(earlier.get("runs", {})) if earlier.get("settings") == settings else {}
+
+
+def make_envs(args: Args) -> dict[str, Any]:
+    """The scalar and the pairwise alignment env of ``args``, sharing one loaded model."""
     import gymnasium as gym
 
     import tokenized_bandit_gym  # noqa: F401  (registers the env ids)
-    from tokenized_bandit_gym import agents
     from tokenized_bandit_gym.evaluation.ddmc.resources import resolve_model
 
     common = {
@@ -139,10 +162,24 @@ def main(args: Args) -> dict[str, Any]:
         feedback="pairwise",
         preference_temperature=args.preference_temperature,
     )
-    envs = {"scalar": scalar, "pairwise": pairwise}
-    runs = {}
+    return {"scalar": scalar, "pairwise": pairwise}
+
+
+def main(args: Args) -> dict[str, Any]:
+    from tokenized_bandit_gym import agents
+
+    settings = {key: value for key, value in dataclasses.asdict(args).items() if key not in RUN_KEYS}
+    path = os.path.join(args.out_dir, "pairwise.json") if args.out_dir else ""
+    runs = resumable_runs(path, settings)
+    if runs:
+        print(f"resuming: {', '.join(runs)} kept from {path}")
+    envs: dict[str, Any] = {}
     for name, (label, feedback) in AGENTS.items():
-        runs[name] = play(envs[feedback], agents.make(name), args.rounds, args.seed)
+        if name not in runs:
+            envs = envs or make_envs(args)
+            runs[name] = play(envs[feedback], agents.make(name), args.rounds, args.seed, label=label)
+            if path:
+                write_json_atomically(path, {"settings": settings, "runs": runs})
         print(f"{label:<26} cumulative regret {np.sum(runs[name]['regret']):9.3f}", flush=True)
     baseline = np.array(runs["misaligned_greedy"]["first_utility"])
     summary = {}
@@ -163,13 +200,11 @@ def main(args: Args) -> dict[str, Any]:
     for name, values in summary.items():
         line = ", ".join(f"{key} {value:.3f}" for key, value in values.items())
         print(f"{AGENTS[name][0]:<26} {line}")
-    results = {"settings": vars(args), "summary": summary, "runs": runs}
+    results = {"settings": settings, "summary": summary, "runs": runs}
     if args.tlb_rounds:
         results["tlb"] = tlb_comparison(args)
-    if args.out_dir:
-        os.makedirs(args.out_dir, exist_ok=True)
-        with open(os.path.join(args.out_dir, "pairwise.json"), "w", encoding="utf-8") as handle:
-            json.dump(results, handle, indent=1)
+    if path:
+        write_json_atomically(path, results)
         plot(results, os.path.join(args.out_dir, "pairwise.png"))
         print(f"wrote {args.out_dir}/pairwise.json and pairwise.png")
     if args.figure:

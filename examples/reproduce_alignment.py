@@ -28,12 +28,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from tokenized_bandit_gym.evaluation.progress import write_json_atomically
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 from tokenized_bandit_gym.threads import use_small_work_threads
 
@@ -115,20 +115,6 @@ def play_runs(env: Any, runs: list[tuple[str, int]], rounds: int) -> list[dict[s
     ]
 
 
-def write_atomically(path: str, document: Any) -> None:
-    """Write ``document`` as JSON to ``path`` through a temporary file renamed into place."""
-    folder = os.path.dirname(path) or "."
-    os.makedirs(folder, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            json.dump(document, stream, indent=1)
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise
-
-
 def run_settings(args: Args) -> dict[str, Any]:
     """What determines a run's results besides its agent and seed (a stored run is reused only if they match)."""
     return {key: getattr(args, key) for key in ("model", "queries", "rounds", "max_length", "top_k")}
@@ -169,7 +155,7 @@ def main(args: Args) -> dict[str, Any]:
         for (name, seed), played in zip(missing, play_runs(env, missing, args.rounds), strict=True):
             runs[name][seed] = {**played, "settings": settings}
             if args.out_dir:
-                write_atomically(_run_path(args, name, seed), runs[name][seed])
+                write_json_atomically(_run_path(args, name, seed), runs[name][seed])
     summary = {}
     for name, by_seed in runs.items():
         rewards = np.array([by_seed[seed]["fitted_reward"] for seed in args.seeds])  # (seeds, T)
@@ -201,7 +187,7 @@ def main(args: Args) -> dict[str, Any]:
         "runs": {name: {str(seed): run for seed, run in by_seed.items()} for name, by_seed in runs.items()},
     }
     if args.out_dir:
-        write_atomically(os.path.join(args.out_dir, "alignment.json"), results)
+        write_json_atomically(os.path.join(args.out_dir, "alignment.json"), results)
         plot(results, os.path.join(args.out_dir, "alignment.png"))
         print(f"wrote {args.out_dir}/alignment.json and alignment.png")
     return results

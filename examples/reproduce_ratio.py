@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from tokenized_bandit_gym.evaluation.progress import write_json_atomically
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 from tokenized_bandit_gym.threads import use_small_work_threads
 
@@ -194,9 +195,7 @@ def main(args: Args) -> dict[str, Any]:
         os.makedirs(args.out_dir, exist_ok=True)
         plot(series, args, os.path.join(args.out_dir, "ratio.png"))
         path = os.path.join(args.out_dir, "ratio.json")
-        with open(path + ".tmp", "w", encoding="utf-8") as handle:
-            json.dump(summary, handle)
-        os.replace(path + ".tmp", path)  # atomic: a killed call leaves no half-written file to resume from
+        write_json_atomically(path, summary)
         print(f"wrote {args.out_dir}/ratio.png and ratio.json")
     return summary
 

@@ -45,6 +45,7 @@ from typing import Any
 
 import numpy as np
 
+from tokenized_bandit_gym.evaluation.progress import write_json_atomically
 from tokenized_bandit_gym.evaluation.runs_as_rows import warm_benchmarks
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 from tokenized_bandit_gym.threads import use_small_work_threads
@@ -292,7 +293,7 @@ def main(args: Args) -> dict[str, Any]:
                     entry[attribute] = [float(v) for v in getattr(agent, attribute)]
             runs[f"{name}/{seed}"] = entry
         if json_path:
-            write_json(results, json_path)
+            write_json_atomically(json_path, results)
     t = np.arange(1, args.rounds + 1)
     for name in names:
         per_seed = np.array([runs[f"{name}/{seed}"]["cumulative_regret"] for seed in seeds])  # (S, T)
@@ -320,7 +321,7 @@ def main(args: Args) -> dict[str, Any]:
     if args.out_dir:
         os.makedirs(args.out_dir, exist_ok=True)
         plot(results, t, bound, os.path.join(args.out_dir, "regret.png"))
-        write_json(results, json_path)
+        write_json_atomically(json_path, results)
         print(f"wrote {args.out_dir}/regret.png and regret.json")
     return results
 
@@ -384,22 +385,14 @@ def play_rows(
             curves = {
                 f"{name}/{seed}": np.cumsum(so_far[row, :reached]).tolist() for row, (name, seed) in enumerate(runs)
             }
-            write_json(
-                {"rounds_played": reached, "seconds": time.perf_counter() - start, "runs": curves}, progress_path
+            write_json_atomically(
+                progress_path, {"rounds_played": reached, "seconds": time.perf_counter() - start, "runs": curves}
             )
 
     label = ", ".join(f"{AGENT_LABELS.get(name, name)}/{seed}" for name, seed in runs)
     seeds = [seed for _, seed in runs]
     regret = play_runs_as_rows(env, agents, seeds, args.rounds, label=label, on_rounds_ended=on_rounds_ended)
     return [(np.cumsum(regret[row]), agent) for row, agent in enumerate(agents)]
-
-
-def write_json(results: dict[str, Any], path: str) -> None:
-    """Write ``results`` to ``path`` atomically (a killed run leaves the previous file whole, to resume from)."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path + ".tmp", "w", encoding="utf-8") as handle:
-        json.dump(results, handle)
-    os.replace(path + ".tmp", path)
 
 
 def plot(results: dict[str, Any], t: np.ndarray, bound: np.ndarray, path: str) -> None:

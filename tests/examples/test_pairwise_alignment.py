@@ -29,3 +29,33 @@ def test_pairwise_alignment_runs_every_agent_on_its_feedback(
     assert misaligned["higher_utility_than_misaligned"] == 0.0
     assert (tmp_path / "out" / "pairwise.png").stat().st_size > 0
     assert all(np.isfinite(value) for value in results["tlb"].values())
+
+
+@pytest.mark.slow
+def test_an_interrupted_run_resumes_with_the_finished_agents_kept(
+    load_script: Callable[[str], ModuleType], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    module = load_script("examples/pairwise_alignment.py")
+    args = module.Args(rounds=2, max_length=3, top_k=3, theta="random", tlb_rounds=0, out_dir=str(tmp_path / "out"))
+    uninterrupted = module.main(module.Args(**{**vars(args), "out_dir": str(tmp_path / "whole")}))
+    play = module.play
+    played: list[str] = []
+    stop_after: list[int] = [2]  # agents played before a KeyboardInterrupt
+
+    def play_or_stop(env: object, agent: object, rounds: int, seed: int, label: str = "") -> dict:
+        if len(played) == stop_after[0]:
+            raise KeyboardInterrupt
+        played.append(label)
+        return play(env, agent, rounds, seed, label)
+
+    monkeypatch.setattr(module, "play", play_or_stop)
+    with pytest.raises(KeyboardInterrupt):
+        module.main(args)
+    played.clear()
+    stop_after[0] = len(module.AGENTS)
+    resumed = module.main(args)
+    assert len(played) == len(module.AGENTS) - 2  # the two saved agents were kept, not played again
+    assert resumed["runs"] == uninterrupted["runs"]
+    played.clear()
+    module.main(module.Args(**{**vars(args), "rounds": 3}))
+    assert len(played) == len(module.AGENTS)  # other settings: nothing is kept

@@ -1,4 +1,6 @@
-"""Progress counters that suit where they write: a tqdm bar on a terminal, plain periodic lines in a log.
+"""Progress of long runs: counters that suit where they write, and the records an interrupted run resumes from.
+
+Counters: a tqdm bar on a terminal, plain periodic lines in a log.
 
 A tqdm bar redraws itself with carriage returns and cursor escapes, which a log file or a CI console
 that is not a terminal keeps as garbage. :func:`progress_counter` asks the stream: on a terminal it draws
@@ -8,7 +10,10 @@ Either way the count never passes its total (late or repeated credit is clipped)
 
 from __future__ import annotations
 
+import json
+import os
 import sys
+import tempfile
 import time
 from typing import Any, TextIO
 
@@ -98,3 +103,21 @@ class ProgressCounter:
         elif self._enabled:
             self._print_line()
             self._enabled = False
+
+
+def write_json_atomically(path: str | os.PathLike[str], document: Any) -> None:
+    """Write ``document`` as JSON to ``path`` through a temporary file beside it, renamed into place.
+
+    A run killed mid-write leaves the previous file whole (the record it resumes from), never half a file;
+    missing folders are created.
+    """
+    folder = os.path.dirname(os.fspath(path)) or "."
+    os.makedirs(folder, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            json.dump(document, stream)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise
