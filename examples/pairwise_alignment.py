@@ -70,6 +70,9 @@ class Args:
 
     model: str = "stories260K"
     """the policy model: stories260K (shipped), smollm2-135m-instruct (see the README) or a local path"""
+    queries: str = "default"
+    """query source: default (the env's story openings), paper (the appendix-D generator, the paper's), stories, or
+    a TruthfulQA/HH-RLHF file"""
     rounds: int = 12
     """rounds T per agent"""
     max_length: int = 30
@@ -153,6 +156,8 @@ def make_envs(args: Args) -> dict[str, Any]:
     }
     if args.theta != "default":
         common["theta"] = args.theta
+    if args.queries != "default":
+        common["queries"] = args.queries
     scalar = gym.make("TokenizedAlignment-v0", **common)
     pairwise = gym.make(
         "TokenizedAlignment-v0",
