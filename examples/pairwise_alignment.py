@@ -32,11 +32,13 @@ defaults weigh the two terms evenly (gamma = 0.5, ``v = log p / L``) so that the
 
     PYTHONPATH=. python examples/pairwise_alignment.py
 
-(``--model smollm2-135m-instruct`` runs the real instruct model, the paper's; much slower on a CPU.)
+(``--model smollm2-135m-instruct --queries paper`` runs the real instruct model on the appendix-D queries, the
+paper's; much slower on a CPU.)
 
-Each agent's run is saved in ``--out-dir``'s pairwise.json (atomically) as soon as it finishes, with a
-progress bar over its rounds: rerunning an interrupted command with the same settings keeps the finished
-agents and plays only the others.
+The agents of one feedback are the rows of one native vector env (one forward of all their candidates a
+step, every query's benchmark decoded ahead, 16 queries per forward), with a progress bar over their
+rounds; their runs are saved in ``--out-dir``'s pairwise.json (atomically) as soon as they finish, so
+rerunning an interrupted command with the same settings keeps them and plays only the others.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from tokenized_bandit_gym.evaluation.progress import ProgressCounter, write_json_atomically
+from tokenized_bandit_gym.evaluation.progress import write_json_atomically
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 from tokenized_bandit_gym.threads import use_small_work_threads
 
@@ -60,6 +62,8 @@ AGENTS = {  # name -> (label, feedback)
     "tpop": ("tpop (pairwise)", "pairwise"),
     "misaligned_greedy": ("Misaligned greedy", "scalar"),
 }
+FEEDBACKS = ("scalar", "pairwise")
+"""The feedback channels, in the order they are played (the agents of one are the rows of one vector env)."""
 RUN_KEYS = ("device", "out_dir", "figure")
 """Options that do not change a run's numbers: a saved run with equal other settings is kept (resumed)."""
 
@@ -99,33 +103,42 @@ class Args:
     """rounds of the same comparison on a small fixed-length TLB, where the learners converge (0: skip)"""
 
 
-def play(env: Any, agent: Any, rounds: int, seed: int, label: str = "") -> dict[str, list[float]]:
-    """``rounds`` episodes with ``agent`` learning online; per round the regrets and the two utilities.
+def play(env: Any, names: list[str], rounds: int, seed: int) -> dict[str, dict[str, list[float]]]:
+    """``rounds`` rounds of each agent in ``names``, learning online, as the rows of the native vector env ``env``.
 
-    With ``label``, a progress bar (plain lines off a terminal) counts the rounds.
+    Row i is played by agent ``names[i]``, each reset with ``seed`` (the same queries
+    and noise: common random numbers): what a single env played by each agent in turn gives, to float
+    rounding, with one forward of every row's candidates per step on an LLM env (``runs_as_rows``), where
+    every query's oracle-greedy benchmark is decoded first, 16 queries per forward. Per agent and round: the regret
+    (pairwise: the dueling regret), the first response's utility and regret, and the reward (the preference
+    bit ``1 - preferred`` for pairwise feedback, ``u + eta`` for scalar).
     """
-    from tokenized_bandit_gym.agent import check_feedback
-    from tokenized_bandit_gym.task import Task
+    from tokenized_bandit_gym import agents
+    from tokenized_bandit_gym.evaluation.runs_as_rows import play_rows, warm_benchmarks
 
-    task = Task.from_env(env, rounds)
-    check_feedback(agent, task)
-    agent.reset(task, seed)
-    record: dict[str, list[float]] = {key: [] for key in ("regret", "first_regret", "first_utility", "reward")}
-    progress = ProgressCounter(rounds, label, unit="round", enabled=bool(label))
-    for round_index in range(rounds):
-        observation, info = env.reset(seed=seed if round_index == 0 else None)
-        terminated = truncated = False
-        reward = 0.0
-        while not (terminated or truncated):
-            observation, reward, terminated, truncated, info = env.step(agent.act(observation, info))
-        agent.update(observation, float(reward), info)
-        first_utility = float(info["utilities"][0]) if "utilities" in info else float(info["utility"])
-        record["regret"].append(float(info["regret"]))
-        record["first_utility"].append(first_utility)
-        record["first_regret"].append(float(info["optimal_utility"]) - first_utility)
-        record["reward"].append(float(reward))
-        progress.update()
-    progress.close()
+    record = {
+        name: {key: [0.0] * rounds for key in ("regret", "first_regret", "first_utility", "reward")} for name in names
+    }
+
+    def keep(ended: np.ndarray, played: np.ndarray, observations: Any, final: dict[str, Any]) -> None:
+        for position, row in enumerate(ended.tolist()):
+            run, t = record[names[row]], int(played[row]) - 1
+            if "utilities" in final:
+                first_utility = float(final["utilities"][position][0])
+                run["reward"][t] = 1.0 - float(final["preferred"][position])
+            else:
+                first_utility = float(final["utility"][position])
+                run["reward"][t] = first_utility + float(final["noise"][position])
+            run["regret"][t] = float(final["regret"][position])
+            run["first_utility"][t] = first_utility
+            run["first_regret"][t] = float(final["optimal_utility"][position]) - first_utility
+
+    if hasattr(env.unwrapped.problem, "has_oracle_greedy"):  # an LLM env (a TLB's benchmark is exact and cheap)
+        warm_benchmarks(env, [seed], rounds, chunk=16)
+    label = ", ".join(AGENTS[name][0] for name in names)
+    play_rows(
+        env, [agents.make(name) for name in names], [seed] * len(names), rounds, label=label, on_rounds_ended=keep
+    )
     return record
 
 
@@ -139,31 +152,34 @@ def resumable_runs(path: str, settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def make_envs(args: Args) -> dict[str, Any]:
-    """The scalar and the pairwise alignment env of ``args``, sharing one loaded model."""
+    """The scalar and the pairwise native vector env of ``args`` (two rows each), sharing one loaded model."""
     import gymnasium as gym
 
     import tokenized_bandit_gym  # noqa: F401  (registers the env ids)
     from tokenized_bandit_gym.evaluation.ddmc.resources import resolve_model
 
     common = {
-        "model": resolve_model(args.model),
         "max_length": args.max_length,
         "top_k": args.top_k,
         "fixed_length": True,
         "gamma": args.gamma,
         "value_map": args.value_map,
         "device": args.device,
+        "vectorization_mode": "vector_entry_point",
     }
     if args.theta != "default":
         common["theta"] = args.theta
     if args.queries != "default":
         common["queries"] = args.queries
-    scalar = gym.make("TokenizedAlignment-v0", **common)
-    pairwise = gym.make(
+    rows = {feedback: sum(1 for _, kind in AGENTS.values() if kind == feedback) for feedback in FEEDBACKS}
+    scalar = gym.make_vec("TokenizedAlignment-v0", rows["scalar"], model=resolve_model(args.model), **common)
+    problem = scalar.unwrapped.problem
+    pairwise = gym.make_vec(
         "TokenizedAlignment-v0",
-        model=scalar.unwrapped.problem.model,
-        tokenizer=scalar.unwrapped.problem.tokenizer,
-        **{key: value for key, value in common.items() if key != "model"},
+        rows["pairwise"],
+        model=problem.model,
+        tokenizer=problem.tokenizer,
+        **common,
         feedback="pairwise",
         preference_temperature=args.preference_temperature,
     )
@@ -171,20 +187,20 @@ def make_envs(args: Args) -> dict[str, Any]:
 
 
 def main(args: Args) -> dict[str, Any]:
-    from tokenized_bandit_gym import agents
-
     settings = {key: value for key, value in dataclasses.asdict(args).items() if key not in RUN_KEYS}
     path = os.path.join(args.out_dir, "pairwise.json") if args.out_dir else ""
     runs = resumable_runs(path, settings)
     if runs:
         print(f"resuming: {', '.join(runs)} kept from {path}")
     envs: dict[str, Any] = {}
-    for name, (label, feedback) in AGENTS.items():
-        if name not in runs:
+    for feedback in FEEDBACKS:
+        names = [name for name, (_, kind) in AGENTS.items() if kind == feedback]
+        if not all(name in runs for name in names):
             envs = envs or make_envs(args)
-            runs[name] = play(envs[feedback], agents.make(name), args.rounds, args.seed, label=label)
+            runs |= play(envs[feedback], names, args.rounds, args.seed)
             if path:
                 write_json_atomically(path, {"settings": settings, "runs": runs})
+    for name, (label, _) in AGENTS.items():
         print(f"{label:<26} cumulative regret {np.sum(runs[name]['regret']):9.3f}", flush=True)
     baseline = np.array(runs["misaligned_greedy"]["first_utility"])
     summary = {}
@@ -227,15 +243,18 @@ def tlb_comparison(args: Args) -> dict[str, float]:
     """
     import gymnasium as gym
 
-    from tokenized_bandit_gym import agents
-
     instance = {"vocab_size": 8, "max_length": 4, "embedding_dim": 3, "fixed_length": True}
-    scalar = gym.make("TokenizedLinearBandit-v0", **instance)
-    pairwise = gym.make("TokenizedLinearBandit-v0", **instance, feedback="pairwise", preference_temperature=0.2)
-    eoful = float(np.sum(play(scalar, agents.make("eoful"), args.tlb_rounds, args.seed)["regret"]))
-    comparison = {"eoful_scalar": eoful}
-    for name in ("dueling_eoful", "tpop"):
-        run = play(pairwise, agents.make(name), args.tlb_rounds, args.seed)
+    scalar = gym.make_vec("TokenizedLinearBandit-v0", 1, vectorization_mode="vector_entry_point", **instance)
+    pairwise = gym.make_vec(
+        "TokenizedLinearBandit-v0",
+        2,
+        vectorization_mode="vector_entry_point",
+        **instance,
+        feedback="pairwise",
+        preference_temperature=0.2,
+    )
+    comparison = {"eoful_scalar": float(np.sum(play(scalar, ["eoful"], args.tlb_rounds, args.seed)["eoful"]["regret"]))}
+    for name, run in play(pairwise, ["dueling_eoful", "tpop"], args.tlb_rounds, args.seed).items():
         comparison[f"{name}_first_response"] = float(np.sum(run["first_regret"]))
         comparison[f"{name}_dueling"] = float(np.sum(run["regret"]))
     line = ", ".join(f"{key} {value:.2f}" for key, value in comparison.items())

@@ -40,13 +40,13 @@ def test_an_interrupted_run_resumes_with_the_finished_agents_kept(
     uninterrupted = module.main(module.Args(**{**vars(args), "out_dir": str(tmp_path / "whole")}))
     play = module.play
     played: list[str] = []
-    stop_after: list[int] = [2]  # agents played before a KeyboardInterrupt
+    stop_after: list[int] = [2]  # agents played before a KeyboardInterrupt (the first feedback's two rows)
 
-    def play_or_stop(env: object, agent: object, rounds: int, seed: int, label: str = "") -> dict:
+    def play_or_stop(env: object, names: list[str], rounds: int, seed: int) -> dict:
         if len(played) == stop_after[0]:
             raise KeyboardInterrupt
-        played.append(label)
-        return play(env, agent, rounds, seed, label)
+        played.extend(names)
+        return play(env, names, rounds, seed)
 
     monkeypatch.setattr(module, "play", play_or_stop)
     with pytest.raises(KeyboardInterrupt):
