@@ -100,6 +100,20 @@ def test_every_token_features_without_the_table(monkeypatch: pytest.MonkeyPatch,
     assert torch.equal(tabulated.candidate_carries(state), actual)
 
 
+@pytest.mark.parametrize("family", ["discounted", "markov"])
+def test_position_scores_from_the_scaled_rows_equal_the_scaled_features(
+    monkeypatch: pytest.MonkeyPatch, family: str
+) -> None:
+    tabulated = make("linear", family)
+    assert tabulated._feature_table is not None
+    queries = torch.tensor([0, 3, 3, 5, 1])
+    from_rows = tabulated.position_scores(queries)
+    monkeypatch.setattr(discounted_module, "FEATURE_TABLE_LIMIT", 0)
+    computed = make("linear", family)  # c * phi(x, tau, j) @ theta from the parameters
+    assert computed._feature_table is None
+    assert torch.equal(from_rows, computed.position_scores(queries))
+
+
 @pytest.mark.parametrize("family", LINEAR)
 def test_candidate_embeddings_equal_the_embedding_of_each_candidate(family: str) -> None:
     problem = make("linear", family)
