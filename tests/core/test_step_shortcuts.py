@@ -115,6 +115,16 @@ def test_position_scores_from_the_scaled_rows_equal_the_scaled_features(
 
 
 @pytest.mark.parametrize("family", LINEAR)
+@pytest.mark.parametrize("seed", [0, 4])
+def test_candidate_utilities_equal_the_utility_of_each_candidate(family: str, seed: int) -> None:
+    problem = make("linear", family, seed=seed)
+    state = random_states(problem, torch.Generator().manual_seed(seed))
+    general = TokenizedProblem.candidate_utilities(problem, state)  # utility_of_states on every candidate's carry
+    assert torch.equal(problem.candidate_utilities(state), general)
+    assert torch.equal(problem.candidate_utilities(state.select(torch.tensor([2, 0]))), general[[2, 0]])
+
+
+@pytest.mark.parametrize("family", LINEAR)
 def test_candidate_embeddings_equal_the_embedding_of_each_candidate(family: str) -> None:
     problem = make("linear", family)
     assert isinstance(problem, LinearTokenizedProblem)
