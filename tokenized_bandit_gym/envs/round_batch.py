@@ -211,7 +211,7 @@ class SingleRoundBatch(RoundBatch[Any]):
         self.lengths = 0
         self.finished = False
         self.noise = 0.0
-        # The tables' rows as tuples of (read-only) views: a step indexes a tuple, not an array
+        # The shared tables' rows as tuples of views (never written): a step indexes a tuple, not an array
         self._query_rows = tuple(self.tables.query_tokens)  # Q x (Lq,)
         self._query_lengths = tuple(self.tables.query_lengths)  # Q NumPy scalars (immutable: handed out as they are)
         self._allowed_rows = tuple(self._masks.allowed)  # (L + 2) x (n,) bool
