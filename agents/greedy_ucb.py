@@ -67,9 +67,8 @@ class GreedyUCB:
         self.prefix: list[int] = []
         self.committed = False
         self.level_tokens: list[int] | None = None
-        self._sums = np.zeros(0)
-        self._counts = np.zeros(0, dtype=np.int64)
         self._arm = 0
+        self._clear_statistics(0)
 
     def reset(self, task: Task, seed: int | None = None) -> None:
         """Start over with ``y = ()`` (the seed is unused: no randomness).
@@ -106,9 +105,7 @@ class GreedyUCB:
             return candidate_index(observation, self.prefix[position])
         if position == len(self.prefix) and not self.committed:
             if self.level_tokens is None:
-                self.level_tokens = allowed_tokens(observation)
-                self._sums = np.zeros(len(self.level_tokens))
-                self._counts = np.zeros(len(self.level_tokens), dtype=np.int64)
+                self._open_level(allowed_tokens(observation))
             self._arm = self._choose_arm()
             return candidate_index(observation, self.level_tokens[self._arm])
         return candidate_index(observation, task.eos_token_id)
@@ -118,16 +115,22 @@ class GreedyUCB:
         task = self._require_task()
         if self.committed or self.level_tokens is None:
             return
-        self._sums[self._arm] += reward
-        self._counts[self._arm] += 1
-        if np.any(self._counts == 0):
+        arm = self._arm
+        self._sums[arm] += reward
+        self._counts[arm] += 1
+        self._level_rounds += 1
+        count = int(self._counts[arm])
+        if count == 1:
+            self._played_arms += 1
+        # Only this arm's statistics changed: its mean, radius and upper bound, with the formulas' float operations.
+        self._means[arm] = self._sums[arm] / count
+        self._radii[arm] = self.exploration * math.sqrt(2.0 * self._log_horizon / count)
+        self._upper[arm] = self._means[arm] + self._radii[arm]
+        if self._played_arms < len(self.level_tokens):
             return
-        means = self._sums / self._counts  # (arms,)
-        radius = self.exploration * np.sqrt(2.0 * self._log_horizon / self._counts)  # (arms,)
-        leader = int(np.argmax(means))
-        others = np.delete(means + radius, leader)
-        confident = others.size == 0 or means[leader] - radius[leader] >= others.max()
-        if not confident and self._counts.sum() < len(self.level_tokens) * self.exploration_rounds:
+        leader = int(self._means.argmax())
+        confident = len(self.level_tokens) == 1 or self._means[leader] - self._radii[leader] >= self._best_other(leader)
+        if not confident and self._level_rounds < len(self.level_tokens) * self.exploration_rounds:
             return
         best = self.level_tokens[leader if confident else int(np.argmax(self._counts))]
         self.prefix.append(best)
@@ -139,20 +142,36 @@ class GreedyUCB:
         self._start_level()
 
     def _choose_arm(self) -> int:
-        """The first unplayed arm, else the UCB1 argmax (first on ties)."""
-        unplayed = np.flatnonzero(self._counts == 0)
-        if unplayed.size:
-            return int(unplayed[0])
-        means = self._sums / self._counts  # (arms,)
-        bonus = self.exploration * np.sqrt(2.0 * self._log_horizon / self._counts)  # (arms,)
-        return int(np.argmax(means + bonus))
+        """The first unplayed arm, else the UCB1 argmax (first on ties).
+
+        Arms are first played in candidate order, so the first unplayed one is the count of played ones.
+        """
+        if self._played_arms < len(self._counts):
+            return self._played_arms
+        return int(self._upper.argmax())
+
+    def _best_other(self, leader: int) -> float:
+        """The highest upper bound ``mean_a + radius_a`` among the arms other than ``leader``."""
+        upper = self._upper
+        return float(max(upper[:leader].max(initial=-math.inf), upper[leader + 1 :].max(initial=-math.inf)))
+
+    def _open_level(self, tokens: list[int]) -> None:
+        """Start the statistics of the level whose arms are ``tokens`` (in candidate order)."""
+        self.level_tokens = tokens
+        self._clear_statistics(len(tokens))
 
     def _start_level(self) -> None:
         """Forget the level's statistics; its tokens are read at the next visit of ``y``."""
         self.level_tokens = None
         self._arm = 0
-        self._sums = np.zeros(0)
-        self._counts = np.zeros(0, dtype=np.int64)
+        self._clear_statistics(0)
+
+    def _clear_statistics(self, arms: int) -> None:
+        """Zero sums, counts, means, radii and upper bounds ``(arms,)``, and the level's round counters."""
+        self._sums, self._means, self._radii, self._upper = np.zeros((4, arms))
+        self._counts = np.zeros(arms, dtype=np.int64)
+        self._played_arms = 0
+        self._level_rounds = 0
 
     def _require_task(self) -> Task:
         """The task from :meth:`reset`."""

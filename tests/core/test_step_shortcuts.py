@@ -100,6 +100,30 @@ def test_every_token_features_without_the_table(monkeypatch: pytest.MonkeyPatch,
     assert torch.equal(tabulated.candidate_carries(state), actual)
 
 
+@pytest.mark.parametrize("family", ["discounted", "markov"])
+def test_position_scores_from_the_scaled_rows_equal_the_scaled_features(
+    monkeypatch: pytest.MonkeyPatch, family: str
+) -> None:
+    tabulated = make("linear", family)
+    assert tabulated._feature_table is not None
+    queries = torch.tensor([0, 3, 3, 5, 1])
+    from_rows = tabulated.position_scores(queries)
+    monkeypatch.setattr(discounted_module, "FEATURE_TABLE_LIMIT", 0)
+    computed = make("linear", family)  # c * phi(x, tau, j) @ theta from the parameters
+    assert computed._feature_table is None
+    assert torch.equal(from_rows, computed.position_scores(queries))
+
+
+@pytest.mark.parametrize("family", LINEAR)
+@pytest.mark.parametrize("seed", [0, 4])
+def test_candidate_utilities_equal_the_utility_of_each_candidate(family: str, seed: int) -> None:
+    problem = make("linear", family, seed=seed)
+    state = random_states(problem, torch.Generator().manual_seed(seed))
+    general = TokenizedProblem.candidate_utilities(problem, state)  # utility_of_states on every candidate's carry
+    assert torch.equal(problem.candidate_utilities(state), general)
+    assert torch.equal(problem.candidate_utilities(state.select(torch.tensor([2, 0]))), general[[2, 0]])
+
+
 @pytest.mark.parametrize("family", LINEAR)
 def test_candidate_embeddings_equal_the_embedding_of_each_candidate(family: str) -> None:
     problem = make("linear", family)

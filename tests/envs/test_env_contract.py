@@ -59,3 +59,19 @@ def test_forced_and_refused_is_the_single_round_rule_on_every_row() -> None:
         )
         np.testing.assert_array_equal(torch_forced.numpy(), forced)
         np.testing.assert_array_equal(torch_refused.numpy(), refused)
+
+
+def test_a_pending_step_is_the_step_entries_then_new_fill_values() -> None:
+    schema = InfoSchema(4, 3, pairwise=True)
+    first, second = schema.pending_step(5, True), schema.pending_step(2, False)
+    expected = {"query_index": 5, "forced_eos": True, **schema.pending()}
+    assert list(first) == list(expected)
+    for key, value in expected.items():
+        assert np.array_equal(first[key], value) and type(first[key]) is type(value), key
+    assert (second["query_index"], second["forced_eos"]) == (2, False)
+    arrays = [key for key, value in first.items() if isinstance(value, np.ndarray)]
+    assert arrays  # response, optimal_response, response_embedding, utilities
+    for key in arrays:
+        assert not np.shares_memory(first[key], second[key]), key
+    first["response"][:] = 7  # a user's write never reaches the next step's info
+    assert (schema.pending_step(5, True)["response"] == -1).all()

@@ -8,6 +8,8 @@ observations, rewards and infos, bit for bit, for the same seed and actions.
 
 from __future__ import annotations
 
+import copy
+import pickle
 from typing import Any
 
 import gymnasium as gym
@@ -221,6 +223,34 @@ def test_replayed_prefixes_give_the_unmemoised_trajectory(env_id: str) -> None:
             assert_same(info, expected_info, f"episode {episode} info")
     assert replayed > 0
     assert env.unwrapped.rounds.memo.nodes > len(env.unwrapped.rounds.memo)
+
+
+@pytest.mark.parametrize("copier", ["pickle", "deepcopy"])
+@pytest.mark.parametrize("env_id", ["TokenizedMultiArmedBandit-v0", "TokenizedLinearBandit-v0"])
+def test_a_copied_env_ends_its_rounds_with_its_own_utilities(env_id: str, copier: str) -> None:
+    """Copied after rounds ended (the carry table's memo then holds its round-end state), both envs go on alike."""
+    env = gym.make(env_id)
+    env.reset(seed=4)
+    rng = np.random.default_rng(4)
+
+    def play_round(target: gym.Env, actions: list[int] | None = None) -> tuple[list[int], list[float]]:
+        observation, _ = target.reset()
+        played, rewards, terminated = [], [], False
+        while not terminated:
+            allowed = np.flatnonzero(observation["action_mask"])
+            action = int(rng.choice(allowed)) if actions is None else actions[len(played)]
+            observation, reward, terminated, _, info = target.step(action)
+            played.append(action)
+            rewards.append((reward, info["utility"], info["regret"]))
+        return played, rewards
+
+    for _ in range(3):
+        play_round(env)
+    copied = pickle.loads(pickle.dumps(env)) if copier == "pickle" else copy.deepcopy(env)
+    assert copied.unwrapped.rounds.memo is not env.unwrapped.rounds.memo
+    for _ in range(12):  # new responses and replayed ones: each env's round ends write its own memo's state
+        played, rewards = play_round(env)
+        assert play_round(copied, played) == (played, rewards)
 
 
 @pytest.mark.parametrize(

@@ -182,8 +182,56 @@ class DiscountedProblem(LinearTokenizedProblem):
         last_tokens: torch.Tensor,
         lengths: torch.Tensor,
     ) -> torch.Tensor:
-        """:meth:`append` for every token at once (one row of the feature table), ``(B, n, d)``."""
+        """:meth:`append` for every token at once (one row of the feature table), ``(B, n, d)``.
+
+        With the feature table, one gather of the ``c * phi`` rows (:meth:`_scaled_rows`) and one in-place
+        add of ``alpha * e(x, y)``: the float operations of :meth:`_next_carries` (a product each, then
+        their sum), so the same values bit for bit, with one pass less over ``(B, n, d)``.
+        """
+        if self._carries_from_scaled_rows():
+            rows = queries * (self.max_length + 1) + lengths  # (B,) table row (query, |y|); row L repeats L - 1
+            return self._scaled_row_block(rows).add_((self.alpha * carry)[:, None, :])  # (B, n, d)
         return self._next_carries(carry, last_tokens, None, self.every_token_features(queries, lengths))
+
+    def candidate_utilities(self, state: DecodingState) -> torch.Tensor:
+        """``u(x, y:tau) = <theta, e(x, y:tau)>`` for every token tau, ``(B, n)`` (the oracle greedy's scores).
+
+        With the feature table, the candidates' carries (:meth:`append_every_token`'s values) are
+        gathered into a scratch reused from call to call and multiplied by ``theta`` in place, then
+        summed per row: the row-wise product and sum of :meth:`utility_of_states` (the carry is the
+        embedding), so the same scores bit for bit, without two fresh ``(B, n, d)`` tensors a call.
+        """
+        if not self._carries_from_scaled_rows():
+            return super().candidate_utilities(state)
+        batch = state.queries.shape[0]
+        rows = state.queries * (self.max_length + 1) + state.lengths  # (B,) table row (query, |y|)
+        carries = self._scaled_row_block(rows, self._scratch_rows(batch))  # (B, n, d) c * phi
+        carries.add_((self.alpha * state.carry)[:, None, :])  # (B, n, d) alpha * e(x, y) + c * phi
+        return carries.mul_(self.theta).sum(dim=-1)  # (B, n)
+
+    def _carries_from_scaled_rows(self) -> bool:
+        """Whether a candidate's carry is ``alpha * e(x, y) + (c * phi)``, ``c * phi`` read from the table."""
+        return self._feature_table is not None
+
+    def _scaled_row_block(self, rows: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
+        """The ``c * phi`` of every token on the table rows ``rows`` ``(B,)``, ``(B, n, d)``: new, or in ``out``.
+
+        Args:
+            rows: ``(B,)`` rows of :meth:`_scaled_rows`.
+            out: ``(B, n * d)`` of the table's dtype (a scratch from :meth:`_scratch_rows`), or None.
+        """
+        gathered = torch.index_select(self._scaled_rows(), 0, rows, out=out)  # (B, n * d)
+        return gathered.view(rows.shape[0], self.vocab_size, -1)
+
+    def _scratch_rows(self, batch: int) -> torch.Tensor:
+        """A ``(B, n * d)`` scratch of the table's dtype, reused from call to call while B stays the same.
+
+        A fresh tensor of that size per call costs its page faults again (the allocator returns large
+        blocks to the system when they are freed), which is most of a pass over ``(B, n, d)``.
+        """
+        if self._gathered_rows is None or self._gathered_rows.shape[0] != batch:
+            self._gathered_rows = torch.empty_like(self._scaled_rows()[:1]).expand(batch, -1).contiguous()
+        return self._gathered_rows
 
     def _next_carries(
         self,
@@ -261,12 +309,8 @@ class DiscountedProblem(LinearTokenizedProblem):
         scaled_rows = self._scaled_rows()  # (Q * (L + 1), n * d)
         batch = state.queries.shape[0]
         rows = state.queries * (self.max_length + 1) + state.lengths  # (B,) table row (query, |y|)
-        if carries_out is None:
-            # Scratch reused from call to call (a fresh (B, n, d) tensor per call costs its page
-            # faults again); only the float32 result is returned.
-            if self._gathered_rows is None or self._gathered_rows.shape[0] != batch:
-                self._gathered_rows = torch.empty_like(scaled_rows[:1]).expand(batch, -1).contiguous()
-            carries_out = self._gathered_rows.view(batch, self.vocab_size, -1)
+        if carries_out is None:  # only the float32 result is returned: the carries go to the scratch
+            carries_out = self._scratch_rows(batch).view(batch, self.vocab_size, -1)
         gathered = torch.index_select(scaled_rows, 0, rows, out=carries_out.view(batch, -1))
         carries = gathered.view(batch, self.vocab_size, -1).add_((self.alpha * state.carry)[:, None, :])  # (B, n, d)
         return carries.to(torch.float32)
@@ -276,7 +320,16 @@ class DiscountedProblem(LinearTokenizedProblem):
         return carry
 
     def position_scores(self, queries: torch.Tensor) -> torch.Tensor:
-        """``<theta, phi(x, tau, j)>`` for every token and position, ``(B, n, L)``."""
+        """``<theta, c phi(x, tau, j)>`` for every token and position, ``(B, n, L)``.
+
+        With the feature table, ``c * phi`` is gathered from :meth:`_scaled_rows` (the same products,
+        so the same scores bit for bit) instead of gathered and scaled.
+        """
+        if self._feature_table is not None:
+            first_rows = queries * (self.max_length + 1)  # (B,) the table row of position 1
+            scratch = self._scratch_rows(queries.shape[0])  # (B, n * d) each position's rows in turn
+            columns = [self._scaled_row_block(first_rows + row, scratch) @ self.theta for row in range(self.max_length)]
+            return torch.stack(columns, dim=2)  # (B, n, L)
         tokens = torch.arange(self.vocab_size, device=self.device).expand(queries.shape[0], -1)  # (B, n)
         columns = []
         for position in range(1, self.max_length + 1):

@@ -71,6 +71,10 @@ class MarkovProblem(DiscountedProblem):
             feature = (feature + weight * self.bigram_features(last_tokens, tokens)) / (1.0 + weight)
         return self.alpha * carry[:, None, :] + self.scale * feature
 
+    def _carries_from_scaled_rows(self) -> bool:
+        """False: the bigram term reads the last token (:meth:`_next_carries`)."""
+        return False
+
     def host_carry_rows(self) -> tuple[float, np.ndarray] | None:
         """None: the bigram term reads the last token (the host batch takes the core's way)."""
         return None

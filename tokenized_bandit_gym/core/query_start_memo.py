@@ -275,9 +275,15 @@ class TablePrefixMemo:
         self.capacity = max(1, memo_byte_budget() // (NODE_OVERHEAD_BYTES + self._zero.nbytes + candidate_bytes))
         self._starts: dict[int, TablePrefix] = {}
         self._nodes = 0
-        # The (1,) tensors of a round-end state, made once each (torch.tensor([x]) costs microseconds a call)
-        self._index_tensors: dict[int, torch.Tensor] = {}  # query indices, lengths and last tokens alike
-        self._finished = torch.tensor([True])
+        # The round-end state's memory, written by round_end(): (query, |y|, last token), the tokens, the carry
+        self._end_index = np.zeros(3, dtype=np.int64)  # (3,)
+        self._end_tokens = np.zeros((1, problem.max_length), dtype=np.int64)  # (1, L)
+        self._end_carry = np.zeros((1, *self._zero.shape), dtype=self._zero.dtype)  # (1, *c)
+        self._end_state: DecodingState | None = None  # its tensors view the arrays above (made on first use)
+
+    def __getstate__(self) -> dict[str, object]:
+        """The state to copy or pickle, without the round-end state (a copy's tensors must view its own arrays)."""
+        return {**self.__dict__, "_end_state": None}
 
     @property
     def nodes(self) -> int:
@@ -336,23 +342,26 @@ class TablePrefixMemo:
             response: ``(L,)`` its tokens, padded with EOS.
         """
         length = node.length
-        state = DecodingState(
-            queries=self._index_tensor(query),
-            tokens=torch.from_numpy(response[None].copy()),  # (1, L)
-            lengths=self._index_tensor(length),
-            finished=self._finished,
-            carry=torch.from_numpy(node.carry[None].copy()),  # (1, *c)
-            last_tokens=self._index_tensor(int(response[length - 1])),
-        )
+        state = self._round_end_state()
+        self._end_index[0], self._end_index[1], self._end_index[2] = query, length, response[length - 1]
+        self._end_tokens[0] = response
+        self._end_carry[0] = node.carry
         embedding = node.carry.astype(np.float32) if self._embeddings else None  # (d,) the carry is e(x, y)
         return float(self.problem.utility_of_complete(state)), embedding
 
-    def _index_tensor(self, value: int) -> torch.Tensor:
-        """``(1,)`` int64 ``value`` (read only), made on first use."""
-        tensor = self._index_tensors.get(value)
-        if tensor is None:
-            tensor = self._index_tensors[value] = torch.tensor([value])
-        return tensor
+    def _round_end_state(self) -> DecodingState:
+        """A complete response's state, its tensors viewing the arrays :meth:`round_end` writes (none made per call)."""
+        if self._end_state is None:
+            index = torch.from_numpy(self._end_index)  # (3,) query, |y|, last token
+            self._end_state = DecodingState(
+                queries=index[0:1],
+                tokens=torch.from_numpy(self._end_tokens),
+                lengths=index[1:2],
+                finished=torch.ones(1, dtype=torch.bool),
+                carry=torch.from_numpy(self._end_carry),
+                last_tokens=index[2:3],
+            )
+        return self._end_state
 
     def _candidates(self, query: int, length: int, carry: np.ndarray) -> np.ndarray | None:
         """``(n, d)`` float32 ``rows[x * (L + 1) + |y|] + alpha * carry`` (read only), or None without candidates."""

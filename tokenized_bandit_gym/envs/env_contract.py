@@ -69,24 +69,36 @@ class InfoSchema:
     response_logprob: bool = False
     pairwise: bool = False
 
-    def pending(
-        self, num_rows: int | None = None, device: torch.device | None = None, leading: dict[str, Any] | None = None
-    ) -> dict[str, Any]:
+    def pending(self, num_rows: int | None = None, device: torch.device | None = None) -> dict[str, Any]:
         """The round summary's fill values (new arrays), keyed and typed as :func:`round_summary` returns it.
 
         Args:
             num_rows: None for the one-round form (Python scalars, ``(L,)`` arrays), else B rows
                 (``(B,)`` and ``(B, L)`` NumPy arrays).
             device: with ``num_rows``, tensors on this device instead of NumPy arrays.
-            leading: the one-round form only: entries to put first, before the fill values (a
-                step's own, ``query_index`` and ``forced_eos``).
         """
-        if num_rows is None:  # every step of a single env: copies of one template
-            pending = {**(leading or {}), **self._one_round_pending}
-            for key in self._one_round_arrays:
-                pending[key] = pending[key].copy()
-            return pending
+        if num_rows is None:
+            return self._one_round_copy(self._one_round_pending)
         return self._rows_pending(num_rows, device)
+
+    def pending_step(self, query_index: int, forced_eos: bool) -> dict[str, Any]:
+        """A one-round step's info before its round ends: ``query_index``, ``forced_eos``, then :meth:`pending`."""
+        pending = self._one_round_copy(self._one_round_step_pending)
+        pending["query_index"] = query_index
+        pending["forced_eos"] = forced_eos
+        return pending
+
+    def _one_round_copy(self, template: dict[str, Any]) -> dict[str, Any]:
+        """A copy of a one-round ``template`` with new arrays (every step of a single env copies one)."""
+        pending = template.copy()
+        for key in self._one_round_arrays:
+            pending[key] = pending[key].copy()
+        return pending
+
+    @functools.cached_property
+    def _one_round_step_pending(self) -> dict[str, Any]:
+        """The one-round fill values led by placeholders of a step's own entries (read only: copied)."""
+        return {"query_index": 0, "forced_eos": False, **self._one_round_pending}
 
     @functools.cached_property
     def _one_round_pending(self) -> dict[str, Any]:
@@ -387,7 +399,7 @@ def step_reward_and_info(
         schema: the env's info schema.
     """
     if summary is None:
-        return 0.0, schema.pending(leading={"query_index": int(query_index), "forced_eos": bool(forced_eos)})
+        return 0.0, schema.pending_step(int(query_index), bool(forced_eos))
     info: dict[str, Any] = {"query_index": int(query_index), "forced_eos": bool(forced_eos), **summary}
     return info["utility"] + noise, info
 

@@ -211,7 +211,13 @@ class SingleRoundBatch(RoundBatch[Any]):
         self.lengths = 0
         self.finished = False
         self.noise = 0.0
-        self.mask = self._masks.allowed[self._masks.row(0, finished=False)]  # (n,)
+        # The shared tables' rows as tuples of views (never written): a step indexes a tuple, not an array
+        self._query_rows = tuple(self.tables.query_tokens)  # Q x (Lq,)
+        self._query_lengths = tuple(self.tables.query_lengths)  # Q NumPy scalars (immutable: handed out as they are)
+        self._allowed_rows = tuple(self._masks.allowed)  # (L + 2) x (n,) bool
+        self._allowed_int8_rows = tuple(self._masks.allowed_int8)  # (L + 2) x (n,) int8
+        self._length_scalars = tuple(np.int64(length) for length in range(problem.max_length + 1))  # |y| as NumPy
+        self.mask = self._allowed_rows[self._masks.row(0, finished=False)]  # (n,)
         self._complete_row = self._masks.row(problem.max_length, finished=True)  # the mask table's row once complete
 
     def restart(self, rows: Any, queries: Any, noise: Any) -> None:
@@ -232,20 +238,20 @@ class SingleRoundBatch(RoundBatch[Any]):
 
     def observe(self) -> dict[str, Any]:
         """The round's observation (host copies throughout); updates :attr:`mask`."""
-        masks, query, node = self._masks, self.queries, self.node
+        query, node = self.queries, self.node
         row = self._complete_row if self.finished else self.lengths  # masks.row(), unchecked: 0 <= |y| <= L here
-        self.mask = masks.allowed[row]
+        self.mask = self._allowed_rows[row]
         embeddings = None
         if self._no_embeddings is not None:
             memoised = None if self.finished or node is None else node.host_embeddings
             embeddings = (self._no_embeddings if memoised is None else memoised).copy()  # zeros once complete
         return observation(
-            query=self.tables.query_tokens[query].copy(),
-            query_length=self.tables.query_lengths[query],  # a new NumPy scalar (immutable: nothing to copy)
+            query=self._query_rows[query].copy(),
+            query_length=self._query_lengths[query],  # a NumPy scalar (immutable: nothing to copy)
             response=self.response.copy(),
-            length=np.int64(self.lengths),
+            length=self._length_scalars[self.lengths],  # a NumPy scalar (immutable: nothing to copy)
             candidate_tokens=self._candidate_tokens.copy(),
-            action_mask=masks.allowed_int8[row].copy(),
+            action_mask=self._allowed_int8_rows[row].copy(),
             candidate_embeddings=embeddings,
         )
 
