@@ -91,21 +91,33 @@ class RoundBuffer:
 
     def advance(self, rows: torch.Tensor | np.ndarray) -> None:
         """Start the next round on ``rows`` ``(N,)`` bool (on the device, or a NumPy array when it is the CPU)."""
-        if self._advances_since_check >= self._headroom:
-            cursor = self._cursor.cpu().numpy()
-            furthest = int(cursor.max())
-            if furthest >= self.capacity - 1:  # some row is on its last round
-                self._shift_and_refill(cursor)
-                self._upload()
-            else:
-                self._headroom = self.capacity - 1 - furthest
-                self._advances_since_check = 0
         if isinstance(rows, np.ndarray):
-            cursor = self._host_cursor()
-            cursor += rows
-        else:
-            self._cursor += rows.to(torch.int64)
+            self.advance_rows(rows.nonzero()[0])
+            return
+        self._check_headroom()
+        self._cursor += rows.to(torch.int64)
         self._advances_since_check += 1
+
+    def advance_rows(self, index: np.ndarray) -> None:
+        """:meth:`advance` on the rows ``index`` ``(R,)`` int64, distinct (the device must be the CPU)."""
+        self._check_headroom()
+        cursor = self._host_cursor()
+        if len(index):
+            cursor.put(index, cursor.take(index) + 1)
+        self._advances_since_check += 1
+
+    def _check_headroom(self) -> None:
+        """Before an advance: refill if some row may be on its last round (read the cursors only then)."""
+        if self._advances_since_check < self._headroom:
+            return
+        cursor = self._cursor.cpu().numpy()
+        furthest = int(cursor.max())
+        if furthest >= self.capacity - 1:  # some row is on its last round
+            self._shift_and_refill(cursor)
+            self._upload()
+        else:
+            self._headroom = self.capacity - 1 - furthest
+            self._advances_since_check = 0
 
     def current(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The current round of every row: query indices ``(N,)`` int64 and noise ``(N,)`` float64."""
@@ -122,10 +134,17 @@ class RoundBuffer:
             flat = self._row_starts + self._host_cursor()  # (N,) index into the flattened (N, K) buffers
             return self._host_queries.take(flat), self._host_noise.take(flat)
         index = rows.nonzero()[0]  # (R,)
-        flat = self._row_starts[index] + self._host_cursor()[index]  # (R,)
         queries, noise = np.zeros(self.num_rows, dtype=np.int64), np.zeros(self.num_rows)  # (N,) each
-        queries[index], noise[index] = self._host_queries.take(flat), self._host_noise.take(flat)
+        queries[index], noise[index] = self.current_rows(index)
         return queries, noise
+
+    def current_rows(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The current round of the rows ``index`` ``(R,)``: query indices ``(R,)`` and noise ``(R,)``, new arrays.
+
+        Read from the host buffers (the device must be the CPU): R entries, not N.
+        """
+        flat = self._row_starts.take(index) + self._host_cursor().take(index)  # (R,) into the flattened (N, K)
+        return self._host_queries.take(flat), self._host_noise.take(flat)
 
     def _host_cursor(self) -> np.ndarray:
         """The cursors as a NumPy view (writes go through); raises off the CPU."""

@@ -347,27 +347,38 @@ def round_summary(
                 summary[key] = torch.where(ended.reshape(-1, *[1] * (value.dim() - 1)), value, 0)
         summary["round_ended"] = ended.clone()
         return summary
-    # On the host: a row copy of the ended rows into fresh zeros (cheaper than np.where's
-    # broadcast), the five float entries in one buffer and the two responses in another.
-    compact = ended_rows is not None
-    index = ended_rows if compact else np.flatnonzero(ended)  # (E,) the ended rows
+    # On the host: each entry written into fresh fill values on the ended rows, by a row copy of
+    # the E-row arrays (``ended_rows``) or one masked copy of the N-row ones; the five float
+    # entries share one buffer, the two responses another.
     num_rows = len(ended)
-    for keys, fill in ((_ROUND_VALUE_KEYS, 0), (_RESPONSE_KEYS, TOKEN_FILL)):
-        first = summary[keys[0]]
-        masked = np.empty((len(keys), num_rows, *first.shape[1:]), dtype=first.dtype)  # (K, N, ...)
+    index = ended_rows  # (E,) or None: the N-row arrays are copied where ``ended``
+    for keys, fill, dtype in ((_ROUND_VALUE_KEYS, 0, np.float64), (_RESPONSE_KEYS, TOKEN_FILL, np.int64)):
+        masked = np.empty((len(keys), num_rows, *np.shape(summary[keys[0]])[1:]), dtype=dtype)  # (K, N, ...)
         masked.fill(fill)
         for row, key in enumerate(keys):
-            masked[row, index] = summary[key] if compact else summary[key][index]
-            summary[key] = masked[row]
+            summary[key] = _host_rows_copy(masked[row], summary[key], ended, index)
     for key in ("response_length", "response_embedding", *extra):
         value = summary.get(key)
         if type(value) is not np.ndarray:
             continue  # absent
-        masked = np.zeros((num_rows, *value.shape[1:]), dtype=value.dtype)
-        masked[index] = value if compact else value[index]
-        summary[key] = masked
-    summary["round_ended"] = np.array(ended, dtype=bool)
+        dtype = np.float32 if key == "response_embedding" else value.dtype  # the schema's (a carry may be float64)
+        summary[key] = _host_rows_copy(np.zeros((num_rows, *value.shape[1:]), dtype=dtype), value, ended, index)
+    summary["round_ended"] = ended.copy()
     return summary
+
+
+def _host_rows_copy(target: np.ndarray, value: np.ndarray, ended: np.ndarray, index: np.ndarray | None) -> np.ndarray:
+    """``target`` ``(N, ...)`` with ``value`` written on the rows ``ended`` ``(N,)`` bool; returns ``target``.
+
+    ``value`` holds the E ended rows (``index`` ``(E,)`` their indices) or, with ``index`` None,
+    all N rows (one masked copy: no gather of the ended rows first). Values are rounded to
+    ``target``'s dtype as a cast would (a float64 carry into a float32 embedding).
+    """
+    if index is not None:
+        target[index] = value
+    else:
+        np.copyto(target, value, casting="same_kind", where=ended.reshape(-1, *(1,) * (target.ndim - 1)))
+    return target
 
 
 def step_reward_and_info(
