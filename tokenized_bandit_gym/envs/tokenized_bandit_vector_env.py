@@ -314,7 +314,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
         return infos
 
     def _start_next_rounds(self, rows: Any) -> None:
-        """Advance the round buffer on ``rows`` ``(N,)`` bool and start their next rounds (on the CPU, none: no work)."""
+        """Advance the round buffer on ``rows`` ``(N,)`` bool and start their next rounds (none on the CPU: no work)."""
         self._round_buffer.advance(rows)
         if not self._on_cpu or _any(rows):
             self._restart(rows)
