@@ -38,6 +38,7 @@ _RESPONSE_KEYS = ("response", "optimal_response")
 _GROUPED_KEYS = frozenset(_ROUND_VALUE_KEYS + _RESPONSE_KEYS)
 TOKEN_FILL = -1
 """What ``response`` and ``optimal_response`` hold until the round ends (not a token id)."""
+_FLOAT_FILL = np.float64(0.0)  # the float entries' fill; a NumPy float64, so a float32 entry is selected as float64
 
 
 @dataclass(frozen=True)
@@ -347,38 +348,35 @@ def round_summary(
                 summary[key] = torch.where(ended.reshape(-1, *[1] * (value.dim() - 1)), value, 0)
         summary["round_ended"] = ended.clone()
         return summary
-    # On the host: each entry written into fresh fill values on the ended rows, by a row copy of
-    # the E-row arrays (``ended_rows``) or one masked copy of the N-row ones; the five float
-    # entries share one buffer, the two responses another.
+    # On the host, every entry is a new array holding the fill values off the ended rows: from
+    # E-row arrays (``ended_rows``), a row copy into fill values (each group of entries in one
+    # buffer: one copy per group); from N-row arrays, one select per entry (no gather first).
     num_rows = len(ended)
-    index = ended_rows  # (E,) or None: the N-row arrays are copied where ``ended``
-    for keys, fill, dtype in ((_ROUND_VALUE_KEYS, 0, np.float64), (_RESPONSE_KEYS, TOKEN_FILL, np.int64)):
-        masked = np.empty((len(keys), num_rows, *np.shape(summary[keys[0]])[1:]), dtype=dtype)  # (K, N, ...)
-        masked.fill(fill)
-        for row, key in enumerate(keys):
-            summary[key] = _host_rows_copy(masked[row], summary[key], ended, index)
+    ended_column = ended.reshape(-1, 1)  # (N, 1) the mask of the rows of (N, ...) entries
+    if ended_rows is not None:
+        for keys, fill, dtype in ((_ROUND_VALUE_KEYS, 0.0, np.float64), (_RESPONSE_KEYS, TOKEN_FILL, np.int64)):
+            masked = np.empty((len(keys), num_rows, *summary[keys[0]].shape[1:]), dtype=dtype)  # (K, N, ...)
+            masked.fill(fill)
+            masked[:, ended_rows] = [summary[key] for key in keys]
+            summary.update(zip(keys, masked, strict=True))
+    else:
+        for key in _ROUND_VALUE_KEYS:
+            summary[key] = np.where(ended, summary[key], _FLOAT_FILL)  # (N,) float64
+        for key in _RESPONSE_KEYS:
+            summary[key] = np.where(ended_column, summary[key], TOKEN_FILL)  # (N, L)
     for key in ("response_length", "response_embedding", *extra):
         value = summary.get(key)
         if type(value) is not np.ndarray:
             continue  # absent
         dtype = np.float32 if key == "response_embedding" else value.dtype  # the schema's (a carry may be float64)
-        summary[key] = _host_rows_copy(np.zeros((num_rows, *value.shape[1:]), dtype=dtype), value, ended, index)
+        masked = np.zeros((num_rows, *value.shape[1:]), dtype=dtype)
+        if ended_rows is not None:
+            masked[ended_rows] = value
+        else:  # rounded to the entry's dtype as a cast would (a float64 carry into a float32 embedding)
+            np.copyto(masked, value, casting="same_kind", where=ended if masked.ndim == 1 else ended_column)
+        summary[key] = masked
     summary["round_ended"] = ended.copy()
     return summary
-
-
-def _host_rows_copy(target: np.ndarray, value: np.ndarray, ended: np.ndarray, index: np.ndarray | None) -> np.ndarray:
-    """``target`` ``(N, ...)`` with ``value`` written on the rows ``ended`` ``(N,)`` bool; returns ``target``.
-
-    ``value`` holds the E ended rows (``index`` ``(E,)`` their indices) or, with ``index`` None,
-    all N rows (one masked copy: no gather of the ended rows first). Values are rounded to
-    ``target``'s dtype as a cast would (a float64 carry into a float32 embedding).
-    """
-    if index is not None:
-        target[index] = value
-    else:
-        np.copyto(target, value, casting="same_kind", where=ended.reshape(-1, *(1,) * (target.ndim - 1)))
-    return target
 
 
 def step_reward_and_info(

@@ -354,12 +354,11 @@ class TokenizedBanditVectorEnv(VectorEnv):
         """
         infos: dict[str, Any] = {"query_index": self._copy(self.rounds.queries), "forced_eos": forced_eos, **summary}
         keys = tuple(infos)
-        if isinstance(present, np.ndarray):  # one buffer, one row per key: no two masks share memory
-            masks: Any = np.empty((len(keys), self.num_envs), dtype=bool)
-            masks[:] = present
+        if isinstance(present, np.ndarray):  # a copy per key (cheaper than views of one buffer)
+            infos.update((mask_key, present.copy()) for mask_key in _mask_keys(keys))
         else:
             masks = present.expand(len(keys), self.num_envs).clone()
-        infos.update(zip(_mask_keys(keys), masks, strict=True))
+            infos.update(zip(_mask_keys(keys), masks, strict=True))
         return infos
 
     def _infos_to_backend(self, infos: dict[str, Any]) -> dict[str, Any]:
