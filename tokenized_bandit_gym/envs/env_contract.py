@@ -38,7 +38,6 @@ _RESPONSE_KEYS = ("response", "optimal_response")
 _GROUPED_KEYS = frozenset(_ROUND_VALUE_KEYS + _RESPONSE_KEYS)
 TOKEN_FILL = -1
 """What ``response`` and ``optimal_response`` hold until the round ends (not a token id)."""
-_FLOAT_FILL = np.float64(0.0)  # the float entries' fill; a NumPy float64, so a float32 entry is selected as float64
 
 
 @dataclass(frozen=True)
@@ -348,35 +347,31 @@ def round_summary(
                 summary[key] = torch.where(ended.reshape(-1, *[1] * (value.dim() - 1)), value, 0)
         summary["round_ended"] = ended.clone()
         return summary
-    # On the host, every entry is a new array holding the fill values off the ended rows: from
-    # E-row arrays (``ended_rows``), a row copy into fill values (each group of entries in one
-    # buffer: one copy per group); from N-row arrays, one select per entry (no gather first).
+    # On the host every entry is a new array: fill values, with a row copy of the ended rows.
+    compact = ended_rows is not None
+    index = ended_rows if compact else ended.nonzero()[0]  # (E,) the ended rows
     num_rows = len(ended)
-    ended_column = ended.reshape(-1, 1)  # (N, 1) the mask of the rows of (N, ...) entries
-    if ended_rows is not None:
-        for keys, fill, dtype in ((_ROUND_VALUE_KEYS, 0.0, np.float64), (_RESPONSE_KEYS, TOKEN_FILL, np.int64)):
-            masked = np.empty((len(keys), num_rows, *summary[keys[0]].shape[1:]), dtype=dtype)  # (K, N, ...)
-            masked.fill(fill)
-            masked[:, ended_rows] = [summary[key] for key in keys]
-            summary.update(zip(keys, masked, strict=True))
-    else:
-        for key in _ROUND_VALUE_KEYS:
-            summary[key] = np.where(ended, summary[key], _FLOAT_FILL)  # (N,) float64
-        for key in _RESPONSE_KEYS:
-            summary[key] = np.where(ended_column, summary[key], TOKEN_FILL)  # (N, L)
-    for key in ("response_length", "response_embedding", *extra):
-        value = summary.get(key)
+    for key, value in summary.items():
         if type(value) is not np.ndarray:
-            continue  # absent
-        dtype = np.float32 if key == "response_embedding" else value.dtype  # the schema's (a carry may be float64)
-        masked = np.zeros((num_rows, *value.shape[1:]), dtype=dtype)
-        if ended_rows is not None:
-            masked[ended_rows] = value
-        else:  # rounded to the entry's dtype as a cast would (a float64 carry into a float32 embedding)
-            np.copyto(masked, value, casting="same_kind", where=ended if masked.ndim == 1 else ended_column)
+            continue
+        fill, dtype = _HOST_FILLS.get(key, (0, value.dtype))
+        if fill:
+            masked = np.empty((num_rows, *value.shape[1:]), dtype=dtype)
+            masked.fill(fill)
+        else:
+            masked = np.zeros((num_rows, *value.shape[1:]), dtype=dtype)
+        masked[index] = value if compact else value.take(index, axis=0)  # rounded to dtype as a cast would
         summary[key] = masked
     summary["round_ended"] = ended.copy()
     return summary
+
+
+_HOST_FILLS: dict[str, tuple[int, type[np.generic]]] = {
+    **dict.fromkeys(_ROUND_VALUE_KEYS, (0, np.float64)),
+    **dict.fromkeys(_RESPONSE_KEYS, (TOKEN_FILL, np.int64)),
+    "response_embedding": (0, np.float32),  # a float64 carry is rounded to it
+}
+"""The host entries' fill value and dtype (the schema's); any other entry keeps its dtype and fills with 0."""
 
 
 def step_reward_and_info(
