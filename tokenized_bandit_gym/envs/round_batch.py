@@ -519,15 +519,15 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         Where the family's carry is a table, the utility is one core call on the batch's own
         tensors (no per-step tensors to build; the rows not ended are computed and dropped), the
         embedding is the carry, and every entry is handed to the contract on all N rows, which
-        copies it where ``ended`` (no gather of the ended rows first). Otherwise the utilities and
-        embeddings come from one core call each on the ended rows (a row's value does not depend
-        on its batch), and every entry is computed on those rows only.
+        copies the ended rows into its fill values. Otherwise the utilities and embeddings come
+        from one core call each on the ended rows (a row's value does not depend on its batch),
+        and every entry is computed on those rows only.
         """
         problem = self.problem
         if self._every_row is not None:
             benchmark_utilities, optimal_responses = self._host_benchmarks()
             utilities = benchmark_utilities.take(self.queries, axis=1)  # (2, N) optimal, oracle greedy
-            return round_summary(  # every entry on all N rows, copied where ended
+            return round_summary(  # every entry on all N rows, read on the ended rows
                 utility=problem.utility_of_complete(self._every_row).numpy().astype(np.float64, copy=False),  # (N,)
                 optimal_utility=utilities[0],  # (N,)
                 oracle_greedy_utility=utilities[1],  # (N,)
