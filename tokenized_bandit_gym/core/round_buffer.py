@@ -91,33 +91,21 @@ class RoundBuffer:
 
     def advance(self, rows: torch.Tensor | np.ndarray) -> None:
         """Start the next round on ``rows`` ``(N,)`` bool (on the device, or a NumPy array when it is the CPU)."""
+        if self._advances_since_check >= self._headroom:
+            cursor = self._cursor.cpu().numpy()
+            furthest = int(cursor.max())
+            if furthest >= self.capacity - 1:  # some row is on its last round
+                self._shift_and_refill(cursor)
+                self._upload()
+            else:
+                self._headroom = self.capacity - 1 - furthest
+                self._advances_since_check = 0
         if isinstance(rows, np.ndarray):
-            self.advance_rows(rows.nonzero()[0])
-            return
-        self._check_headroom()
-        self._cursor += rows.to(torch.int64)
-        self._advances_since_check += 1
-
-    def advance_rows(self, index: np.ndarray) -> None:
-        """:meth:`advance` on the rows ``index`` ``(R,)`` int64, distinct (the device must be the CPU)."""
-        self._check_headroom()
-        cursor = self._host_cursor()
-        if len(index):
-            cursor.put(index, cursor.take(index) + 1)
-        self._advances_since_check += 1
-
-    def _check_headroom(self) -> None:
-        """Before an advance: refill if some row may be on its last round (read the cursors only then)."""
-        if self._advances_since_check < self._headroom:
-            return
-        cursor = self._cursor.cpu().numpy()
-        furthest = int(cursor.max())
-        if furthest >= self.capacity - 1:  # some row is on its last round
-            self._shift_and_refill(cursor)
-            self._upload()
+            cursor = self._host_cursor()
+            cursor += rows
         else:
-            self._headroom = self.capacity - 1 - furthest
-            self._advances_since_check = 0
+            self._cursor += rows.to(torch.int64)
+        self._advances_since_check += 1
 
     def current(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The current round of every row: query indices ``(N,)`` int64 and noise ``(N,)`` float64."""
