@@ -122,10 +122,17 @@ class RoundBuffer:
             flat = self._row_starts + self._host_cursor()  # (N,) index into the flattened (N, K) buffers
             return self._host_queries.take(flat), self._host_noise.take(flat)
         index = rows.nonzero()[0]  # (R,)
-        flat = self._row_starts[index] + self._host_cursor()[index]  # (R,)
         queries, noise = np.zeros(self.num_rows, dtype=np.int64), np.zeros(self.num_rows)  # (N,) each
-        queries[index], noise[index] = self._host_queries.take(flat), self._host_noise.take(flat)
+        queries[index], noise[index] = self.current_rows(index)
         return queries, noise
+
+    def current_rows(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The current round of the rows ``index`` ``(R,)``: query indices ``(R,)`` and noise ``(R,)``, new arrays.
+
+        Read from the host buffers (the device must be the CPU): R entries, not N.
+        """
+        flat = self._row_starts.take(index) + self._host_cursor().take(index)  # (R,) into the flattened (N, K)
+        return self._host_queries.take(flat), self._host_noise.take(flat)
 
     def _host_cursor(self) -> np.ndarray:
         """The cursors as a NumPy view (writes go through); raises off the CPU."""

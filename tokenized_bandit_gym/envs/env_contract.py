@@ -359,27 +359,31 @@ def round_summary(
                 summary[key] = torch.where(ended.reshape(-1, *[1] * (value.dim() - 1)), value, 0)
         summary["round_ended"] = ended.clone()
         return summary
-    # On the host: a row copy of the ended rows into fresh zeros (cheaper than np.where's
-    # broadcast), the five float entries in one buffer and the two responses in another.
+    # On the host every entry is a new array: fill values, with a row copy of the ended rows.
     compact = ended_rows is not None
-    index = ended_rows if compact else np.flatnonzero(ended)  # (E,) the ended rows
+    index = ended_rows if compact else ended.nonzero()[0]  # (E,) the ended rows
     num_rows = len(ended)
-    for keys, fill in ((_ROUND_VALUE_KEYS, 0), (_RESPONSE_KEYS, TOKEN_FILL)):
-        first = summary[keys[0]]
-        masked = np.empty((len(keys), num_rows, *first.shape[1:]), dtype=first.dtype)  # (K, N, ...)
-        masked.fill(fill)
-        for row, key in enumerate(keys):
-            masked[row, index] = summary[key] if compact else summary[key][index]
-            summary[key] = masked[row]
-    for key in ("response_length", "response_embedding", *extra):
-        value = summary.get(key)
+    for key, value in summary.items():
         if type(value) is not np.ndarray:
-            continue  # absent
-        masked = np.zeros((num_rows, *value.shape[1:]), dtype=value.dtype)
-        masked[index] = value if compact else value[index]
+            continue
+        fill, dtype = _HOST_FILLS.get(key, (0, value.dtype))
+        if fill:
+            masked = np.empty((num_rows, *value.shape[1:]), dtype=dtype)
+            masked.fill(fill)
+        else:
+            masked = np.zeros((num_rows, *value.shape[1:]), dtype=dtype)
+        masked[index] = value if compact else value.take(index, axis=0)  # rounded to dtype as a cast would
         summary[key] = masked
-    summary["round_ended"] = np.array(ended, dtype=bool)
+    summary["round_ended"] = ended.copy()
     return summary
+
+
+_HOST_FILLS: dict[str, tuple[int, type[np.generic]]] = {
+    **dict.fromkeys(_ROUND_VALUE_KEYS, (0, np.float64)),
+    **dict.fromkeys(_RESPONSE_KEYS, (TOKEN_FILL, np.int64)),
+    "response_embedding": (0, np.float32),  # a float64 carry is rounded to it
+}
+"""The host entries' fill value and dtype (the schema's); any other entry keeps its dtype and fills with 0."""
 
 
 def step_reward_and_info(

@@ -353,6 +353,7 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         self._chunk_rows = num_rows  # rows per gather-and-add of observe(), so the scratch stays in cache
         self._every_row: DecodingState | None = None  # the carry-table path's state, its tensors on the arrays
         self._alpha = 0.0  # the carry table's discount
+        self._benchmark_utilities: np.ndarray | None = None  # (2, Q) float64, built on first use
         if self._carry_rows is not None:
             self._alpha, table = self._carry_rows
             self._candidate_rows = table.reshape(-1, *table.shape[2:])
@@ -385,34 +386,39 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
     def restart(self, rows: np.ndarray, queries: np.ndarray, noise: np.ndarray) -> None:
         """Start new rounds on ``rows`` ``(N,)`` bool, on ``queries`` with ``noise`` (``(N,)``, read on ``rows``)."""
         index = rows.nonzero()[0]  # (R,)
+        self.restart_rows(index, queries.take(index), noise.take(index))
+
+    def restart_rows(self, index: np.ndarray, queries: np.ndarray, noise: np.ndarray) -> None:
+        """:meth:`restart` on the rows ``index`` ``(R,)`` (distinct), on ``queries`` with ``noise`` (``(R,)`` each)."""
         if not len(index):
             return
-        fresh = queries[index]  # (R,)
-        self.queries[index] = fresh
+        self.queries.put(index, queries)
         self.tokens[index] = self.problem.eos_token_id
-        self.lengths[index] = 0
-        self.finished[index] = False
-        self.last_tokens[index] = self._query_last_tokens[fresh]
-        self.noise[index] = noise[index]
+        self.lengths.put(index, 0)
+        self.finished.put(index, False)
+        self.last_tokens.put(index, self._query_last_tokens.take(queries))
+        self.noise.put(index, noise)
         if self._carry_rows is not None:  # the family's initial carry is zero
             self._host_carry[index] = 0.0
             return
-        initial = self.problem.initial_carry(torch.from_numpy(fresh))  # (R, *c)
+        initial = self.problem.initial_carry(torch.from_numpy(queries))  # (R, *c)
         self.carry = self.carry.index_copy(0, torch.from_numpy(index), initial)
         self._host_carry = self.carry.numpy()
         self._candidates_current = False
 
     def allowed(self, actions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Whether each row's action is allowed, and whether it is out of ``[0, n)``: ``(N,)`` each (one flat take).
+        """Whether each row's int64 action ``(N,)`` is allowed, and whether it is out of ``[0, n)``: ``(N,)`` each.
 
         The first is meaningless on the rows out of range (they read a clipped entry), which the
         shell refuses before reading it.
         """
-        out_of_range = (actions < 0) | (actions >= self.problem.vocab_size)  # (N,)
+        out_of_range = actions.view(np.uint64) >= self.problem.vocab_size  # (N,) a negative int64 is >= 2**63
         return self.mask.take(self._row_offsets + actions, mode="clip"), out_of_range
 
     def forced_actions(self, actions: np.ndarray, forced_eos: np.ndarray) -> np.ndarray:
         """``actions`` ``(N,)`` with the EOS token on the rows ``forced_eos`` ``(N,)`` (an action is a token id)."""
+        if not np.count_nonzero(forced_eos):  # the usual step: no row forced, nothing to copy
+            return actions
         return np.where(forced_eos, self.problem.eos_token_id, actions)
 
     def advance(self, tokens: np.ndarray, stepping: np.ndarray | None = None) -> None:
@@ -514,49 +520,70 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         return embeddings
 
     def round_summary(self, ended: np.ndarray) -> dict[str, np.ndarray]:
-        """Round-end info entries for every row (zeros off the rows ``ended`` ``(N,)`` bool).
+        """Round-end info entries for every row (the schema's fill values off the rows ``ended`` ``(N,)`` bool).
 
-        The utilities and embeddings come from one core call each on the ended rows (a row's
-        value does not depend on its batch); everything else is written on them only. Where the
-        family's carry is a table, the utility call reads the whole batch's own tensors instead
-        (no per-step tensors to build; the rows not ended are computed and dropped) and the
-        embedding is the carry.
+        Where the family's carry is a table, the utility is one core call on the batch's own
+        tensors (no per-step tensors to build; the rows not ended are computed and dropped), the
+        embedding is the carry, and every entry is handed to the contract on all N rows, which
+        copies the ended rows into its fill values. Otherwise the utilities and embeddings come
+        from one core call each on the ended rows (a row's value does not depend on its batch),
+        and every entry is computed on those rows only.
         """
         problem = self.problem
+        if self._every_row is not None:
+            benchmark_utilities, optimal_responses = self._host_benchmarks()
+            utilities = benchmark_utilities.take(self.queries, axis=1)  # (2, N) optimal, oracle greedy
+            return round_summary(  # every entry on all N rows, read on the ended rows
+                utility=problem.utility_of_complete(self._every_row).numpy().astype(np.float64, copy=False),  # (N,)
+                optimal_utility=utilities[0],  # (N,)
+                oracle_greedy_utility=utilities[1],  # (N,)
+                noise=self.noise,  # (N,)
+                response=self.tokens,  # (N, L)
+                response_length=self.lengths,  # (N,)
+                optimal_response=optimal_responses.take(self.queries, axis=0),  # (N, L)
+                response_embedding=self._host_carry if self._has_embeddings else None,  # (N, d) rounded to float32
+                ended=ended,
+            )
         benchmarks = self.tables.benchmarks()
         index = ended.nonzero()[0]  # (E,)
         queries = self.queries[index]  # (E,)
-        tokens, lengths = self.tokens[index], self.lengths[index]  # (E, L), (E,)
-        ended_carry = self._host_carry[index]  # (E, *c)
+        state = DecodingState(
+            queries=torch.from_numpy(queries),
+            tokens=torch.from_numpy(self.tokens[index]),
+            lengths=torch.from_numpy(self.lengths[index]),
+            finished=torch.from_numpy(self.finished[index]),
+            carry=torch.from_numpy(self._host_carry[index]),
+            last_tokens=torch.from_numpy(self.last_tokens[index]),
+        )  # the E ended rows
         embedding = None
-        if self._every_row is not None:  # one core call on the state's own tensors, read on the ended rows
-            utility = problem.utility_of_complete(self._every_row).numpy()[index]  # (E,)
-            if isinstance(problem, LinearTokenizedProblem):
-                embedding = ended_carry.astype(np.float32)  # (E, d) the carry is the embedding (host_carry_rows)
-        else:
-            state = DecodingState(
-                queries=torch.from_numpy(queries),
-                tokens=torch.from_numpy(tokens),
-                lengths=torch.from_numpy(lengths),
-                finished=torch.from_numpy(self.finished[index]),
-                carry=torch.from_numpy(ended_carry),
-                last_tokens=torch.from_numpy(self.last_tokens[index]),
-            )  # the E ended rows
-            utility = problem.utility_of_complete(state).numpy()  # (E,)
-            if isinstance(problem, LinearTokenizedProblem):
-                embedding = problem.embedding_of(state).to(torch.float32).numpy()  # (E, d)
-        return round_summary(  # every entry on the E ended rows, scattered into zeros of N rows
-            utility=utility.astype(np.float64, copy=False),  # (E,)
+        if isinstance(problem, LinearTokenizedProblem):
+            embedding = problem.embedding_of(state).to(torch.float32).numpy()  # (E, d)
+        return round_summary(  # every entry on the E ended rows, scattered into fill values of N rows
+            utility=problem.utility_of_complete(state).numpy().astype(np.float64, copy=False),  # (E,)
             optimal_utility=benchmarks.optimal_utility[queries].astype(np.float64, copy=False),  # (E,)
             oracle_greedy_utility=benchmarks.oracle_greedy_utility[queries],  # (E,)
             noise=self.noise[index],  # (E,)
-            response=tokens,  # (E, L)
-            response_length=lengths,  # (E,)
+            response=state.tokens.numpy(),  # (E, L)
+            response_length=state.lengths.numpy(),  # (E,)
             optimal_response=benchmarks.optimal_responses.take(queries, axis=0),  # (E, L)
             response_embedding=embedding,
             ended=ended,
             ended_rows=index,
         )
+
+    def _host_benchmarks(self) -> tuple[np.ndarray, np.ndarray]:
+        """The pool's benchmarks as the round summary gathers them, built on first use.
+
+        Returns:
+            ``(2, Q)`` float64 the optimal and the oracle greedy utility (the regret is computed
+            in float64 whatever the instance's dtype), and ``(Q, L)`` int64 the optimal responses.
+        """
+        if self._benchmark_utilities is None:
+            benchmarks = self.tables.benchmarks()
+            self._benchmark_utilities = np.stack([benchmarks.optimal_utility, benchmarks.oracle_greedy_utility]).astype(
+                np.float64
+            )
+        return self._benchmark_utilities, self.tables.benchmarks().optimal_responses
 
     def _mask_rows(self) -> np.ndarray:
         """Each row's row of the mask table, ``(N,)`` (its length, or ``L + 1`` once complete)."""

@@ -17,7 +17,7 @@ from tokenized_bandit_gym.core.round_buffer import RoundBuffer
 from tokenized_bandit_gym.core.validation import check_choice, check_int, check_memory
 from tokenized_bandit_gym.envs.env_contract import forced_and_refused
 from tokenized_bandit_gym.envs.pairwise_feedback import PairwiseRows
-from tokenized_bandit_gym.envs.round_batch import RoundBatch
+from tokenized_bandit_gym.envs.round_batch import HostRoundBatch, RoundBatch
 from tokenized_bandit_gym.envs.tokenized_bandit_env import TokenizedBanditEnv
 from tokenized_bandit_gym.host_array import as_host_array
 
@@ -250,14 +250,14 @@ class TokenizedBanditVectorEnv(VectorEnv):
         forced_eos, refused = forced_and_refused(
             allowed, batch.lengths, stepping, self.problem.max_length, self.strict_actions
         )  # (N,) each
-        if (out_of_range | refused).any():
+        if _any(out_of_range) or _any(refused):
             self._raise_invalid(tokens, out_of_range, refused)
         batch.advance(batch.forced_actions(tokens, forced_eos), stepping)
         terminated = stepping & batch.finished  # (N,)
         if self._pairwise is not None:
             terminated = self._second_responses(terminated)
         # The NumPy backend decides on the host whether some round ended; the torch one always summarises.
-        some_ended = self.array_backend == "torch" or bool(terminated.any())
+        some_ended = self.array_backend == "torch" or _any(terminated)
         summary = batch.round_summary(terminated) if some_ended else batch.pending_summary()
         if self._pairwise is not None:
             rewards = self._pairwise.finish(summary, terminated, batch.noise)[0] if some_ended else None
@@ -278,10 +278,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
         if mode == AutoresetMode.SAME_STEP:
             infos = self._restart_ended(terminated, summary, forced_eos)
         else:
-            resetting = self._autoreset  # NEXT_STEP: the rows that ended last step (none when DISABLED)
-            self._round_buffer.advance(resetting)
-            if not self._on_cpu or resetting.any():  # on the CPU, skip the work when no round starts
-                self._restart(resetting)
+            self._start_next_rounds(self._autoreset)  # NEXT_STEP: the rows that ended last step (none when DISABLED)
             self._autoreset = terminated
             infos = self._step_infos(summary, forced_eos, self._all_rows(True))
         return (
@@ -301,12 +298,11 @@ class TokenizedBanditVectorEnv(VectorEnv):
         with; both are present in steps where some round ended.
         """
         batch = self.rounds
-        some_ended = bool(terminated.any())
+        some_ended = _any(terminated)
         if some_ended:
             final_info = self._infos_to_backend(self._step_infos(summary, forced_eos, terminated))
             final_observation = self._observe()
-            self._round_buffer.advance(terminated)
-            self._restart(terminated)
+            self._start_next_rounds(terminated)
         self._autoreset = self._all_rows(False)
         infos = self._step_infos(batch.pending_summary(), forced_eos & ~terminated, self._all_rows(True))
         if some_ended:
@@ -317,9 +313,22 @@ class TokenizedBanditVectorEnv(VectorEnv):
             infos["final_info"], infos["_final_info"] = final_info, self._copy(terminated)
         return infos
 
+    def _start_next_rounds(self, rows: Any) -> None:
+        """Advance the round buffer on ``rows`` ``(N,)`` bool and start their next rounds (none on the CPU: no work)."""
+        self._round_buffer.advance(rows)
+        if not self._on_cpu or _any(rows):
+            self._restart(rows)
+
     def _restart(self, rows: Any) -> None:
-        """Start new rounds on ``rows`` ``(N,)`` bool with their current draws (no first response yet)."""
-        self.rounds.restart(rows, *self._current_rounds(rows))
+        """Start new rounds on ``rows`` ``(N,)`` bool with their current draws (no first response yet).
+
+        On the host only the restarting rows are read from the round buffer and written.
+        """
+        if isinstance(self.rounds, HostRoundBatch):
+            index = rows.nonzero()[0]  # (R,)
+            self.rounds.restart_rows(index, *self._round_buffer.current_rows(index))
+        else:
+            self.rounds.restart(rows, *self._round_buffer.current())
         if self._pairwise is not None:
             self._pairwise.start(rows)
 
@@ -345,12 +354,11 @@ class TokenizedBanditVectorEnv(VectorEnv):
         """
         infos: dict[str, Any] = {"query_index": self._copy(self.rounds.queries), "forced_eos": forced_eos, **summary}
         keys = tuple(infos)
-        if isinstance(present, np.ndarray):  # one buffer, one row per key: no two masks share memory
-            masks: Any = np.empty((len(keys), self.num_envs), dtype=bool)
-            masks[:] = present
+        if isinstance(present, np.ndarray):  # a copy per key (cheaper than views of one buffer)
+            infos.update((mask_key, present.copy()) for mask_key in _mask_keys(keys))
         else:
             masks = present.expand(len(keys), self.num_envs).clone()
-        infos.update(zip(_mask_keys(keys), masks, strict=True))
+            infos.update(zip(_mask_keys(keys), masks, strict=True))
         return infos
 
     def _infos_to_backend(self, infos: dict[str, Any]) -> dict[str, Any]:
@@ -364,10 +372,6 @@ class TokenizedBanditVectorEnv(VectorEnv):
         return self._to_backend(self._copy(self.rounds.mask))
 
     # ------------------------------------------------------------------ the round batch
-    def _current_rounds(self, rows: Any) -> tuple[Any, Any]:
-        """The current round (query indices and noise ``(N,)``) of the rows ``rows`` ``(N,)``, as the batch's rows."""
-        return self._round_buffer.current_on_host(rows) if self.rounds.on_host else self._round_buffer.current()
-
     def _observe(self) -> dict[str, Any]:
         """The batch's observation in the observation space's key order, as the backend's arrays."""
         observed = self.rounds.observe()  # in the space's key order (the contract's)
@@ -380,7 +384,9 @@ class TokenizedBanditVectorEnv(VectorEnv):
     def _all_rows(self, value: bool) -> Any:
         """``(N,)`` bool filled with ``value``, as the batch's rows (a NumPy array or a tensor on the device)."""
         if self.rounds.on_host:
-            return np.ones(self.num_envs, dtype=bool) if value else np.zeros(self.num_envs, dtype=bool)
+            rows = np.empty(self.num_envs, dtype=bool)
+            rows.fill(value)
+            return rows
         return torch.full((self.num_envs,), value, dtype=torch.bool, device=self.device)
 
     @staticmethod
@@ -470,6 +476,11 @@ class TokenizedBanditVectorEnv(VectorEnv):
         if self.array_backend == "torch" or not isinstance(value, torch.Tensor):
             return value
         return value.cpu().numpy()
+
+
+def _any(rows: Any) -> bool:
+    """Whether some entry of ``rows`` ``(N,)`` is true (a NumPy array: ``count_nonzero``, 3x cheaper than ``any``)."""
+    return bool(np.count_nonzero(rows)) if isinstance(rows, np.ndarray) else bool(rows.any())
 
 
 @functools.lru_cache(maxsize=64)
