@@ -111,8 +111,8 @@ class FrozenLinear:
     * where :func:`mkl_packs` holds, MKL's packed GEMM over a packed copy of ``W`` (one more copy of
       the weights in memory);
     * a smaller weight as ``W.T`` ``(in, out)`` contiguous (a copy unless stored so, as ``Conv1D`` does),
-      multiplied by ``torch.addmm``: ``F.linear``'s transposed view and dispatch cost more than the
-      product of a 64-wide layer;
+      multiplied by ``torch.matmul`` (``addmm`` with a bias): ``F.linear``'s transposed view and dispatch
+      cost more than the product of a 64-wide layer;
     * any other weight (GPU, half precision), and whenever gradients are recorded: ``F.linear``.
 
     A prepared copy is shared by every forward over the same weight and freed with it; an in-place
@@ -141,14 +141,11 @@ class FrozenLinear:
             return F.linear(inputs, self.weight, self.bias)
         if self.stored_weight._version != self._version:
             self._prepare()
-        rows = inputs.numel() // inputs.shape[-1]
         if self.packed:
             # the op reads the packed copy only when ``rows`` equals its last argument; MKL's packed layout serves any
+            rows = inputs.numel() // inputs.shape[-1]
             return torch.ops.mkl._mkl_linear(inputs, self._prepared, self.weight, self.bias, rows)
-        flat = inputs.reshape(rows, inputs.shape[-1])  # (rows, in)
-        if self.bias is None:
-            return torch.mm(flat, self._prepared).view(*inputs.shape[:-1], -1)
-        return torch.addmm(self.bias, flat, self._prepared).view(*inputs.shape[:-1], -1)  # (..., out)
+        return _times_transposed(inputs, self._prepared, self.bias)
 
     def _prepare(self) -> None:
         """Take the shared prepared copy of the weight as it is now, preparing it if none is current."""
@@ -165,6 +162,18 @@ class FrozenLinear:
                     prepared = self.weight.t().contiguous()  # (in, out)
             entry = _prepared_weights[self.stored_weight] = (version, prepared)
         self._version, self._prepared = entry
+
+
+def _times_transposed(inputs: torch.Tensor, transposed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``inputs @ W.T + bias`` ``(..., out)`` for ``inputs`` ``(..., in)`` and ``transposed`` = ``W.T`` ``(in, out)``.
+
+    Without a bias one ``torch.matmul``, which folds the leading dimensions into one ``mm`` itself (one call
+    from Python instead of a reshape, the product and a view); with one, ``addmm`` over the folded rows.
+    """
+    if bias is None:
+        return torch.matmul(inputs, transposed)
+    flat = inputs.reshape(-1, inputs.shape[-1])  # (rows, in)
+    return torch.addmm(bias, flat, transposed).view(*inputs.shape[:-1], -1)
 
 
 class FrozenLinears:
@@ -213,17 +222,12 @@ class FrozenLinears:
         fused = self._fused
         if fused is None or fused.versions != self._current_versions():
             fused = self._fuse()
-        rows = inputs.numel() // inputs.shape[-1]
         if self.packed:
             # the op reads the packed copy, and of its third argument only the sizes, when ``rows`` is its last
+            rows = inputs.numel() // inputs.shape[-1]
             product = torch.ops.mkl._mkl_linear(inputs, fused.weight, fused.shape, fused.bias, rows)
             return product.split(self.sizes, dim=-1)  # (..., out_i) views
-        flat = inputs.reshape(rows, inputs.shape[-1])  # (rows, in)
-        if fused.bias is None:
-            product = torch.mm(flat, fused.weight)  # (rows, sum out_i)
-        else:
-            product = torch.addmm(fused.bias, flat, fused.weight)
-        return product.view(*inputs.shape[:-1], -1).split(self.sizes, dim=-1)
+        return _times_transposed(inputs, fused.weight, fused.bias).split(self.sizes, dim=-1)
 
     def _unfused(self, inputs: torch.Tensor, index: int) -> torch.Tensor:
         """Linear ``index`` alone: ``(..., out_index)``."""
