@@ -182,7 +182,7 @@ class RotaryTable:
 
     def of(self, hidden: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``cos`` and ``signed_sin = [-sin1, sin2]`` ``(N, T, 1, hd)`` at ``position_ids`` ``(N, T)``."""
-        if hidden.device.type == "cpu" and self.positions > 0:
+        if hidden.device.type == "cpu" and self.positions > 0 and position_ids.numel() > 0:
             low, high = torch.aminmax(position_ids)
             if int(low) >= 0 and int(high) < self.positions:
                 looked_up = F.embedding(position_ids, self._table(hidden))[:, :, None]  # (N, T, 1, 2 * hd)
