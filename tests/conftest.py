@@ -34,13 +34,16 @@ def small_work_threads() -> Iterator[None]:
     with torch's default threads in ``tests/envs/test_fork_safety.py``.
     """
     import torch
+    from threadpoolctl import threadpool_info, threadpool_limits
 
     from tokenized_bandit_gym.threads import use_small_work_threads
 
     threads = torch.get_num_threads()
+    blas = {pool["prefix"]: pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
     use_small_work_threads()
     yield
-    use_small_work_threads(threads)  # torch's count as it was
+    torch.set_num_threads(threads)  # torch's count as it was
+    threadpool_limits(limits=blas)  # and NumPy's BLAS pools
 
 
 @pytest.fixture

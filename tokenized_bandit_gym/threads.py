@@ -9,6 +9,13 @@ leaderboard's runs set :data:`THREAD_ENVIRONMENT` in their workers. A user who s
 ``OMP_NUM_THREADS`` (or ``MKL_NUM_THREADS``) keeps what they set; a script's ``--threads`` option
 passes its value here. Importing this module imports no torch.
 
+NumPy's BLAS (OpenBLAS, used by the agents' host-side products such as EOFUL's confidence widths) gets
+the same count: its worker threads spin for a while after every call, so a second one buys nothing on
+those small products and holds the other core (the Figure-2 rows of ``examples/reproduce_regret.py``
+on one torch thread used 5-18% more CPU with NumPy's default two BLAS threads than with one, measured
+side by side on a 2-core machine, 2026-11-26). A user who sets ``OPENBLAS_NUM_THREADS`` (or
+``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``) keeps what they set.
+
 Forked children: GNU OpenMP cannot use a thread pool it inherited through ``fork``, so a child whose
 parent had run one multi-threaded torch op (building an env does) hangs at its first parallel op.
 Importing the package registers :func:`use_one_thread_in_forked_child` with
@@ -28,17 +35,20 @@ import sys
 SMALL_WORK_THREADS = 1
 # The variables a user sets to choose the thread pools' sizes themselves.
 USER_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
+# The variables a user sets to choose NumPy's BLAS pool size themselves.
+BLAS_THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", *USER_THREAD_VARIABLES)
 # The environment of every leaderboard worker process (read by the thread pools when they load).
 THREAD_ENVIRONMENT = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
 
 
 def use_small_work_threads(threads: int | None = None) -> int:
-    """Set torch's intra-op threads for small work and return the count now in force.
+    """Set torch's intra-op threads for small work, and NumPy's BLAS threads to match; return torch's count.
 
     Args:
         threads: an explicit count (>= 1, e.g. a script's ``--threads``); None means
             :data:`SMALL_WORK_THREADS` unless one of :data:`USER_THREAD_VARIABLES` is set, in which
-            case torch keeps the count it read from it.
+            case torch keeps the count it read from it. NumPy's BLAS gets the same count, unless
+            ``threads`` is None and one of :data:`BLAS_THREAD_VARIABLES` is set.
 
     Raises:
         ValueError: ``threads`` < 1.
@@ -52,7 +62,18 @@ def use_small_work_threads(threads: int | None = None) -> int:
         torch.set_num_threads(check_int("threads", threads, minimum=1))
     elif not any(os.environ.get(name) for name in USER_THREAD_VARIABLES):
         torch.set_num_threads(SMALL_WORK_THREADS)
-    return torch.get_num_threads()
+    count = torch.get_num_threads()
+    if threads is not None or not any(os.environ.get(name) for name in BLAS_THREAD_VARIABLES):
+        _limit_numpy_blas(count)
+    return count
+
+
+def _limit_numpy_blas(threads: int) -> None:
+    """Limit NumPy's BLAS pools to ``threads`` threads (``threadpoolctl``, so it holds where NumPy loaded them)."""
+    import numpy  # noqa: F401  (loads NumPy's BLAS, so that threadpoolctl finds it)
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=threads, user_api="blas")
 
 
 def use_one_thread_in_forked_child() -> None:

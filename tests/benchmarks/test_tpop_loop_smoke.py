@@ -42,3 +42,15 @@ def test_tpop_loop_benchmark_reports_both_rows(script: dict) -> None:
         "| T-POP's loop (no cache, re-decode + re-embed)",
     ]
     assert all(float(row[1]) > 0 for row in rows)
+
+
+@pytest.mark.slow  # two fresh processes, each importing torch and transformers
+def test_tpop_loop_versions_compares_two_checkouts_side_by_side() -> None:
+    """Both sides are this checkout here: the script runs end to end and reports a ratio per checkout."""
+    versions = runpy.run_path(str(BENCHMARKS / "tpop_loop_versions.py"))
+    repo = str(BENCHMARKS.parent)
+    argv = ["--before", repo, "--after", repo, "--repeats", "1", "--max-length", "2", "--top-k", "3"]
+    table = versions["main"](argv)
+    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    assert [row[0] for row in rows] == ["| before", "| after"]
+    assert all(float(row[3].strip("*x")) > 0 for row in rows)  # the ratio of the best rounds

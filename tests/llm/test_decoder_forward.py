@@ -12,7 +12,7 @@ from tokenized_bandit_gym.llm.additive_attention_mask import additive_attention_
 from tokenized_bandit_gym.llm.decoder_forward import select_decoder_forward
 from tokenized_bandit_gym.llm.gpt2_decoder_forward import GPT2DecoderForward
 from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
-from tokenized_bandit_gym.llm.llama_decoder_forward import LlamaDecoderForward
+from tokenized_bandit_gym.llm.llama_decoder_forward import LlamaDecoderForward, RotaryTable
 from tokenized_bandit_gym.llm.native_decoder_forward import FrozenLinear, FrozenLinears, mkl_packs
 from tokenized_bandit_gym.llm.transformers_decoder_forward import TransformersDecoderForward
 
@@ -222,12 +222,14 @@ def test_frozen_linear_follows_an_in_place_change_and_shares_its_copy(shape: tup
         torch.testing.assert_close(second(inputs), inputs @ weight.T)
 
 
-@pytest.mark.parametrize("outputs", [(40, 24, 24), (400, 200, 200)])  # fused (small, CPU) or one linear each
+@pytest.mark.parametrize("outputs", [(40, 24, 24), (400, 200, 200), (384, 256, 256)])  # small, mixed, all packed
 def test_frozen_linears_equal_each_f_linear_and_follow_in_place_changes(outputs: tuple[int, ...]) -> None:
     generator = torch.Generator().manual_seed(3)
     weights = [torch.randn(size, 256 if outputs[0] > 100 else 32, generator=generator) for size in outputs]
     biases = [torch.randn(outputs[0], generator=generator), None, torch.randn(outputs[2], generator=generator)]
     linears = FrozenLinears(list(zip(weights, biases, strict=True)))
+    assert linears.packed == all(mkl_packs(weight) for weight in weights)  # (384, 256, 256): one packed product
+    assert (linears.parts is None) == (linears.packed or outputs[0] < 100)  # fused unless sizes are mixed
     inputs = torch.randn(2, 15, weights[0].shape[1], generator=generator)
     with torch.no_grad():
         for change in (False, True):
@@ -238,3 +240,65 @@ def test_frozen_linears_equal_each_f_linear_and_follow_in_place_changes(outputs:
             assert len(got) == 3
             for result, weight, bias in zip(got, weights, biases, strict=True):
                 torch.testing.assert_close(result, torch.nn.functional.linear(inputs, weight, bias))
+
+
+@pytest.mark.parametrize("outputs", [(40, 24, 24), (384, 256, 256)])  # fused small weights, one packed product
+def test_frozen_linears_grouped_outputs_are_the_linears_side_by_side(outputs: tuple[int, ...]) -> None:
+    """``outputs=(2, 1)`` gives ``[x W_0.T + b_0, x W_1.T + b_1]`` and ``x W_2.T + b_2``, with gradients or not."""
+    generator = torch.Generator().manual_seed(4)
+    width = 256 if outputs[0] > 100 else 32
+    weights = [torch.randn(size, width, generator=generator) for size in outputs]
+    biases = [None, torch.randn(outputs[1], generator=generator), None]
+    linears = FrozenLinears(list(zip(weights, biases, strict=True)), outputs=(2, 1))
+    assert linears.sizes == [outputs[0] + outputs[1], outputs[2]]
+    inputs = torch.randn(3, 15, width, generator=generator)
+    products = [torch.nn.functional.linear(inputs, weight, bias) for weight, bias in zip(weights, biases, strict=True)]
+    expected = [torch.cat(products[:2], dim=-1), products[2]]
+    for gradients in (False, True):
+        with torch.set_grad_enabled(gradients):
+            got = linears(inputs)
+        assert len(got) == 2
+        for result, wanted in zip(got, expected, strict=True):
+            torch.testing.assert_close(result, wanted)
+    with pytest.raises(ValueError, match=r"outputs \(2, 2\)"):
+        FrozenLinears(list(zip(weights, biases, strict=True)), outputs=(2, 2))
+
+
+def test_rotary_table_equals_the_models_rotary_embedding_inside_and_past_the_table() -> None:
+    rotary = _tiny("llama3-rope").base_model.rotary_emb  # max_position_embeddings = 64
+    table = RotaryTable(rotary)
+    assert table.positions == 64
+    hidden = torch.zeros(2, 3, 32)
+    for positions in ([[0, 5, 63], [7, 8, 9]], [[60, 64, 100], [1, 2, 3]]):  # the second reaches past the table
+        position_ids = torch.tensor(positions)
+        cos, signed_sin = table.of(hidden, position_ids)  # (N, T, 1, hd)
+        expected_cos, expected_sin = rotary(hidden, position_ids)  # (N, T, hd)
+        half = expected_sin.shape[-1] // 2
+        torch.testing.assert_close(cos[:, :, 0], expected_cos)
+        torch.testing.assert_close(
+            signed_sin[:, :, 0], torch.cat([-expected_sin[..., :half], expected_sin[..., half:]], -1)
+        )
+
+
+def test_rotary_table_is_off_for_a_rope_that_depends_on_the_length() -> None:
+    import transformers
+
+    rope = {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}
+    config = transformers.LlamaConfig(
+        vocab_size=97,
+        max_position_embeddings=16,
+        hidden_size=32,
+        intermediate_size=40,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        rope_parameters=rope,
+    )
+    model = randomised(transformers.LlamaForCausalLM(config), 7)
+    assert RotaryTable(model.base_model.rotary_emb).positions == 0
+    ids = torch.randint(0, 97, (1, 24), generator=torch.Generator().manual_seed(8))  # past 16: the rope rescales
+    mask, positions = torch.ones_like(ids), torch.arange(24)[None]
+    with torch.no_grad():
+        hidden, _ = select_decoder_forward(model, "native")(ids, mask, positions, ())
+        expected, _ = select_decoder_forward(model, "transformers")(ids, mask, positions, ())
+    torch.testing.assert_close(hidden, expected, atol=1e-5, rtol=1e-5)

@@ -37,6 +37,7 @@ class LlamaDecoderForward(NativeDecoderForward):
         super().__init__(model)
         self._silu = getattr(model.config, "hidden_act", None) == "silu"
         self._projections = [_LayerProjections.of(layer) for layer in self._base.layers]
+        self._rotary = RotaryTable(self._base.rotary_emb)
 
     @staticmethod
     def unsupported_reason(model: Any) -> str | None:
@@ -72,19 +73,19 @@ class LlamaDecoderForward(NativeDecoderForward):
         base = self._base
         batch, new_tokens = input_ids.shape
         hidden = base.embed_tokens(input_ids)  # (N, T, H)
-        cos, sin = base.rotary_emb(hidden, position_ids)  # (N, T, hd) each
-        half = cos.shape[-1] // 2
-        cos = cos[:, None]  # (N, 1, T, hd)
-        signed_sin = torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)[:, None]  # rotate_half = roll * sign
+        cos, signed_sin = self._rotary.of(hidden, position_ids)  # (N, T, 1, hd) each
         cache = []
         for index, (layer, projection) in enumerate(zip(base.layers, self._projections, strict=True)):
             attention, mlp = layer.self_attn, layer.mlp
             normed = _rms_norm(hidden, layer.input_layernorm)
             head_dim = attention.head_dim
-            queries, keys, values = projection.qkv(normed)  # (N, T, hq * hd), (N, T, hkv * hd) twice
-            queries = _rotated(_heads(queries, head_dim), cos, signed_sin)  # (N, hq, T, hd)
-            keys = _rotated(_heads(keys, head_dim), cos, signed_sin)  # (N, hkv, T, hd)
-            values = _heads(values, head_dim)  # (N, hkv, T, hd)
+            queries_keys, values = projection.qkv(normed)  # (N, T, (hq + hkv) * hd), (N, T, hkv * hd)
+            # q and k rotated as one tensor: (N, T, hq + hkv, hd)
+            rotated = _rotated(queries_keys.view(batch, new_tokens, -1, head_dim), cos, signed_sin)
+            query_heads = rotated.shape[2] - values.shape[2] // head_dim
+            queries = rotated[:, :, :query_heads].transpose(1, 2)  # (N, hq, T, hd)
+            keys = rotated[:, :, query_heads:].transpose(1, 2)  # (N, hkv, T, hd)
+            values = values.view(batch, new_tokens, -1, head_dim).transpose(1, 2)  # (N, hkv, T, hd)
             keys, values = with_past(past, index, keys, values)  # (N, hkv, S, hd)
             cache.append((keys, values))
             attended = F.scaled_dot_product_attention(
@@ -104,7 +105,7 @@ class LlamaDecoderForward(NativeDecoderForward):
 
 
 class _LayerProjections(NamedTuple):
-    """A decoder layer's projections: q, k, v together, o; the MLP's gate and up together, down."""
+    """A decoder layer's projections: q, k, v together (q and k as one output), o; the MLP's gate and up, down."""
 
     qkv: FrozenLinears
     o: FrozenLinear
@@ -117,7 +118,7 @@ class _LayerProjections(NamedTuple):
         attention, mlp = layer.self_attn, layer.mlp
         qkv = (attention.q_proj, attention.k_proj, attention.v_proj)
         return cls(
-            FrozenLinears([(linear.weight, linear.bias) for linear in qkv]),
+            FrozenLinears([(linear.weight, linear.bias) for linear in qkv], outputs=(2, 1)),  # q and k together
             FrozenLinear(attention.o_proj.weight, attention.o_proj.bias),
             FrozenLinears([(linear.weight, linear.bias) for linear in (mlp.gate_proj, mlp.up_proj)]),
             FrozenLinear(mlp.down_proj.weight, mlp.down_proj.bias),
@@ -132,14 +133,8 @@ def _projection_modules(layer: Any) -> dict[str, Any]:
     }
 
 
-def _heads(projected: torch.Tensor, head_dim: int) -> torch.Tensor:
-    """``(N, T, heads * hd)`` as ``(N, heads, T, hd)``."""
-    batch, tokens, _ = projected.shape
-    return projected.view(batch, tokens, -1, head_dim).transpose(1, 2)
-
-
 def _rotated(states: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
-    """Rotary position embedding ``x * cos + rotate_half(x) * sin`` of ``(N, heads, T, hd)``.
+    """Rotary position embedding ``x * cos + rotate_half(x) * sin`` of ``(N, T, heads, hd)``, ``cos`` ``(N, T, 1, hd)``.
 
     ``rotate_half(x) = [-x2, x1]`` is ``roll(x, hd / 2) * [-1, 1]``; the sign is folded into
     ``signed_sin = [-sin1, sin2]``, so the rotation is three ops.
@@ -154,3 +149,58 @@ def _rms_norm(hidden: torch.Tensor, norm: Any) -> torch.Tensor:
     normalised = hidden.float()
     normalised = normalised * torch.rsqrt(normalised.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
     return norm.weight * normalised.to(hidden.dtype)
+
+
+STATIC_ROPE_TYPES = ("default", "linear", "llama3")
+"""Rotary embeddings whose cos and sin depend on the position alone (not on the sequence's length)."""
+ROTARY_TABLE_POSITIONS = 8192
+"""Most positions :class:`RotaryTable` tabulates (a 64-wide head: 4 MiB in float32)."""
+
+
+class RotaryTable:
+    """The rotary embedding's ``cos`` and signed ``sin`` at given positions, looked up in a table on the CPU.
+
+    The model's ``rotary_emb`` computes ``cos(position * inv_freq)`` and ``sin(...)`` (times its scaling)
+    elementwise for every position of every forward: about ten torch calls, and the sign of
+    ``rotate_half`` takes four more. For a static rope type on the CPU those are computed once, by
+    ``rotary_emb`` itself, for positions ``0 .. max_position_embeddings - 1`` (at most
+    :data:`ROTARY_TABLE_POSITIONS`); a forward then gathers its positions from the table (the same values
+    to float32 rounding). Positions past the table, dynamic rope types (``dynamic``, ``longrope``: they
+    depend on the length) and other devices call ``rotary_emb`` as before.
+
+    Args:
+        rotary_emb: the base model's rotary embedding module.
+    """
+
+    def __init__(self, rotary_emb: Any) -> None:
+        self.rotary_emb = rotary_emb
+        self._tables: dict[torch.dtype, torch.Tensor] = {}  # per dtype: [cos, signed_sin] (P, 2 * hd)
+        positions = getattr(getattr(rotary_emb, "config", None), "max_position_embeddings", None)
+        static = getattr(rotary_emb, "rope_type", None) in STATIC_ROPE_TYPES
+        self.positions = min(int(positions), ROTARY_TABLE_POSITIONS) if static and positions else 0
+        """Positions tabulated (0 when the embedding is dynamic or has no known range)."""
+
+    def of(self, hidden: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``cos`` and ``signed_sin = [-sin1, sin2]`` ``(N, T, 1, hd)`` at ``position_ids`` ``(N, T)``."""
+        if hidden.device.type == "cpu" and self.positions > 0 and position_ids.numel() > 0:
+            low, high = torch.aminmax(position_ids)
+            if int(low) >= 0 and int(high) < self.positions:
+                looked_up = F.embedding(position_ids, self._table(hidden))[:, :, None]  # (N, T, 1, 2 * hd)
+                return looked_up.chunk(2, dim=-1)  # (N, T, 1, hd) views
+        cos, sin = self.rotary_emb(hidden, position_ids)  # (N, T, hd) each
+        return cos[:, :, None], _signed(sin)[:, :, None]
+
+    def _table(self, hidden: torch.Tensor) -> torch.Tensor:
+        """``[cos, signed_sin]`` ``(P, 2 * hd)`` of positions ``0 .. P - 1`` in ``hidden``'s dtype (made once)."""
+        table = self._tables.get(hidden.dtype)
+        if table is None:
+            positions = torch.arange(self.positions, device=hidden.device)[None]  # (1, P)
+            cos, sin = self.rotary_emb(hidden[:1, :1], positions)  # (1, P, hd) each
+            table = self._tables[hidden.dtype] = torch.cat([cos[0], _signed(sin)[0]], dim=-1)
+        return table
+
+
+def _signed(sin: torch.Tensor) -> torch.Tensor:
+    """``[-sin1, sin2]`` of ``sin`` ``(..., hd)``: ``rotate_half(x) * sin`` is ``roll(x, hd / 2) * signed_sin``."""
+    half = sin.shape[-1] // 2
+    return torch.cat([-sin[..., :half], sin[..., half:]], dim=-1)

@@ -9,9 +9,10 @@ SmolLM2-135M's 210 decoder products took 1.7x as long at 15 rows, and longer at 
 
 from __future__ import annotations
 
+import itertools
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -110,8 +111,8 @@ class FrozenLinear:
     * where :func:`mkl_packs` holds, MKL's packed GEMM over a packed copy of ``W`` (one more copy of
       the weights in memory);
     * a smaller weight as ``W.T`` ``(in, out)`` contiguous (a copy unless stored so, as ``Conv1D`` does),
-      multiplied by ``torch.addmm``: ``F.linear``'s transposed view and dispatch cost more than the
-      product of a 64-wide layer;
+      multiplied by ``torch.matmul`` (``addmm`` with a bias): ``F.linear``'s transposed view and dispatch
+      cost more than the product of a 64-wide layer;
     * any other weight (GPU, half precision), and whenever gradients are recorded: ``F.linear``.
 
     A prepared copy is shared by every forward over the same weight and freed with it; an in-place
@@ -140,14 +141,11 @@ class FrozenLinear:
             return F.linear(inputs, self.weight, self.bias)
         if self.stored_weight._version != self._version:
             self._prepare()
-        rows = inputs.numel() // inputs.shape[-1]
         if self.packed:
             # the op reads the packed copy only when ``rows`` equals its last argument; MKL's packed layout serves any
+            rows = inputs.numel() // inputs.shape[-1]
             return torch.ops.mkl._mkl_linear(inputs, self._prepared, self.weight, self.bias, rows)
-        flat = inputs.reshape(rows, inputs.shape[-1])  # (rows, in)
-        if self.bias is None:
-            return torch.mm(flat, self._prepared).view(*inputs.shape[:-1], -1)
-        return torch.addmm(self.bias, flat, self._prepared).view(*inputs.shape[:-1], -1)  # (..., out)
+        return _times_transposed(inputs, self._prepared, self.bias)
 
     def _prepare(self) -> None:
         """Take the shared prepared copy of the weight as it is now, preparing it if none is current."""
@@ -166,49 +164,121 @@ class FrozenLinear:
         self._version, self._prepared = entry
 
 
+def _times_transposed(inputs: torch.Tensor, transposed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``inputs @ W.T + bias`` ``(..., out)`` for ``inputs`` ``(..., in)`` and ``transposed`` = ``W.T`` ``(in, out)``.
+
+    Without a bias one ``torch.matmul``, which folds the leading dimensions into one ``mm`` itself (one call
+    from Python instead of a reshape, the product and a view); with one, ``addmm`` over the folded rows.
+    """
+    if bias is None:
+        return torch.matmul(inputs, transposed)
+    flat = inputs.reshape(-1, inputs.shape[-1])  # (rows, in)
+    return torch.addmm(bias, flat, transposed).view(*inputs.shape[:-1], -1)
+
+
 class FrozenLinears:
     """Several linears of the same inputs (a layer's q, k, v projections): ``inputs @ W_i.T + b_i`` ``(..., out_i)``.
 
-    Small CPU weights (the transposed path of :class:`FrozenLinear`) are multiplied as one ``(in, sum out_i)``
-    copy of them all, one ``addmm`` and one split into views; any other weights one :class:`FrozenLinear`
-    each. The fused copy is made again when any weight changes in place.
+    On the CPU they are multiplied as one product over one prepared copy of the concatenated weight
+    ``W`` ``(sum out_i, in)``, then split into views: where :func:`mkl_packs` holds for every weight, MKL's
+    packed GEMM over a packed copy of ``W`` (the layer's q, k, v products one GEMM, as its gate and up:
+    fewer, wider products than one each); where every weight is small, ``addmm`` over ``W.T`` ``(in, sum out_i)``.
+    Any other weights (GPU, half precision, mixed sizes) get one :class:`FrozenLinear` each, and ``F.linear``
+    runs whenever gradients are recorded. A prepared copy is shared by every group over the same weights and
+    made again when any weight or bias changes in place; each product sums in float32, as
+    :class:`FrozenLinear`'s do.
 
     Args:
         linears: ``(W_i (out_i, in), b_i (out_i,) or None)``, the same ``in`` and device for all.
+        outputs: how many consecutive linears each returned tensor holds (their outputs side by side, as one
+            wider linear gives them); default one each. The Llama forward takes q and k as one tensor, to
+            rotate them together.
     """
 
-    def __init__(self, linears: Sequence[tuple[torch.Tensor, torch.Tensor | None]]) -> None:
-        self.parts = [FrozenLinear(weight, bias) for weight, bias in linears]
-        self.sizes = [int(weight.shape[0]) for weight, _ in linears]
-        self._versions: tuple[int, ...] = ()
-        self._fused: tuple[torch.Tensor, torch.Tensor | None] | None = None  # (in, sum out_i), (sum out_i,)
-        if all(part._prepared is not None and not part.packed for part in self.parts):
+    def __init__(
+        self, linears: Sequence[tuple[torch.Tensor, torch.Tensor | None]], outputs: Sequence[int] | None = None
+    ) -> None:
+        self.weights = tuple(weight for weight, _ in linears)
+        self.biases = tuple(bias for _, bias in linears)
+        self.outputs = tuple(outputs) if outputs is not None else (1,) * len(self.weights)
+        if sum(self.outputs) != len(self.weights) or min(self.outputs) < 1:
+            raise ValueError(f"outputs {self.outputs} must be positive counts summing to {len(self.weights)} linears")
+        widths = [int(weight.shape[0]) for weight in self.weights]
+        bounds = [0, *itertools.accumulate(self.outputs)]
+        self.sizes = [sum(widths[start:end]) for start, end in itertools.pairwise(bounds)]
+        """Widths of the returned tensors."""
+        self.packed = all(mkl_packs(weight) for weight in self.weights)
+        """Whether the product reads an MKL-packed copy of the concatenated weight."""
+        small = all(weight.device.type == "cpu" and weight.numel() < PACKED_MIN_WEIGHTS for weight in self.weights)
+        self.parts = None if self.packed or small else [FrozenLinear(w, b) for w, b in linears]
+        self._fused: _FusedWeights | None = None
+        if self.parts is None:
             self._fuse()
 
     def __call__(self, inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """``inputs`` ``(..., in)`` through every linear: ``(..., out_i)`` each (views of one product when fused)."""
-        if self._fused is None or torch.is_grad_enabled():
-            return tuple(part(inputs) for part in self.parts)
-        if self._current_versions() != self._versions:
-            self._fuse()
-        weight, bias = self._fused
-        flat = inputs.reshape(-1, inputs.shape[-1])  # (rows, in)
-        product = torch.mm(flat, weight) if bias is None else torch.addmm(bias, flat, weight)  # (rows, sum out_i)
-        return product.view(*inputs.shape[:-1], -1).split(self.sizes, dim=-1)
+        """``inputs`` ``(..., in)`` through the linears: ``(..., size)`` per :attr:`sizes` (views if fused)."""
+        if self.parts is not None or torch.is_grad_enabled():
+            return self._grouped([self._unfused(inputs, index) for index in range(len(self.weights))])
+        fused = self._fused
+        if fused is None or fused.versions != self._current_versions():
+            fused = self._fuse()
+        if self.packed:
+            # the op reads the packed copy, and of its third argument only the sizes, when ``rows`` is its last
+            rows = inputs.numel() // inputs.shape[-1]
+            product = torch.ops.mkl._mkl_linear(inputs, fused.weight, fused.shape, fused.bias, rows)
+            return product.split(self.sizes, dim=-1)  # (..., out_i) views
+        return _times_transposed(inputs, fused.weight, fused.bias).split(self.sizes, dim=-1)
 
-    def _fuse(self) -> None:
-        """The fused ``(in, sum out_i)`` copy of the weights as they are now, and their biases (zeros where none)."""
-        with torch.no_grad():
-            weight = torch.cat([part.weight.t() for part in self.parts], dim=1)  # (in, sum out_i)
-            biases = [part.bias for part in self.parts]
-            bias = None
-            if any(b is not None for b in biases):
-                zeros = [weight.new_zeros(size) for size in self.sizes]
-                bias = torch.cat([zero if b is None else b for b, zero in zip(biases, zeros, strict=True)])
-        self._versions = self._current_versions()
-        self._fused = (weight, bias)
+    def _unfused(self, inputs: torch.Tensor, index: int) -> torch.Tensor:
+        """Linear ``index`` alone: ``(..., out_index)``."""
+        if self.parts is not None:
+            return self.parts[index](inputs)
+        return F.linear(inputs, self.weights[index], self.biases[index])
 
-    def _current_versions(self) -> tuple[int, ...]:
-        """The weights' and biases' versions now (an in-place change moves one)."""
-        tensors = [tensor for part in self.parts for tensor in (part.stored_weight, part.bias) if tensor is not None]
-        return tuple(tensor._version for tensor in tensors)
+    def _grouped(self, products: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        """The linears' products ``(..., out_i)`` side by side as :attr:`outputs` groups them."""
+        grouped, start = [], 0
+        for count in self.outputs:
+            group = products[start : start + count]
+            grouped.append(group[0] if count == 1 else torch.cat(group, dim=-1))
+            start += count
+        return tuple(grouped)
+
+    def _fuse(self) -> _FusedWeights:
+        """The shared fused copy of the weights and biases as they are now, prepared if none is current."""
+        versions = self._current_versions()
+        fused = _fused_weights.get(self.weights[0])
+        if fused is None or fused.versions != versions:
+            with torch.no_grad():
+                weight = torch.cat(self.weights, dim=0)  # (sum out_i, in)
+                prepared = (
+                    torch.ops.mkl._mkl_reorder_linear_weight(weight, PACKED_ROWS_HINT)
+                    if self.packed
+                    else weight.t().contiguous()  # (in, sum out_i)
+                )
+                bias = None
+                if any(b is not None for b in self.biases):
+                    parts = zip(self.weights, self.biases, strict=True)
+                    bias = torch.cat([w.new_zeros(w.shape[0]) if b is None else b for w, b in parts])  # (sum out_i,)
+            shape = weight.new_zeros(()).expand(weight.shape)  # (sum out_i, in), no storage: the op's sizes
+            fused = _fused_weights[self.weights[0]] = _FusedWeights(versions, prepared, bias, shape)
+        self._fused = fused
+        return fused
+
+    def _current_versions(self) -> tuple[tuple[int, int], ...]:
+        """``(id, version)`` of the weights and biases now (an in-place change moves a version)."""
+        tensors = [tensor for tensor in (*self.weights, *self.biases) if tensor is not None]
+        return tuple((id(tensor), tensor._version) for tensor in tensors)
+
+
+class _FusedWeights(NamedTuple):
+    """A prepared concatenation of a group's weights (packed, or ``(in, sum out_i)``), its bias, and its sizes."""
+
+    versions: tuple[tuple[int, int], ...]
+    weight: torch.Tensor
+    bias: torch.Tensor | None
+    shape: torch.Tensor
+
+
+_fused_weights = WeakIdKeyDictionary()
+"""A group's first stored weight -> its :class:`_FusedWeights` (prepared again when any ``(id, version)`` differs)."""
