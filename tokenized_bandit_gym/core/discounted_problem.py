@@ -100,7 +100,6 @@ class DiscountedProblem(LinearTokenizedProblem):
         self._gathered_rows: torch.Tensor | None = None  # (B, n * d) scratch of observed_candidate_embeddings
         self._host_scaled_rows: np.ndarray | None = None  # (Q * (L + 1), n, d) NumPy view of c * table, on the CPU
         self._scaled_row_scores: torch.Tensor | None = None  # (Q * (L + 1), n) <theta, c * phi>, on first use
-        self._scaled_rows_max_abs: torch.Tensor | None = None  # () the largest |c * phi| entry, on first use
         if self.num_queries * length * n * dimension <= FEATURE_TABLE_LIMIT:
             self._feature_table = self._compute_feature_table()  # (Q, L + 1, n, d)
 
@@ -362,9 +361,11 @@ class DiscountedProblem(LinearTokenizedProblem):
 
         With the feature table, ``u(x, y:tau)`` is first estimated from the table's scores
         (:meth:`_row_scores`) as ``<theta, c phi> + <theta, alpha e(x, y)>``, whose distance to
-        :meth:`candidate_utilities`' value is at most ``E = 4 (d + 4) u (max|c phi| ||theta||_1 +
-        <|alpha e|, |theta|>)`` (``u`` the unit roundoff; each of the two is within half of it of the
-        exact sum, whatever the order of its additions). A token whose estimate is more than ``2 E``
+        :meth:`candidate_utilities`' value is at most ``E = 4 (d + 4) u (|c| max_tau g_tau ||theta||
+        + <|alpha e|, |theta|>)`` (``u`` the unit roundoff; ``||c phi|| <= |c| g_tau`` as ``phi`` is a
+        unit vector times the token's gain, so ``<|c phi|, |theta|>`` is at most the first term; each
+        of the two is within half of ``E`` of the exact sum, whatever the order of its additions,
+        with a factor 2 to spare). A token whose estimate is more than ``2 E``
         below the best allowed estimate scores below that token, so it cannot be the argmax; the
         others (one, but for near-ties) are scored with :meth:`candidate_utilities`' own float
         operations (the carry's sum, the product by theta, the row's sum), so the argmax, ties to
@@ -379,7 +380,8 @@ class DiscountedProblem(LinearTokenizedProblem):
         rows = state.queries * (self.max_length + 1) + state.lengths  # (B,) table row (query, |y|)
         shift = self.alpha * state.carry  # (B, d) candidate_utilities' alpha * e(x, y)
         absolute_theta = self.theta.abs()  # (d,)
-        magnitude = self._max_abs_scaled_row() * absolute_theta.sum() + shift.abs() @ absolute_theta  # (B,)
+        feature_bound = abs(self.scale) * self.token_gains.abs().max() * self.theta.norm()  # () >= <|c phi|, |theta|>
+        magnitude = feature_bound + shift.abs() @ absolute_theta  # (B,)
         precision = torch.finfo(self.dtype)
         margin = 8.0 * (d + 4) * (precision.eps / 2) * magnitude + precision.tiny  # (B,) 2 E, and underflow's slack
         estimates = (self._row_scores()[rows] + (shift @ self.theta)[:, None]).masked_fill(~allowed, float("-inf"))
@@ -389,13 +391,6 @@ class DiscountedProblem(LinearTokenizedProblem):
         scores = carries.add_(shift[row_index]).mul_(self.theta).sum(dim=-1)  # (K,) candidate_utilities' values
         full = torch.full_like(estimates, float("-inf")).index_put_((row_index, token_index), scores)  # (B, n)
         return full.argmax(dim=1)
-
-    def _max_abs_scaled_row(self) -> torch.Tensor:
-        """The largest ``|c phi|`` entry of the table, ``()`` (one read of the table, on first use)."""
-        if self._scaled_rows_max_abs is None:
-            smallest, largest = torch.aminmax(self._scaled_rows())
-            self._scaled_rows_max_abs = torch.maximum(-smallest, largest)
-        return self._scaled_rows_max_abs
 
     def _exact_optimum(self, queries: torch.Tensor) -> DecodedResponses:
         """Dynamic program over the response length m (see the class docstring)."""
