@@ -138,7 +138,10 @@ def generic_greedy(problem: TokenizedProblem, queries: torch.Tensor) -> tuple[to
 @pytest.mark.parametrize("family", LINEAR)
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("seed", [0, 4])
-def test_greedy_tokens_equal_the_argmax_over_every_candidate(family: str, dtype: torch.dtype, seed: int) -> None:
+def test_greedy_tokens_equal_the_argmax_over_every_candidate(
+    monkeypatch: pytest.MonkeyPatch, family: str, dtype: torch.dtype, seed: int
+) -> None:
+    monkeypatch.setattr(discounted_module, "GREEDY_SCREEN_MIN_ENTRIES", 0)  # the screen at every size
     problem = linear(family, seed, vocab_size=3 if family == "needle" else 7, num_queries=6, dtype=dtype)
     state = random_states(problem, torch.Generator().manual_seed(seed))
     assert torch.equal(problem._greedy_tokens(state), TokenizedProblem._greedy_tokens(problem, state))
@@ -149,7 +152,10 @@ def test_greedy_tokens_equal_the_argmax_over_every_candidate(family: str, dtype:
 
 
 @pytest.mark.parametrize("tie", ["equal", "one ulp above", "one ulp below", "permuted entries", "theta zero"])
-def test_greedy_tokens_break_exact_and_near_ties_as_the_argmax_over_every_candidate(tie: str) -> None:
+def test_greedy_tokens_break_exact_and_near_ties_as_the_argmax_over_every_candidate(
+    monkeypatch: pytest.MonkeyPatch, tie: str
+) -> None:
+    monkeypatch.setattr(discounted_module, "GREEDY_SCREEN_MIN_ENTRIES", 0)  # the screen at every size
     problem = linear("discounted", 2, vocab_size=7, num_queries=6)
     rows = problem._scaled_rows().view(-1, problem.vocab_size, problem.embedding_dim)  # (Q * (L + 1), n, d)
     if tie == "theta zero":
