@@ -8,6 +8,9 @@ compared with the general computation they replace, bit for bit, over every fami
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -122,6 +125,54 @@ def test_candidate_utilities_equal_the_utility_of_each_candidate(family: str, se
     general = TokenizedProblem.candidate_utilities(problem, state)  # utility_of_states on every candidate's carry
     assert torch.equal(problem.candidate_utilities(state), general)
     assert torch.equal(problem.candidate_utilities(state.select(torch.tensor([2, 0]))), general[[2, 0]])
+
+
+def generic_greedy(problem: TokenizedProblem, queries: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Greedy decoding that scores every candidate (:meth:`TokenizedProblem._greedy_tokens`): ``(utility, tokens)``."""
+    state = problem.initial_state(queries)
+    for _ in range(problem.max_length):
+        state = problem.advance(state, TokenizedProblem._greedy_tokens(problem, state))
+    return problem.utility_of(state), state.tokens
+
+
+@pytest.mark.parametrize("family", LINEAR)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("seed", [0, 4])
+def test_greedy_tokens_equal_the_argmax_over_every_candidate(
+    monkeypatch: pytest.MonkeyPatch, family: str, dtype: torch.dtype, seed: int
+) -> None:
+    monkeypatch.setattr(discounted_module, "GREEDY_SCREEN_MIN_ENTRIES", 0)  # the screen at every size
+    problem = linear(family, seed, vocab_size=3 if family == "needle" else 7, num_queries=6, dtype=dtype)
+    state = random_states(problem, torch.Generator().manual_seed(seed))
+    assert torch.equal(problem._greedy_tokens(state), TokenizedProblem._greedy_tokens(problem, state))
+    pool = torch.arange(problem.num_queries)
+    utility, tokens = generic_greedy(problem, pool)
+    greedy = problem.greedy_decode(pool)
+    assert torch.equal(greedy.responses, tokens) and torch.equal(greedy.utility, utility)
+
+
+@pytest.mark.parametrize("tie", ["equal", "one ulp above", "one ulp below", "permuted entries", "theta zero"])
+def test_greedy_tokens_break_exact_and_near_ties_as_the_argmax_over_every_candidate(
+    monkeypatch: pytest.MonkeyPatch, tie: str
+) -> None:
+    monkeypatch.setattr(discounted_module, "GREEDY_SCREEN_MIN_ENTRIES", 0)  # the screen at every size
+    problem = linear("discounted", 2, vocab_size=7, num_queries=6)
+    rows = problem._scaled_rows().view(-1, problem.vocab_size, problem.embedding_dim)  # (Q * (L + 1), n, d)
+    if tie == "theta zero":
+        problem.theta = torch.zeros_like(problem.theta)  # every score 0: the lowest allowed id wins
+    elif tie == "permuted entries":  # equal scores in exact arithmetic, apart by roundings: the order of the sums
+        problem.theta = torch.ones_like(problem.theta)
+        for token, permutation in enumerate(itertools.permutations(range(problem.embedding_dim)), start=1):
+            rows[:, token] = rows[:, 0, list(permutation)]
+    else:  # token 5 copies token 1's features (a tie), or moves one entry by one ulp
+        direction = {"equal": 0.0, "one ulp above": math.inf, "one ulp below": -math.inf}[tie]
+        rows[:, 5] = rows[:, 1]
+        if direction:
+            rows[:, 5, 0] = torch.nextafter(rows[:, 1, 0], torch.tensor(direction, dtype=rows.dtype))
+    state = random_states(problem, torch.Generator().manual_seed(1), count=64)
+    assert torch.equal(problem._greedy_tokens(state), TokenizedProblem._greedy_tokens(problem, state))
+    pool = torch.arange(problem.num_queries)
+    assert torch.equal(problem.greedy_decode(pool).responses, generic_greedy(problem, pool)[1])
 
 
 @pytest.mark.parametrize("family", LINEAR)

@@ -19,7 +19,7 @@ import torch
 
 import tokenized_bandit_gym
 from tokenized_bandit_gym.core import LinearTokenizedProblem, RoundStreams, TokenizedProblem
-from tokenized_bandit_gym.core.query_start_memo import QueryStartMemo, TablePrefix
+from tokenized_bandit_gym.core.query_start_memo import QueryStartMemo, TablePrefix, TablePrefixMemo
 from tokenized_bandit_gym.envs import TokenizedBanditEnv
 from tokenized_bandit_gym.registration import SYNTHETIC_ENVS
 
@@ -173,10 +173,11 @@ def test_memoised_round_starts_stay_equal_to_a_fresh_start(env_id: str) -> None:
         memoised, fresh = memo.get(query), core.compute(query)
         if isinstance(memoised, TablePrefix):  # the carry table's memo keeps the carry and the float32 candidates
             np.testing.assert_array_equal(memoised.carry, fresh.state.carry[0].numpy())
+            observed = memo.observed_embeddings(query, memoised)  # computed, or kept after two observations
             if fresh.host_embeddings is None:
-                assert memoised.host_embeddings is None
+                assert observed is None
             else:
-                np.testing.assert_array_equal(memoised.host_embeddings, fresh.host_embeddings)
+                np.testing.assert_array_equal(observed, fresh.host_embeddings)
             continue
         for field in ("queries", "tokens", "lengths", "finished", "carry", "last_tokens"):
             assert torch.equal(getattr(memoised.state, field), getattr(fresh.state, field)), field
@@ -297,3 +298,21 @@ def test_single_env_on_cuda_plays_as_on_cpu() -> None:
             assert cuda_info["regret"] == pytest.approx(cpu_info["regret"])
             cpu_observation, _ = cpu.reset()
             cuda_observation, _ = cuda.reset()
+
+
+def test_a_prefix_observed_again_gives_its_candidates_in_new_arrays() -> None:
+    env = gym.make("TokenizedLinearBandit-v0").unwrapped
+    memo = env.rounds.memo
+    assert isinstance(memo, TablePrefixMemo)
+    core = QueryStartMemo(env.problem, True)  # the core's candidates, computed afresh
+    start, core_start = memo.get(2), core.compute(2)
+    child, core_child = memo.child(2, start, 3), core.child(2, core_start, 3, env.problem.vocabulary[3:4])
+    for node, fresh in ((start, core_start), (child, core_child)):
+        first = memo.observed_embeddings(2, node)
+        np.testing.assert_array_equal(first, fresh.host_embeddings)
+        first[:] = 7.0  # the caller's own array: later observations never see it
+        second, third = memo.observed_embeddings(2, node), memo.observed_embeddings(2, node)
+        for observed in (second, third):
+            np.testing.assert_array_equal(observed, fresh.host_embeddings)
+            assert observed.flags.writeable and not np.shares_memory(observed, node.host_embeddings)
+        assert not np.shares_memory(second, third)

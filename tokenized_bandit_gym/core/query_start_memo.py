@@ -120,6 +120,15 @@ class QueryStartMemo:
         """Number of queries memoised now."""
         return len(self._starts)
 
+    def observed_embeddings(self, query: int, node: QueryStart) -> np.ndarray | None:
+        """``(n, d)`` float32 candidates of the unfinished ``node`` for an observation (a new array), or None.
+
+        Args:
+            query: the round's query (unused: the node holds its candidates).
+            node: the current prefix.
+        """
+        return None if node.host_embeddings is None else node.host_embeddings.copy()
+
     def get(self, query: int) -> QueryStart:
         """The round start of ``query`` (an index into the pool)."""
         start = self._starts.get(query)
@@ -225,19 +234,21 @@ class TablePrefix:
 
     Attributes:
         carry: ``(*c,)`` the family's carry of ``x:y`` (``e(x, y)`` for the discounted family).
-        host_embeddings: ``(n, d)`` float32 ``e(x, y:tau)`` of every candidate, or None (no
-            candidates observed, or ``y`` complete).
+        host_embeddings: ``(n, d)`` float32 ``e(x, y:tau)`` of every candidate once the prefix
+            was observed twice (:meth:`TablePrefixMemo.observed_embeddings`), else None.
         length: ``|y|``.
         children: token -> the node of ``x:y:token``, filled as tokens are played.
         round_end: the complete response's utility and float32 embedding ``(d,)`` (None for a
             family without features), as the env reports them; set by the env on first use.
+        observed: whether the prefix's candidates were observed once (and not kept).
     """
 
     carry: np.ndarray
-    host_embeddings: np.ndarray | None
+    host_embeddings: np.ndarray | None = None
     length: int = 0
     children: dict[int, TablePrefix] = field(default_factory=dict, repr=False)
     round_end: tuple[float, np.ndarray | None] | None = field(default=None, repr=False)
+    observed: bool = field(default=False, repr=False)
 
 
 class TablePrefixMemo:
@@ -249,7 +260,9 @@ class TablePrefixMemo:
     operations (a product, then a sum), so every value is the core's bit for bit. A node holds
     its ``(*c,)`` carry and ``(n, d)`` float32 candidates only, so the memo holds more prefixes
     than :class:`QueryStartMemo` in the same bytes; when it is full, new prefixes are computed
-    the same way and not kept (no query is dropped: a miss costs one table row).
+    the same way and not kept (no query is dropped: a miss costs one table row). A node keeps
+    its candidates from its second observation on: the first computes them into the array the
+    observation hands out (no copy, no memory kept, as for most prefixes a learner explores once).
 
     Args:
         problem: the instance (on the CPU, with a carry table).
@@ -267,7 +280,6 @@ class TablePrefixMemo:
         self.with_candidates = with_candidates
         self._alpha, self._rows = carry_rows  # rows: (Q * (L + 1), n, *c)
         self._stride = problem.max_length + 1
-        self._eos = problem.eos_token_id
         self._embeddings = isinstance(problem, LinearTokenizedProblem)  # whether the carry is e(x, y)
         self._zero = np.zeros(self._rows.shape[2:], dtype=self._rows.dtype)  # (*c,) every round's first carry
         self._zero.flags.writeable = False
@@ -309,7 +321,7 @@ class TablePrefixMemo:
         check_int("query", query, minimum=0)
         if query >= self.problem.num_queries:
             raise ValueError(f"query must lie in [0, {self.problem.num_queries}), got {query}")
-        return TablePrefix(self._zero, self._candidates(query, 0, self._zero))
+        return TablePrefix(self._zero)
 
     def child(self, query: int, node: TablePrefix, token: int, token_tensor: torch.Tensor | None = None) -> TablePrefix:
         """The node of ``x:y:token`` below ``node`` (``x:y``, unfinished, shorter than L), memoised if room is left.
@@ -323,11 +335,9 @@ class TablePrefixMemo:
         known = node.children.get(token)
         if known is not None:
             return known
-        length = node.length + 1
         carry = self._alpha * node.carry + self._rows[query * self._stride + node.length, token]  # (*c,)
         carry.flags.writeable = False
-        finished = token == self._eos
-        fresh = TablePrefix(carry, None if finished else self._candidates(query, length, carry), length)
+        fresh = TablePrefix(carry, length=node.length + 1)
         if self._nodes < self.capacity:
             node.children[token] = fresh
             self._nodes += 1
@@ -363,13 +373,26 @@ class TablePrefixMemo:
             )
         return self._end_state
 
-    def _candidates(self, query: int, length: int, carry: np.ndarray) -> np.ndarray | None:
-        """``(n, d)`` float32 ``rows[x * (L + 1) + |y|] + alpha * carry`` (read only), or None without candidates."""
+    def observed_embeddings(self, query: int, node: TablePrefix) -> np.ndarray | None:
+        """``(n, d)`` float32 candidates of the unfinished ``node`` for an observation (a new array), or None.
+
+        The first observation computes them into the array it returns; the second keeps a read-only
+        copy in the node (when it is memoised), which later observations copy.
+
+        Args:
+            query: the round's query (``node`` lies below its start).
+            node: the current prefix (unfinished).
+        """
         if not self.with_candidates:
             return None
+        if node.host_embeddings is not None:
+            return node.host_embeddings.copy()
         embeddings = np.empty(self._rows.shape[1:], dtype=np.float32)  # (n, d)
-        np.add(self._rows[query * self._stride + length], self._alpha * carry, out=embeddings)  # float64 sum, rounded
-        embeddings.flags.writeable = False
+        np.add(self._rows[query * self._stride + node.length], self._alpha * node.carry, out=embeddings)  # rounded
+        if node.observed:
+            node.host_embeddings = embeddings.copy()
+            node.host_embeddings.flags.writeable = False
+        node.observed = True
         return embeddings
 
 

@@ -446,10 +446,16 @@ class TokenizedProblem(ABC):
         """Run greedy decoding with the true utility for ``queries`` ``(B,)`` (no caching)."""
         state = self.initial_state(queries)
         for _ in range(self.max_length):
-            scores = self.candidate_utilities(state)  # (B, n)
-            scores = scores.masked_fill(~self.action_mask(state), float("-inf"))
-            state = self.advance(state, scores.argmax(dim=1))
+            state = self.advance(state, self._greedy_tokens(state))
         return DecodedResponses(self.utility_of(state), state.tokens)
+
+    def _greedy_tokens(self, state: DecodingState) -> torch.Tensor:
+        """The allowed token of highest :meth:`candidate_utilities` per row, ``(B,)`` (lowest id on ties).
+
+        A row with no allowed token gets token 0 (every score is ``-inf``).
+        """
+        scores = self.candidate_utilities(state).masked_fill(~self.action_mask(state), float("-inf"))  # (B, n)
+        return scores.argmax(dim=1)
 
     def enumerated_optimum(self, queries: torch.Tensor) -> DecodedResponses:
         """The exact optimum by brute-force enumeration of every complete response.

@@ -243,8 +243,8 @@ class SingleRoundBatch(RoundBatch[Any]):
         self.mask = self._allowed_rows[row]
         embeddings = None
         if self._no_embeddings is not None:
-            memoised = None if self.finished or node is None else node.host_embeddings
-            embeddings = (self._no_embeddings if memoised is None else memoised).copy()  # zeros once complete
+            observed = None if self.finished or node is None else self.memo.observed_embeddings(query, node)  # type: ignore[arg-type]
+            embeddings = self._no_embeddings.copy() if observed is None else observed  # zeros once complete
         return observation(
             query=self._query_rows[query].copy(),
             query_length=self._query_lengths[query],  # a NumPy scalar (immutable: nothing to copy)
