@@ -110,7 +110,7 @@ def test_packed_weights_equal_the_no_cache_forward(
     )
     layers = problem._forward._projections  # per layer: GPT-2's by name, Llama's as a named tuple
     projections = [linear for layer in layers for linear in (layer.values() if isinstance(layer, dict) else layer)]
-    assert all(part.packed for linear in projections for part in getattr(linear, "parts", [linear]))
+    assert all(linear.packed for linear in projections)  # a group is packed when all its weights are (one product)
     assert play_with_pauses(problem, seed=0) >= 3
 
 
