@@ -137,3 +137,34 @@ def test_tianshou_subproc_vector_env_steps_after_the_parent_stepped_an_env() -> 
         timeout_s=120,
     )
     assert output.split() == ["stepped"]
+
+
+def test_forked_workers_after_the_small_work_threads_limited_numpy_blas() -> None:
+    """A script's ``use_small_work_threads()`` limits NumPy's BLAS pool too (threadpoolctl); forking after it is safe.
+
+    The parent runs a BLAS product on its limited pool, then a raw forked child and an async vector
+    env's forked workers run theirs; the parent's pool keeps its limit.
+    """
+    output = run_fresh(
+        """
+        import os, gymnasium as gym, numpy as np, tokenized_bandit_gym
+        from gymnasium.vector import AsyncVectorEnv
+        from threadpoolctl import threadpool_info
+        from tokenized_bandit_gym.threads import use_small_work_threads
+        use_small_work_threads()
+        matrix = np.ones((512, 512))
+        matrix @ matrix  # the parent's BLAS pool has run
+        child = os.fork()
+        if child == 0:
+            os._exit(0 if float((matrix @ matrix)[0, 0]) == 512.0 else 1)
+        print("child", os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]))
+        envs = AsyncVectorEnv([lambda: gym.make("TokenizedLinearBandit-v0")] * 2, context="fork")
+        envs.reset(seed=1)
+        envs.step([0, 0])
+        envs.close()
+        blas = {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
+        print("stepped", blas <= {1})
+        """,
+        timeout_s=120,
+    )
+    assert output.split() == ["child", "0", "stepped", "True"]
