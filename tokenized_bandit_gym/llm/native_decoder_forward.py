@@ -200,6 +200,8 @@ class FrozenLinears:
     ) -> None:
         self.weights = tuple(weight for weight, _ in linears)
         self.biases = tuple(bias for _, bias in linears)
+        self._tensors = tuple(tensor for tensor in (*self.weights, *self.biases) if tensor is not None)
+        self._tensor_ids = tuple(id(tensor) for tensor in self._tensors)  # which weights a shared fused copy is of
         self.outputs = tuple(outputs) if outputs is not None else (1,) * len(self.weights)
         if sum(self.outputs) != len(self.weights) or min(self.outputs) < 1:
             raise ValueError(f"outputs {self.outputs} must be positive counts summing to {len(self.weights)} linears")
@@ -248,7 +250,7 @@ class FrozenLinears:
         """The shared fused copy of the weights and biases as they are now, prepared if none is current."""
         versions = self._current_versions()
         fused = _fused_weights.get(self.weights[0])
-        if fused is None or fused.versions != versions:
+        if fused is None or fused.tensor_ids != self._tensor_ids or fused.versions != versions:
             with torch.no_grad():
                 weight = torch.cat(self.weights, dim=0)  # (sum out_i, in)
                 prepared = (
@@ -261,24 +263,25 @@ class FrozenLinears:
                     parts = zip(self.weights, self.biases, strict=True)
                     bias = torch.cat([w.new_zeros(w.shape[0]) if b is None else b for w, b in parts])  # (sum out_i,)
             shape = weight.new_zeros(()).expand(weight.shape)  # (sum out_i, in), no storage: the op's sizes
-            fused = _fused_weights[self.weights[0]] = _FusedWeights(versions, prepared, bias, shape)
+            fused = _fused_weights[self.weights[0]] = _FusedWeights(self._tensor_ids, versions, prepared, bias, shape)
         self._fused = fused
         return fused
 
-    def _current_versions(self) -> tuple[tuple[int, int], ...]:
-        """``(id, version)`` of the weights and biases now (an in-place change moves a version)."""
-        tensors = [tensor for tensor in (*self.weights, *self.biases) if tensor is not None]
-        return tuple((id(tensor), tensor._version) for tensor in tensors)
+    def _current_versions(self) -> tuple[int, ...]:
+        """The versions of the weights and biases now (an in-place change moves a version), checked every call."""
+        return tuple(tensor._version for tensor in self._tensors)
 
 
 class _FusedWeights(NamedTuple):
     """A prepared concatenation of a group's weights (packed, or ``(in, sum out_i)``), its bias, and its sizes."""
 
-    versions: tuple[tuple[int, int], ...]
+    tensor_ids: tuple[int, ...]
+    versions: tuple[int, ...]
     weight: torch.Tensor
     bias: torch.Tensor | None
     shape: torch.Tensor
 
 
 _fused_weights = WeakIdKeyDictionary()
-"""A group's first stored weight -> its :class:`_FusedWeights` (prepared again when any ``(id, version)`` differs)."""
+"""A group's first stored weight -> its :class:`_FusedWeights` (prepared again when another group's ids, or any
+version, differ)."""
