@@ -16,8 +16,10 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -39,38 +41,55 @@ for line in sys.stdin:
 """
 
 
-class Worker:
-    """A process importing one checkout's package that times one episode per request."""
+class CheckoutWorker:
+    """A process running ``script`` on one checkout's package: it answers each request line with one JSON line.
 
-    def __init__(self, checkout: Path, model: str, args: Args) -> None:
+    The script's first line names the package it imported (``{"package": ...}``), checked to lie in the checkout.
+
+    Args:
+        checkout: the checkout's root (its ``PYTHONPATH`` and working directory).
+        script: Python source, run with ``-c``.
+        arguments: the script's ``sys.argv[1:]``.
+    """
+
+    def __init__(self, checkout: Path, script: str, arguments: Sequence[str]) -> None:
         environment = {**os.environ, "PYTHONPATH": str(checkout), "HF_HUB_OFFLINE": "1"}
-        command = [sys.executable, "-c", _WORKER, model, str(args.max_length), str(args.top_k)]
         self.process = subprocess.Popen(
-            command, cwd=checkout, env=environment, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+            [sys.executable, "-c", script, *arguments],
+            cwd=checkout,
+            env=environment,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
         )
-        package = json.loads(self._read())["package"]
+        package = self._read()["package"]
         if not package.startswith(str(checkout)):
             raise RuntimeError(f"the worker imported the package from {package}, outside {checkout}")
 
-    def _read(self) -> str:
+    def _read(self) -> dict[str, Any]:
         assert self.process.stdout is not None
         line = self.process.stdout.readline()
         if not line:
             raise RuntimeError("the worker process ended")
-        return line
+        return json.loads(line)
 
-    def episode(self, implementation: str) -> float:
-        """Mean seconds per step of one episode on the forward ``implementation``."""
+    def request(self, line: str) -> dict[str, Any]:
+        """Send ``line`` and return the worker's JSON answer."""
         assert self.process.stdin is not None
-        self.process.stdin.write(implementation + "\n")
+        self.process.stdin.write(line + "\n")
         self.process.stdin.flush()
-        return float(json.loads(self._read())["seconds"])
+        return self._read()
 
     def close(self) -> None:
         """End the worker."""
         assert self.process.stdin is not None
         self.process.stdin.close()
         self.process.wait()
+
+
+def abba_order(repeat: int) -> tuple[str, str, str, str]:
+    """The checkouts' order in repeat ``repeat`` (ABBA, then BAAB): a linear drift of the load hits both alike."""
+    return ("before", "after", "after", "before") if repeat % 2 else ("after", "before", "before", "after")
 
 
 @dataclass
@@ -100,14 +119,14 @@ def main(argv: list[str] | None = None) -> str:
     lines = [f"L={args.max_length}, k={args.top_k}, repeats={args.repeats}, load average before: {os.getloadavg()}"]
     print(lines[0], flush=True)
     for model in args.models.split(","):
-        workers = {label: Worker(checkout, model, args) for label, checkout in checkouts.items()}
+        arguments = (model, str(args.max_length), str(args.top_k))
+        workers = {label: CheckoutWorker(checkout, _WORKER, arguments) for label, checkout in checkouts.items()}
         samples: dict[tuple[str, str], list[float]] = {}
         for repeat in range(args.repeats):
             for implementation in ("native", "transformers"):
-                order = ("before", "after", "after", "before") if repeat % 2 else ("after", "before", "before", "after")
                 pair: dict[str, list[float]] = {}
-                for label in order:  # ABBA: a linear drift of the load hits both alike
-                    pair.setdefault(label, []).append(workers[label].episode(implementation))
+                for label in abba_order(repeat):
+                    pair.setdefault(label, []).append(float(workers[label].request(implementation)["seconds"]))
                 for label, values in pair.items():
                     samples.setdefault((label, implementation), []).append(float(np.mean(values)))
         for worker in workers.values():

@@ -13,15 +13,13 @@ Run: ``PYTHONPATH=. python benchmarks/tpop_loop_versions.py --before /path/to/ba
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from benchmarks.llm_step_versions import CheckoutWorker, abba_order
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 
 _WORKER = """
@@ -73,42 +71,6 @@ class Args:
     """k"""
 
 
-class Worker:
-    """A process importing one checkout's package that times one round of each side per request."""
-
-    def __init__(self, checkout: Path, args: Args) -> None:
-        environment = {**os.environ, "PYTHONPATH": str(checkout), "HF_HUB_OFFLINE": "1"}
-        command = [sys.executable, "-c", _WORKER, args.model, str(args.max_length), str(args.top_k)]
-        command.append(str(2 * args.repeats))
-        self.process = subprocess.Popen(
-            command, cwd=checkout, env=environment, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        )
-        package = json.loads(self._read())["package"]
-        if not package.startswith(str(checkout)):
-            raise RuntimeError(f"the worker imported the package from {package}, outside {checkout}")
-
-    def _read(self) -> str:
-        assert self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError("the worker process ended")
-        return line
-
-    def round(self) -> tuple[float, float]:
-        """Seconds of one round of our agent on the env and of one round of T-POP's loop."""
-        assert self.process.stdin is not None
-        self.process.stdin.write("round\n")
-        self.process.stdin.flush()
-        times = json.loads(self._read())
-        return float(times["ours"]), float(times["theirs"])
-
-    def close(self) -> None:
-        """End the worker."""
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait()
-
-
 def main(argv: list[str] | None = None) -> str:
     """Print (and return) per checkout: ms per round on each side and the ratio; then ours after / before."""
     args = parse_dataclass_arguments(Args, __doc__, argv)
@@ -120,15 +82,15 @@ def main(argv: list[str] | None = None) -> str:
         f"load average before: {os.getloadavg()}"
     )
     print(header, flush=True)
-    workers = {label: Worker(checkout, args) for label, checkout in checkouts.items()}
+    arguments = (args.model, str(args.max_length), str(args.top_k), str(2 * args.repeats))
+    workers = {label: CheckoutWorker(checkout, _WORKER, arguments) for label, checkout in checkouts.items()}
     ours: dict[str, list[float]] = {label: [] for label in checkouts}
     theirs: dict[str, list[float]] = {label: [] for label in checkouts}
     for repeat in range(args.repeats):
-        order = ("before", "after", "after", "before") if repeat % 2 else ("after", "before", "before", "after")
-        for label in order:  # ABBA: a linear drift of the load hits both alike
-            mine, reference = workers[label].round()
-            ours[label].append(mine)
-            theirs[label].append(reference)
+        for label in abba_order(repeat):
+            times = workers[label].request("round")  # one round of each side: seconds
+            ours[label].append(float(times["ours"]))
+            theirs[label].append(float(times["theirs"]))
     for worker in workers.values():
         worker.close()
     lines = [
