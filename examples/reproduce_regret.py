@@ -18,7 +18,8 @@ are the rows of one native vector env, so every step is one forward of all their
 which uses the CPU's matmul well, and the rows of one seed share each query's prefill; each row plays what
 ``run_online`` plays on a single env with that seed (to float rounding). The oracle-greedy benchmark of every query
 the runs will meet is decoded first, ``--benchmark-chunk`` queries at a time. ``--threads`` sets torch's threads
-(``--real-llm``: every core). Each finished group of runs is saved at once, so an interrupted call resumes there.
+(``--real-llm``: every core). Each finished group of runs is saved at once, and a group in progress keeps a
+checkpoint (``checkpoint.pkl``, every ``--checkpoint-every`` rounds), so an interrupted call resumes there.
 
 Defaults run in about 12 s on a quiet 2-core CPU with the shipped 260K-parameter model (short responses, few
 rounds; a few times longer on a busy machine); the script prints its expected run time after the first round
@@ -106,6 +107,9 @@ class Args:
     one seed); each finished group is saved, so an interrupted call resumes from the last finished group"""
     benchmark_chunk: int = 16
     """queries whose oracle-greedy benchmark is decoded together, ahead of the runs (every query they will meet)"""
+    checkpoint_every: int = 25
+    """rounds between two saves of the group in progress (out_dir/checkpoint.pkl: the agents, regrets and rounds
+    played), which an interrupted call with the same settings resumes from"""
     threads: int = 0
     """torch threads (0: one, or what OMP_NUM_THREADS says; --real-llm: every core)"""
     out_dir: str = "runs/regret"
@@ -117,7 +121,7 @@ PAPER = {"rounds": 10_000, "max_length": 30, "top_k": 15, "theta": 0.5}
 QUICK = {"rounds": 150, "max_length": 10, "top_k": 8}
 REAL_LLM = {**PAPER, "rounds": 100, "seeds": "0,1,2"}
 REAL_LLM_MODEL = "smollm2-135m-instruct"
-RUN_KEYS = ("seed", "seeds", "agents", "out_dir", "runs_per_forward", "benchmark_chunk", "threads")
+RUN_KEYS = ("seed", "seeds", "agents", "out_dir", "runs_per_forward", "benchmark_chunk", "threads", "checkpoint_every")
 """Options that say which runs to make and where, not how: runs resume across them."""
 
 
@@ -284,7 +288,7 @@ def main(args: Args) -> dict[str, Any]:
         start = time.perf_counter()
         warm_benchmarks(env, sorted({seed for _, seed in runs_of_group}), args.rounds, args.benchmark_chunk)
         expected = (len(groups), time.perf_counter() - start) if index == 0 else None
-        played = play_rows(env, runs_of_group, args, expected, progress_path)
+        played = play_rows(env, runs_of_group, args, expected, progress_path, settings)
         seconds = round(time.perf_counter() - start, 1)
         for (name, seed), (cumulative, agent) in zip(runs_of_group, played, strict=True):
             entry = {"cumulative_regret": cumulative.tolist(), "seconds": seconds, "runs_per_forward": env.num_envs}
@@ -294,6 +298,8 @@ def main(args: Args) -> dict[str, Any]:
             runs[f"{name}/{seed}"] = entry
         if json_path:
             write_json_atomically(json_path, results)
+            if os.path.exists(checkpoint_path(args)):
+                os.remove(checkpoint_path(args))
     t = np.arange(1, args.rounds + 1)
     for name in names:
         per_seed = np.array([runs[f"{name}/{seed}"]["cumulative_regret"] for seed in seeds])  # (S, T)
@@ -333,12 +339,18 @@ RATIO_ATTRIBUTES = ("prefix_ratio_max", "prefix_ratio_mean", "prefix_inverse_rat
 """EOFUL's Assumption 4 ratios (``record_ratios=True``), one float per round each, kept with its run."""
 
 
+def checkpoint_path(args: Args) -> str:
+    """The group in progress's checkpoint file ('' without ``--out-dir``)."""
+    return os.path.join(args.out_dir, "checkpoint.pkl") if args.out_dir else ""
+
+
 def play_rows(
     env: Any,
     runs: list[tuple[str, int]],
     args: Args,
     expected: tuple[int, float] | None = None,
     progress_path: str = "",
+    settings: dict[str, Any] | None = None,
 ) -> list[tuple[Any, Any]]:
     """Play the (agent, seed) ``runs`` for ``args.rounds`` rounds each as the rows of the vector env ``env``.
 
@@ -349,11 +361,14 @@ def play_rows(
     expected time of that many such groups, each with its benchmark decodes, is printed after the first round.
     With ``progress_path``, the group's cumulative regret so far (every run's first ``t`` rounds, ``t`` the fewest
     any run has played) is written there atomically every ``PROGRESS_EVERY`` rounds: a call stopped before the
-    group ends (a time limit) still leaves its curves up to ``t``. It is a record, not a resume point.
+    group ends (a time limit) still leaves its curves up to ``t``. With ``settings`` (the options that say what
+    the runs are) and ``--out-dir``, the group keeps a checkpoint every ``--checkpoint-every`` rounds, and a call
+    with the same settings and runs resumes from it (``runs_as_rows.RowsCheckpoint``).
 
     Returns:
         Per run, its cumulative regret ``(T,)`` and its agent.
     """
+    from tokenized_bandit_gym.evaluation.runs_as_rows import RowsCheckpoint
     from tokenized_bandit_gym.evaluation.runs_as_rows import play_rows as play_runs_as_rows
 
     agents = [make_agent(name, env, args) for name, _ in runs]
@@ -372,13 +387,12 @@ def play_rows(
             )
             expected = None
 
-    so_far = np.zeros((len(runs), args.rounds))  # (N, T) per-round regret recorded so far
+    so_far = np.zeros((len(runs), args.rounds))  # (N, T) per-round regret recorded so far (play_rows fills it)
     written = 0
 
     def on_rounds_ended(ended: np.ndarray, played: np.ndarray, observations: Any, final: dict[str, Any]) -> None:
         nonlocal written
         print_expected_time(ended, played)
-        so_far[ended, played[ended] - 1] = final["regret"]
         reached = int(played.min())
         if progress_path and (reached - written >= PROGRESS_EVERY or reached == args.rounds) and reached > written:
             written = reached
@@ -391,7 +405,13 @@ def play_rows(
 
     label = ", ".join(f"{AGENT_LABELS.get(name, name)}/{seed}" for name, seed in runs)
     seeds = [seed for _, seed in runs]
-    regret = play_runs_as_rows(env, agents, seeds, args.rounds, label=label, on_rounds_ended=on_rounds_ended)
+    checkpoint = None
+    if settings is not None and checkpoint_path(args):
+        identity = {"settings": settings, "runs": [list(run) for run in runs]}
+        checkpoint = RowsCheckpoint(checkpoint_path(args), args.checkpoint_every, identity)
+    regret = play_runs_as_rows(
+        env, agents, seeds, args.rounds, label, on_rounds_ended, checkpoint=checkpoint, out=so_far
+    )
     return [(np.cumsum(regret[row]), agent) for row, agent in enumerate(agents)]
 
 

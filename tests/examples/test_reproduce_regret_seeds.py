@@ -112,3 +112,70 @@ def test_runs_as_rows_of_one_forward_play_what_single_envs_play() -> None:
             if hasattr(reference_agent, attribute):
                 np.testing.assert_allclose(getattr(agent, attribute), getattr(reference_agent, attribute), rtol=1e-4)
     assert len(played[0][1].prefix_ratio_max) == args.rounds
+
+
+class _Interrupt(Exception):
+    """Stands for a run killed mid-group (a time limit, Ctrl-C)."""
+
+
+def test_a_group_stopped_mid_run_resumes_from_its_checkpoint_and_plays_the_same(tmp_path: Path) -> None:
+    """Stopped after round 3 with a checkpoint every 2 rounds, a fresh env and fresh agents resume at round 3.
+
+    The resumed rows play what the uninterrupted rows play, bit for bit (regrets and EOFUL's per-round ratios),
+    and a checkpoint of other runs (another identity) is ignored: that call starts at round 1.
+    """
+    if not alignment_stack_available():
+        pytest.skip("TokenizedAlignment-v0 and the reproduction agents are not installed")
+    from examples.reproduce_regret import RATIO_ATTRIBUTES, Args, make_agent, make_env
+    from tokenized_bandit_gym.evaluation.runs_as_rows import RowsCheckpoint, play_rows
+
+    args = Args(rounds=6, max_length=4, top_k=3, theta=0.5)
+    runs = [(name, seed) for seed in (0, 1) for name in ("eoful", "fixed_theta_greedy", "misaligned_greedy")]
+    seeds = [seed for _, seed in runs]
+    first_env = make_env(args, len(runs))
+    problem = first_env.unwrapped.problem
+
+    def fresh() -> tuple:
+        env = make_env(args, len(runs), model=problem.model, tokenizer=problem.tokenizer)
+        return env, [make_agent(name, env, args) for name, _ in runs]
+
+    reference_agents = [make_agent(name, first_env, args) for name, _ in runs]
+    reference = play_rows(first_env, reference_agents, seeds, args.rounds, progress=False)
+
+    def stop_after_round_3(ended: np.ndarray, played: np.ndarray, *_: object) -> None:
+        if played.min() >= 3:
+            raise _Interrupt
+
+    checkpoint = RowsCheckpoint(str(tmp_path / "checkpoint.pkl"), every=2, identity={"runs": runs})
+    env, agents = fresh()
+    with pytest.raises(_Interrupt):
+        play_rows(env, agents, seeds, args.rounds, on_rounds_ended=stop_after_round_3, checkpoint=checkpoint)
+    assert (tmp_path / "checkpoint.pkl").exists()
+
+    for identity, first_round in (({"runs": runs}, 3), ({"runs": runs[::-1]}, 1)):
+        first_played: list[int] = []
+        env, agents = fresh()
+        regret = play_rows(
+            env,
+            agents,
+            seeds,
+            args.rounds,
+            on_rounds_ended=lambda ended, played, *_, seen=first_played: seen.append(int(played.min())),
+            progress=False,
+            checkpoint=RowsCheckpoint(checkpoint.path, every=2, identity=identity),
+        )
+        assert first_played[0] == first_round
+        np.testing.assert_array_equal(regret, reference)
+        for agent, reference_agent in zip(agents, reference_agents, strict=True):
+            for attribute in RATIO_ATTRIBUTES:
+                if hasattr(reference_agent, attribute):
+                    np.testing.assert_array_equal(getattr(agent, attribute), getattr(reference_agent, attribute))
+
+
+def test_rows_checkpoint_refuses_a_bad_path_or_interval() -> None:
+    from tokenized_bandit_gym.evaluation.runs_as_rows import RowsCheckpoint
+
+    with pytest.raises(ValueError, match="path"):
+        RowsCheckpoint("")
+    with pytest.raises(ValueError, match="got 0"):
+        RowsCheckpoint("x.pkl", every=0)

@@ -15,7 +15,11 @@ rows per forward). The queries of rounds ``1..T`` of a seed are known in advance
 
 from __future__ import annotations
 
+import io
+import os
+import pickle
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,6 +28,98 @@ RoundsEnded = Callable[[np.ndarray, np.ndarray, dict[str, Any], dict[str, Any]],
 """Called as ``(ended, played, observations, final)`` after each step where rows ended a round: ``ended``, the
 rows' indices ``(E,)``; ``played``, the rounds recorded per row so far ``(N,)`` (these included);
 ``observations`` and ``final``, the step's observation and info entries of the ended rows (``(E, ...)``)."""
+
+
+@dataclass(frozen=True)
+class RowsCheckpoint:
+    """Where and how often :func:`play_rows` saves the rows' state, and what the saved state must match.
+
+    The file is a pickle (agents with their random generators, the regret so far, the rounds played), written
+    atomically; it is read back only when its ``identity``, seeds, rounds and agent types are this call's, so a
+    checkpoint of other settings is ignored (and replaced at the next save). Load only checkpoints you wrote:
+    unpickling runs code. The env's problem and the agents' task are not saved: they are this call's own objects
+    again after a resume (each agent must keep them, or what it derives from them, as attributes).
+
+    Attributes:
+        path: the checkpoint file (created with its folder; removed by the caller when the runs are saved).
+        every: rounds between two saves (>= 1); a save happens at the first step where every row ends a round
+            together once that many rounds have passed since the last.
+        identity: what the runs are (settings, agent names): JSON-like values compared for equality.
+    """
+
+    path: str
+    every: int = 25
+    identity: Any = field(default=None)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.path, str) or not self.path:
+            raise ValueError(f"RowsCheckpoint.path must be a non-empty file path, got {self.path!r}")
+        if isinstance(self.every, bool) or not isinstance(self.every, int) or self.every < 1:
+            raise ValueError(
+                f"RowsCheckpoint.every (rounds between saves) must be a positive integer, got {self.every!r}"
+            )
+
+
+class _KeepOut(pickle.Pickler):
+    """A pickler that saves the given objects (the task, the problem) by name: a resume supplies its own."""
+
+    def __init__(self, stream: io.BytesIO, shared: dict[str, Any]) -> None:
+        super().__init__(stream, protocol=pickle.HIGHEST_PROTOCOL)
+        self._names = {id(value): name for name, value in shared.items()}
+
+    def persistent_id(self, obj: Any) -> str | None:
+        return self._names.get(id(obj))
+
+
+class _PutBack(pickle.Unpickler):
+    """The unpickler of :class:`_KeepOut`: each name is this call's object."""
+
+    def __init__(self, stream: io.BytesIO, shared: dict[str, Any]) -> None:
+        super().__init__(stream)
+        self._shared = shared
+
+    def persistent_load(self, pid: Any) -> Any:
+        return self._shared[pid]
+
+
+def _checkpoint_header(checkpoint: RowsCheckpoint, agents: Sequence[Any], seeds: Sequence[int], rounds: int) -> dict:
+    return {
+        "identity": checkpoint.identity,
+        "seeds": [int(seed) for seed in seeds],
+        "rounds": rounds,
+        "agent_types": [f"{type(agent).__module__}.{type(agent).__qualname__}" for agent in agents],
+    }
+
+
+def _save_checkpoint(
+    checkpoint: RowsCheckpoint,
+    header: dict,
+    shared: dict[str, Any],
+    agents: Sequence[Any],
+    regret: np.ndarray,
+    played: np.ndarray,
+) -> None:
+    from tokenized_bandit_gym.evaluation.progress import write_bytes_atomically
+
+    stream = io.BytesIO()
+    _KeepOut(stream, shared).dump({"header": header, "agents": list(agents), "regret": regret, "played": played})
+    write_bytes_atomically(checkpoint.path, stream.getvalue())
+
+
+def _load_checkpoint(checkpoint: RowsCheckpoint, header: dict, shared: dict[str, Any]) -> dict | None:
+    """The saved state when the file exists and matches ``header``, else None."""
+    if not os.path.exists(checkpoint.path):
+        return None
+    with open(checkpoint.path, "rb") as handle:
+        saved = _PutBack(io.BytesIO(handle.read()), shared).load()
+    return saved if saved.get("header") == header else None
+
+
+def _restore_agents(agents: Sequence[Any], saved: Sequence[Any]) -> None:
+    """Put each saved agent's state into the caller's agent object (same type), so the caller's references hold."""
+    for agent, state in zip(agents, saved, strict=True):
+        vars(agent).clear()
+        vars(agent).update(vars(state))
 
 
 def queries_of_runs(env: Any, seeds: Sequence[int], rounds: int) -> list[int]:
@@ -82,6 +178,8 @@ def play_rows(
     label: str = "rows",
     on_rounds_ended: RoundsEnded | None = None,
     progress: bool = True,
+    checkpoint: RowsCheckpoint | None = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """Play ``rounds`` rounds of each row of the vector env ``env``, row i by ``agents[i]`` from ``seeds[i]``.
 
@@ -96,12 +194,17 @@ def play_rows(
         label: the progress bar's label.
         on_rounds_ended: see :data:`RoundsEnded` (e.g. to keep each round's response).
         progress: show a progress bar over the rows' rounds.
+        checkpoint: save the rows' state as it says, and resume from its file when that matches this call
+            (the agents passed here then take the saved agents' state).
+        out: a float64 ``(N, T)`` array to hold the per-round regret as it is played (a resumed call's earlier
+            rounds are in it from the start), e.g. for a progress record; a new array by default.
 
     Returns:
-        The per-round regret of each row, ``(N, T)``.
+        The per-round regret of each row, ``(N, T)`` (``out`` when given).
 
     Raises:
-        ValueError: ``agents`` and ``seeds`` do not have one entry per row, or ``rounds`` < 1.
+        ValueError: ``agents`` and ``seeds`` do not have one entry per row, ``rounds`` < 1, or ``out`` has
+            another shape or dtype.
     """
     from tokenized_bandit_gym.evaluation.progress import ProgressCounter
     from tokenized_bandit_gym.evaluation.run_online_vector import vector_task
@@ -115,16 +218,31 @@ def play_rows(
         )
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
+    if out is not None and (out.shape != (num_rows, rounds) or out.dtype != np.float64):
+        raise ValueError(f"out must be a float64 array of shape {(num_rows, rounds)}, got {out.dtype} {out.shape}")
     task = vector_task(env, rounds)
     for agent, seed in zip(agents, seeds, strict=True):
         agent.reset(task, seed)
     rows = IndependentAgents(lambda: agents[0])
     rows.agents = list(agents)  # row i's own agent, reset above with its own seed
-    regret = np.zeros((num_rows, rounds))  # (N, T)
+    regret = np.zeros((num_rows, rounds)) if out is None else out  # (N, T)
+    regret[:] = 0.0
     played = np.zeros(num_rows, dtype=np.int64)  # (N,) rounds recorded per row
+    shared = {"task": task, "problem": task.problem}
+    header = _checkpoint_header(checkpoint, agents, seeds, rounds) if checkpoint is not None else {}
+    saved = _load_checkpoint(checkpoint, header, shared) if checkpoint is not None else None
     observations, infos = env.reset(seed=list(seeds))
+    if saved is not None:
+        _restore_agents(agents, saved["agents"])
+        regret[:] = saved["regret"]
+        played[:] = saved["played"]
+        every_row = {"reset_mask": np.ones(num_rows, dtype=bool)}
+        for _ in range(int(played.min())):  # the streams of round 1..t; each restart draws the next round
+            observations, infos = env.reset(options=every_row)
+    last_save = int(played.min())
     needs_action = np.ones(num_rows, dtype=bool)
     bar = ProgressCounter(num_rows * rounds, label, "round", enabled=progress, leave=False)
+    bar.update(int(played.sum()))
     while played.min() < rounds:
         actions = rows.act_batch(observations, infos, needs_action)
         observations, rewards, terminated, _, infos = env.step(actions)
@@ -144,5 +262,9 @@ def play_rows(
         bar.update(int(ended.size))
         if on_rounds_ended is not None:
             on_rounds_ended(ended, played, ended_observations, final)
+        reached = int(played.min())
+        if checkpoint is not None and ended.size == num_rows and reached - last_save >= checkpoint.every:
+            _save_checkpoint(checkpoint, header, shared, agents, regret, played)
+            last_save = reached
     bar.close()
     return regret
