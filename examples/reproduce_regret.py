@@ -286,7 +286,9 @@ def main(args: Args) -> dict[str, Any]:
             problem = env.unwrapped.problem
             env = make_env(args, len(runs_of_group), model=problem.model, tokenizer=problem.tokenizer)
         start = time.perf_counter()
-        warm_benchmarks(env, sorted({seed for _, seed in runs_of_group}), args.rounds, args.benchmark_chunk)
+        group_seeds = sorted({seed for _, seed in runs_of_group})
+        benchmarks = os.path.join(args.out_dir, "benchmarks.pkl") if args.out_dir else ""
+        warm_benchmarks(env, group_seeds, args.rounds, args.benchmark_chunk, True, benchmarks, settings)
         expected = (len(groups), time.perf_counter() - start) if index == 0 else None
         played = play_rows(env, runs_of_group, args, expected, progress_path, settings)
         seconds = round(time.perf_counter() - start, 1)
@@ -298,8 +300,9 @@ def main(args: Args) -> dict[str, Any]:
             runs[f"{name}/{seed}"] = entry
         if json_path:
             write_json_atomically(json_path, results)
-            if os.path.exists(checkpoint_path(args)):
-                os.remove(checkpoint_path(args))
+            for finished in (checkpoint_path(args), os.path.join(args.out_dir, "benchmarks.pkl")):
+                if os.path.exists(finished):
+                    os.remove(finished)
     t = np.arange(1, args.rounds + 1)
     for name in names:
         per_seed = np.array([runs[f"{name}/{seed}"]["cumulative_regret"] for seed in seeds])  # (S, T)

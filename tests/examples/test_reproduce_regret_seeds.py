@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -179,3 +180,38 @@ def test_rows_checkpoint_refuses_a_bad_path_or_interval() -> None:
         RowsCheckpoint("")
     with pytest.raises(ValueError, match="got 0"):
         RowsCheckpoint("x.pkl", every=0)
+
+
+def test_benchmarks_kept_in_a_file_are_not_decoded_again(tmp_path: Path) -> None:
+    """A fresh env warmed from the file of the same settings decodes nothing and holds the same benchmarks."""
+    if not alignment_stack_available():
+        pytest.skip("TokenizedAlignment-v0 and the reproduction agents are not installed")
+    import torch
+
+    from examples.reproduce_regret import Args, make_env
+    from tokenized_bandit_gym.evaluation.runs_as_rows import queries_of_runs, warm_benchmarks
+
+    args = Args(rounds=4, max_length=3, top_k=2, theta=0.5)
+    path = str(tmp_path / "benchmarks.pkl")
+    first = make_env(args, 2)
+    warm_benchmarks(first, [0, 1], args.rounds, 3, False, path, {"settings": 1})
+    expected = first.unwrapped.problem.cached_benchmarks().greedy
+    queries = queries_of_runs(first, [0, 1], args.rounds)
+    assert sorted(expected) == queries
+
+    model, tokenizer = first.unwrapped.problem.model, first.unwrapped.problem.tokenizer
+    for identity, decoded in (({"settings": 1}, 0), ({"settings": 2}, len(queries))):
+        env = make_env(args, 2, model=model, tokenizer=tokenizer)
+        problem = env.unwrapped.problem
+        calls: list[int] = []
+        decode = problem.greedy_decode
+
+        def counted(batch: torch.Tensor, decode: Any = decode, calls: list[int] = calls) -> Any:
+            calls.extend(batch.tolist())
+            return decode(batch)
+
+        problem.greedy_decode = counted
+        warm_benchmarks(env, [0, 1], args.rounds, 3, False, path, identity)
+        assert len(calls) == decoded
+        for query, (utility, response) in problem.cached_benchmarks().greedy.items():
+            assert utility == expected[query][0] and torch.equal(response, expected[query][1])

@@ -139,10 +139,21 @@ def queries_of_runs(env: Any, seeds: Sequence[int], rounds: int) -> list[int]:
     return sorted({int(query) for stream in drawn for query in stream})
 
 
-def warm_benchmarks(env: Any, seeds: Sequence[int], rounds: int, chunk: int, progress: bool = True) -> None:
+def warm_benchmarks(
+    env: Any,
+    seeds: Sequence[int],
+    rounds: int,
+    chunk: int,
+    progress: bool = True,
+    cache_path: str = "",
+    identity: Any = None,
+) -> None:
     """Decode the oracle-greedy benchmark of every query the runs of ``seeds`` will meet, ``chunk`` queries at once.
 
-    Queries already cached are skipped. ``chunk * k`` candidate rows go through each forward.
+    Queries already cached are skipped. ``chunk * k`` candidate rows go through each forward. With
+    ``cache_path``, the problem's benchmarks are read from that file first when its ``identity`` is this one
+    (the settings that define the problem), and written back atomically after each chunk, so a resumed call
+    decodes none of them again (a pickle: load only files you wrote).
 
     Args:
         env: an LLM env or vector env.
@@ -150,22 +161,32 @@ def warm_benchmarks(env: Any, seeds: Sequence[int], rounds: int, chunk: int, pro
         rounds: T.
         chunk: queries decoded together (>= 1).
         progress: show a progress bar.
+        cache_path: the benchmarks' file ('' for none).
+        identity: JSON-like settings the file must match.
 
     Raises:
         ValueError: ``chunk`` < 1.
     """
     import torch
 
-    from tokenized_bandit_gym.evaluation.progress import ProgressCounter
+    from tokenized_bandit_gym.evaluation.progress import ProgressCounter, write_bytes_atomically
 
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ValueError(f"chunk (queries decoded together) must be a positive integer, got {chunk!r}")
     problem = env.unwrapped.problem
+    if cache_path and os.path.exists(cache_path):
+        with open(cache_path, "rb") as handle:
+            saved = pickle.load(handle)
+        if saved.get("identity") == identity:
+            problem.keep_benchmarks(saved["benchmarks"])
     queries = [query for query in queries_of_runs(env, seeds, rounds) if not problem.has_oracle_greedy(query)]
     bar = ProgressCounter(len(queries), "oracle greedy, every query ahead", "benchmark", enabled=progress, leave=False)
     for start in range(0, len(queries), chunk):
         part = queries[start : start + chunk]
         problem.oracle_greedy(torch.tensor(part, device=problem.device))
+        if cache_path:
+            document = {"identity": identity, "benchmarks": problem.cached_benchmarks()}
+            write_bytes_atomically(cache_path, pickle.dumps(document, protocol=pickle.HIGHEST_PROTOCOL))
         bar.update(len(part))
     bar.close()
 

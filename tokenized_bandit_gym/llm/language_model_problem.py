@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
@@ -484,6 +484,26 @@ class LanguageModelProblem:
     def has_oracle_greedy(self, query: int) -> bool:
         """Whether the greedy benchmark of query index ``query`` is cached (:meth:`oracle_greedy` decodes no more)."""
         return int(query) in self._greedy
+
+    def cached_benchmarks(self) -> BenchmarkCache:
+        """The benchmarks computed so far (oracle greedy by query, oracle beam by ``(query, width)``), copied."""
+        return BenchmarkCache(dict(self._greedy), dict(self._beam))
+
+    def keep_benchmarks(self, cache: BenchmarkCache) -> None:
+        """Take ``cache`` (from :meth:`cached_benchmarks` of a problem with the same settings) as computed.
+
+        Raises:
+            ValueError: a response in ``cache`` is not ``(L,)`` for this problem's L.
+        """
+        for _, response in [*cache.greedy.values(), *cache.beam.values()]:
+            if tuple(response.shape) != (self.max_length,):
+                raise ValueError(
+                    f"a cached benchmark response has shape {tuple(response.shape)}, not ({self.max_length},)"
+                )
+        self._greedy.update(
+            {query: (utility, response.to(self.device)) for query, (utility, response) in cache.greedy.items()}
+        )
+        self._beam.update({key: (utility, response.to(self.device)) for key, (utility, response) in cache.beam.items()})
 
     def oracle_beam(self, queries: torch.Tensor, width: int) -> DecodedResponses:
         """The better of beam search of ``width`` and greedy decoding, per query (cached)."""
@@ -966,6 +986,15 @@ class LanguageModelProblem:
         return (_rebuilt_problem, (self.recipe, self._greedy, self._beam))
 
 
+class BenchmarkCache(NamedTuple):
+    """An LLM problem's computed benchmarks: utility (float) and response ``(L,)`` int64 per key."""
+
+    greedy: dict[int, tuple[float, torch.Tensor]]
+    """The oracle greedy decode by query index."""
+    beam: dict[tuple[int, int], tuple[float, torch.Tensor]]
+    """The oracle beam search by ``(query index, width)``."""
+
+
 def _rebuilt_problem(
     recipe: LanguageModelRecipe,
     greedy: dict[int, tuple[float, torch.Tensor]],
@@ -973,6 +1002,5 @@ def _rebuilt_problem(
 ) -> LanguageModelProblem:
     """Unpickle a problem: build it from ``recipe`` and keep the benchmarks it had already computed."""
     problem = recipe.build()
-    problem._greedy.update(greedy)
-    problem._beam.update(beam)
+    problem.keep_benchmarks(BenchmarkCache(greedy, beam))
     return problem
