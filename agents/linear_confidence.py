@@ -50,7 +50,8 @@ def masked_argmax(scores: np.ndarray | torch.Tensor, mask: np.ndarray | torch.Te
 
     Args:
         scores: ``(..., k)`` the candidates' scores (finite).
-        mask: ``(..., k)`` bool, the allowed candidates.
+        mask: ``(..., k)`` bool, the allowed candidates (NumPy: any numeric mask, nonzero allowed, as
+            an observation's int8 ``action_mask``, which ``np.where`` reads without a cast).
 
     Returns:
         ``(...)`` int64 indices (a row with no allowed candidate gets 0: the caller checks).
@@ -332,7 +333,7 @@ class LinearConfidence:
         r = np.asarray(rewards, dtype=self._numpy_dtype).reshape(-1)  # (1,)
         if r.shape[0] != 1:
             raise ValueError(f"got 1 feature row but {r.shape[0]} rewards")
-        if not math.isfinite(y.sum() + r[0]):
+        if not math.isfinite(np.add.reduce(y) + r[0]):  # (y.sum() without its Python wrapper)
             raise ValueError("features and rewards must be finite")
         # In place, in the tensors' memory: no new tensor (nor view) per round
         theta_hat, inverse, design, response_sum = self._host_views()  # (d,), (d, d), (d, d), (d,)
