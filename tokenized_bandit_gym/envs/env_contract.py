@@ -281,8 +281,10 @@ def check_action(action: object, mask: np.ndarray, length: int, max_length: int,
         TypeError: not an integer.
         ValueError: NaN, out of range, or masked (before position L, or anywhere when ``strict``).
     """
+    if type(action) is int and 0 <= action < len(mask) and mask[action]:  # the usual case: an allowed int
+        return action, False
     index = validate_action(action, len(mask))
-    if mask[index]:  # the usual case, first
+    if mask[index]:
         return index, False
     _, refused = forced_and_refused(mask[index], np.int64(length), np.True_, max_length, strict)
     if refused:
