@@ -107,8 +107,10 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         ``seed`` reseeds both streams (never the instance, which ``instance_seed`` fixes).
         """
         super().reset(seed=seed)
-        self._streams = RoundStreams.on_reset(self._streams, seed, self.np_random)
-        query, noise = self._streams.draw(self._num_queries, self.noise_model)
+        streams = self._streams
+        if seed is not None or streams is None:  # else the streams go on (no call, no np_random lookup)
+            streams = self._streams = RoundStreams.on_reset(streams, seed, self.np_random)
+        query, noise = streams.draw(self._num_queries, self.noise_model)
         rounds = self.rounds
         rounds.restart(True, query, noise)
         if self._pairwise is not None:
