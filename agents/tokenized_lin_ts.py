@@ -120,7 +120,7 @@ class TokenizedLinTS:
         elif host_sample is None or host_sample[0] is not theta_sample:  # a sample set from outside
             self._host_sample = host_sample = (theta_sample, theta_sample.numpy())
         scores = np.asarray(observation["candidate_embeddings"], dtype=np.float64) @ host_sample[1]  # (k,)
-        return int(masked_argmax(scores, np.asarray(observation["action_mask"])))  # (k,) int8: nonzero allowed
+        return int(masked_argmax(scores, observation["action_mask"]))  # (k,) int8: np.where reads nonzero as allowed
 
     def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
         """Learn from ``(e(x_t, y_t), r_t)``; the next round draws a fresh sample."""

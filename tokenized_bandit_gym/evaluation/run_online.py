@@ -78,7 +78,8 @@ def run_online(
         columns["reward"][round_index] = reward
         for key, column in from_info:
             column[round_index] = info[key]
-        bar.update(1)
+        if progress:  # (a hidden counter's count is never read)
+            bar.update(1)
     bar.close()
     metadata = {
         "env_id": env.spec.id if env.spec is not None else None,
