@@ -51,7 +51,7 @@ def masked_argmax(scores: np.ndarray | torch.Tensor, mask: np.ndarray | torch.Te
     Args:
         scores: ``(..., k)`` the candidates' scores (finite).
         mask: ``(..., k)`` bool, the allowed candidates (NumPy: any numeric mask, nonzero allowed, as
-            an observation's int8 ``action_mask``, which ``np.where`` reads without a cast).
+            an observation's int8 ``action_mask``, which ``np.where`` takes as it is: no ``astype`` copy).
 
     Returns:
         ``(...)`` int64 indices (a row with no allowed candidate gets 0: the caller checks).
