@@ -50,7 +50,8 @@ def masked_argmax(scores: np.ndarray | torch.Tensor, mask: np.ndarray | torch.Te
 
     Args:
         scores: ``(..., k)`` the candidates' scores (finite).
-        mask: ``(..., k)`` bool, the allowed candidates.
+        mask: ``(..., k)`` bool, the allowed candidates (NumPy: any numeric mask, nonzero allowed, as
+            an observation's int8 ``action_mask``, which ``np.where`` takes as it is: no ``astype`` copy).
 
     Returns:
         ``(...)`` int64 indices (a row with no allowed candidate gets 0: the caller checks).
@@ -141,6 +142,7 @@ class LinearConfidence:
         self._log_term = 8.0 * math.log(4.0 / self.delta)  # of beta_t
         self.on_host = runs_on_host(self.device)
         self._numpy_dtype = torch.empty(0, dtype=dtype).numpy().dtype
+        self._float64 = self._numpy_dtype == np.float64  # a Python float is learned from without a cast
         self.reset()
 
     def reset(self) -> None:
@@ -329,16 +331,20 @@ class LinearConfidence:
 
     def _update_one_on_host(self, y: np.ndarray, rewards: object) -> None:
         """:meth:`update` for one round, no refactorisation due, in NumPy (Sherman-Morrison)."""
-        r = np.asarray(rewards, dtype=self._numpy_dtype).reshape(-1)  # (1,)
-        if r.shape[0] != 1:
-            raise ValueError(f"got 1 feature row but {r.shape[0]} rewards")
-        if not math.isfinite(y.sum() + r[0]):
+        if type(rewards) is float and self._float64:  # the usual case: the reward's value as it is, no array
+            reward = rewards
+        else:
+            r = np.asarray(rewards, dtype=self._numpy_dtype).reshape(-1)  # (1,)
+            if r.shape[0] != 1:
+                raise ValueError(f"got 1 feature row but {r.shape[0]} rewards")
+            reward = r[0]
+        if not math.isfinite(np.add.reduce(y) + reward):  # (y.sum() without its Python wrapper)
             raise ValueError("features and rewards must be finite")
         # In place, in the tensors' memory: no new tensor (nor view) per round
         theta_hat, inverse, design, response_sum = self._host_views()  # (d,), (d, d), (d, d), (d,)
         u = inverse @ y  # (d,) Sigma^-1 y
         design += y[:, None] * y  # (d, d) Sigma + y y^T (broadcast: no np.outer overhead)
-        response_sum += r[0] * y  # (d,)
+        response_sum += reward * y  # (d,)
         inverse -= (u * (1.0 / float(1.0 + y @ u)))[:, None] * u  # (d, d)
         np.matmul(inverse, response_sum, out=theta_hat)  # (d,)
         self.rounds += 1

@@ -105,22 +105,22 @@ class TokenizedLinTS:
         confidence = self.confidence
         if confidence is None:
             raise ValueError("TokenizedLinTS.act() called before reset(task)")
-        if self.theta_sample is None and confidence.on_host:  # a round's first token: draw in NumPy, no torch indexing
-            host_sample = self._sample_on_host(confidence, 1)[0]  # (d,)
-            self.theta_sample = torch.from_numpy(host_sample)
-            self._host_sample = (self.theta_sample, host_sample)
-        elif self.theta_sample is None:
-            self.theta_sample = self.sample()[0]  # (d,)
-        if confidence.on_host:  # on the CPU: one NumPy product (the sample is a CPU tensor; its view made once a round)
-            if self._host_sample is None or self._host_sample[0] is not self.theta_sample:
-                self._host_sample = (self.theta_sample, self.theta_sample.numpy())
-            host_scores = np.asarray(observation["candidate_embeddings"], dtype=np.float64) @ self._host_sample[1]
-            host_mask = np.asarray(observation["action_mask"]).astype(bool)  # (k,)
-            return int(masked_argmax(host_scores, host_mask))
-        embeddings = confidence.as_tensor(observation["candidate_embeddings"])  # (k, d)
-        mask = torch.as_tensor(observation["action_mask"], device=confidence.device).bool()  # (k,)
-        scores = embeddings @ self.theta_sample  # (k,)
-        return int(masked_argmax(scores, mask))
+        if not confidence.on_host:
+            if self.theta_sample is None:
+                self.theta_sample = self.sample()[0]  # (d,)
+            embeddings = confidence.as_tensor(observation["candidate_embeddings"])  # (k, d)
+            mask = torch.as_tensor(observation["action_mask"], device=confidence.device).bool()  # (k,)
+            return int(masked_argmax(embeddings @ self.theta_sample, mask))
+        # On the CPU: one NumPy product a step with the sample's view, made once a round
+        theta_sample, host_sample = self.theta_sample, self._host_sample
+        if theta_sample is None:  # a round's first token: draw in NumPy
+            sample = self._sample_on_host(confidence, 1)[0]  # (d,)
+            self.theta_sample = theta_sample = torch.from_numpy(sample)
+            self._host_sample = host_sample = (theta_sample, sample)
+        elif host_sample is None or host_sample[0] is not theta_sample:  # a sample set from outside
+            self._host_sample = host_sample = (theta_sample, theta_sample.numpy())
+        scores = np.asarray(observation["candidate_embeddings"], dtype=np.float64) @ host_sample[1]  # (k,)
+        return int(masked_argmax(scores, observation["action_mask"]))  # (k,) int8: np.where reads nonzero as allowed
 
     def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
         """Learn from ``(e(x_t, y_t), r_t)``; the next round draws a fresh sample."""

@@ -279,6 +279,7 @@ class TablePrefixMemo:
         self.problem = problem
         self.with_candidates = with_candidates
         self._alpha, self._rows = carry_rows  # rows: (Q * (L + 1), n, *c)
+        self._candidates_shape = self._rows.shape[1:]  # (n, d) an observation's candidates
         self._stride = problem.max_length + 1
         self._embeddings = isinstance(problem, LinearTokenizedProblem)  # whether the carry is e(x, y)
         self._zero = np.zeros(self._rows.shape[2:], dtype=self._rows.dtype)  # (*c,) every round's first carry
@@ -336,7 +337,7 @@ class TablePrefixMemo:
         if known is not None:
             return known
         carry = self._alpha * node.carry + self._rows[query * self._stride + node.length, token]  # (*c,)
-        carry.flags.writeable = False
+        carry.setflags(write=False)  # (the method: about half the cost of setting flags.writeable, no flags object)
         fresh = TablePrefix(carry, length=node.length + 1)
         if self._nodes < self.capacity:
             node.children[token] = fresh
@@ -387,11 +388,11 @@ class TablePrefixMemo:
             return None
         if node.host_embeddings is not None:
             return node.host_embeddings.copy()
-        embeddings = np.empty(self._rows.shape[1:], dtype=np.float32)  # (n, d)
+        embeddings = np.empty(self._candidates_shape, np.float32)  # (n, d)
         np.add(self._rows[query * self._stride + node.length], self._alpha * node.carry, out=embeddings)  # rounded
         if node.observed:
             node.host_embeddings = embeddings.copy()
-            node.host_embeddings.flags.writeable = False
+            node.host_embeddings.setflags(write=False)
         node.observed = True
         return embeddings
 

@@ -78,19 +78,19 @@ class InfoSchema:
             device: with ``num_rows``, tensors on this device instead of NumPy arrays.
         """
         if num_rows is None:
-            return self._one_round_copy(self._one_round_pending)
+            pending = self.pending_step(0, False)
+            del pending["query_index"], pending["forced_eos"]
+            return pending
         return self._rows_pending(num_rows, device)
 
     def pending_step(self, query_index: int, forced_eos: bool) -> dict[str, Any]:
-        """A one-round step's info before its round ends: ``query_index``, ``forced_eos``, then :meth:`pending`."""
-        pending = self._one_round_copy(self._one_round_step_pending)
+        """A one-round step's info before its round ends: ``query_index``, ``forced_eos``, then :meth:`pending`.
+
+        A copy of a template with new arrays (every step of a single env makes one).
+        """
+        pending = self._one_round_step_pending.copy()
         pending["query_index"] = query_index
         pending["forced_eos"] = forced_eos
-        return pending
-
-    def _one_round_copy(self, template: dict[str, Any]) -> dict[str, Any]:
-        """A copy of a one-round ``template`` with new arrays (every step of a single env copies one)."""
-        pending = template.copy()
         for key in self._one_round_arrays:
             pending[key] = pending[key].copy()
         return pending
@@ -98,17 +98,12 @@ class InfoSchema:
     @functools.cached_property
     def _one_round_step_pending(self) -> dict[str, Any]:
         """The one-round fill values led by placeholders of a step's own entries (read only: copied)."""
-        return {"query_index": 0, "forced_eos": False, **self._one_round_pending}
-
-    @functools.cached_property
-    def _one_round_pending(self) -> dict[str, Any]:
-        """The one-round fill values, built once (read only: :meth:`pending` copies its arrays)."""
-        return self._rows_pending(None, None)
+        return {"query_index": 0, "forced_eos": False, **self._rows_pending(None, None)}
 
     @functools.cached_property
     def _one_round_arrays(self) -> tuple[str, ...]:
         """The keys of the one-round form's array entries."""
-        return tuple(key for key, value in self._one_round_pending.items() if isinstance(value, np.ndarray))
+        return tuple(key for key, value in self._one_round_step_pending.items() if isinstance(value, np.ndarray))
 
     def _rows_pending(self, num_rows: int | None, device: torch.device | None) -> dict[str, Any]:
         """The fill values of :meth:`pending`, built afresh."""
@@ -281,8 +276,10 @@ def check_action(action: object, mask: np.ndarray, length: int, max_length: int,
         TypeError: not an integer.
         ValueError: NaN, out of range, or masked (before position L, or anywhere when ``strict``).
     """
+    if type(action) is int and 0 <= action < len(mask) and mask[action]:  # the usual case: an allowed int
+        return action, False
     index = validate_action(action, len(mask))
-    if mask[index]:  # the usual case, first
+    if mask[index]:
         return index, False
     _, refused = forced_and_refused(mask[index], np.int64(length), np.True_, max_length, strict)
     if refused:
@@ -410,7 +407,7 @@ def step_reward_and_info(
 
 def round_start_info(query_index: int, schema: InfoSchema) -> dict[str, Any]:
     """The info of a one-round reset: ``query_index``, ``forced_eos`` False and the schema's fill values."""
-    return step_reward_and_info(query_index, False, None, 0.0, schema)[1]
+    return schema.pending_step(int(query_index), False)  # step_reward_and_info's info before the round ends
 
 
 def observation_row(observed: dict[str, Any], row: int) -> dict[str, Any]:

@@ -91,6 +91,7 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
             self._pairwise = PairwiseRound(length, problem.eos_token_id, self.feedback_channel.temperature)
         self._streams: RoundStreams | None = None
         self._num_queries = problem.num_queries  # Q, read at every reset
+        self._max_length = problem.max_length  # L, read at every step
 
     @property
     def eos_token_id(self) -> int:
@@ -106,8 +107,10 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         ``seed`` reseeds both streams (never the instance, which ``instance_seed`` fixes).
         """
         super().reset(seed=seed)
-        self._streams = RoundStreams.on_reset(self._streams, seed, self.np_random)
-        query, noise = self._streams.draw(self._num_queries, self.noise_model)
+        streams = self._streams
+        if seed is not None or streams is None:  # else the streams go on (no call, no np_random lookup)
+            streams = self._streams = RoundStreams.on_reset(streams, seed, self.np_random)
+        query, noise = streams.draw(self._num_queries, self.noise_model)
         rounds = self.rounds
         rounds.restart(True, query, noise)
         if self._pairwise is not None:
@@ -128,8 +131,7 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
             raise ValueError("step() called before reset(): call reset() to start a round")
         if rounds.finished:
             raise ValueError("step() called after the episode ended: call reset() to start a new round")
-        max_length = self.problem.max_length
-        token, forced_eos = check_action(action, rounds.mask, rounds.lengths, max_length, self.strict_actions)
+        token, forced_eos = check_action(action, rounds.mask, rounds.lengths, self._max_length, self.strict_actions)
         # The mask allows only EOS at position L, so the response is complete exactly when the
         # token is EOS; the state is unfinished and shorter than L, as the core's extend() requires.
         rounds.advance(token)
@@ -144,7 +146,8 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         else:
             reward, summary = pairwise.finish(summary, rounds.noise)
             info = step_reward_and_info(rounds.queries, forced_eos, summary, rounds.noise, rounds.info_schema)[1]
-        return self._observe(), reward, rounds.finished, False, info
+        observed = rounds.observe() if pairwise is None else self._observe()  # (scalar feedback: no call more)
+        return observed, reward, rounds.finished, False, info
 
     def _observe(self) -> Observation:
         """The round's observation (with the first response under pairwise feedback)."""
