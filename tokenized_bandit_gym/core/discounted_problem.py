@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from tokenized_bandit_gym.core.decoding_state import DecodingState
-from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem, pairwise_row_sum
+from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.query_pool import random_query_pool
 from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses
 from tokenized_bandit_gym.core.validation import check_int, check_real, seeded_generator
@@ -204,9 +204,8 @@ class DiscountedProblem(LinearTokenizedProblem):
 
         With the feature table, the candidates' carries (:meth:`append_every_token`'s values) are
         gathered into a scratch reused from call to call and multiplied by ``theta`` in place, then
-        summed per row (:func:`pairwise_row_sum`): the row-wise product and sum of
-        :meth:`utility_of_states` (the carry is the embedding), so the same scores bit for bit,
-        without two fresh ``(B, n, d)`` tensors a call.
+        summed per row: the row-wise product and sum of :meth:`utility_of_states` (the carry is the
+        embedding), so the same scores bit for bit, without two fresh ``(B, n, d)`` tensors a call.
         """
         if not self._carries_from_scaled_rows():
             return super().candidate_utilities(state)
@@ -214,7 +213,7 @@ class DiscountedProblem(LinearTokenizedProblem):
         rows = state.queries * (self.max_length + 1) + state.lengths  # (B,) table row (query, |y|)
         carries = self._scaled_row_block(rows, self._scratch_rows(batch))  # (B, n, d) c * phi
         carries.add_((self.alpha * state.carry)[:, None, :])  # (B, n, d) alpha * e(x, y) + c * phi
-        return pairwise_row_sum(carries.mul_(self.theta)).clone(memory_format=torch.contiguous_format)  # (B, n)
+        return carries.mul_(self.theta).sum(dim=-1)  # (B, n)
 
     def _carries_from_scaled_rows(self) -> bool:
         """Whether a candidate's carry is ``alpha * e(x, y) + (c * phi)``, ``c * phi`` read from the table."""
@@ -284,16 +283,6 @@ class DiscountedProblem(LinearTokenizedProblem):
             rows = self._scaled_rows().numpy()  # (Q * (L + 1), n * d)
             self._host_scaled_rows = rows.reshape(rows.shape[0], self.vocab_size, -1)
         return self.alpha, self._host_scaled_rows
-
-    def host_utility_of_complete(self, carry: np.ndarray) -> np.ndarray | None:
-        """``<theta, e(x, y)>`` from the carries ``(B, d)`` in NumPy, ``(B,)`` new (:meth:`utility_of_states`).
-
-        The carry is the embedding; the row-wise product by ``theta`` and :func:`pairwise_row_sum`,
-        so the same bits as the core's torch call. None without the table or off the CPU.
-        """
-        if self.host_carry_rows() is None:
-            return None
-        return pairwise_row_sum(carry * self.theta.numpy()).copy()  # (B,)
 
     def _scaled_rows(self) -> torch.Tensor:
         """``c * phi``, one row per (query, length): ``(Q * (L + 1), n * d)`` (built on first use)."""
@@ -406,7 +395,7 @@ class DiscountedProblem(LinearTokenizedProblem):
         contenders = allowed & (estimates >= (estimates.max(dim=1).values - margin)[:, None])  # (B, n)
         row_index, token_index = contenders.nonzero(as_tuple=True)  # (K,) each
         carries = torch.index_select(self._scaled_rows().view(-1, d), 0, rows[row_index] * n + token_index)  # (K, d)
-        scores = pairwise_row_sum(carries.add_(shift[row_index]).mul_(self.theta))  # (K,) candidate_utilities' values
+        scores = carries.add_(shift[row_index]).mul_(self.theta).sum(dim=-1)  # (K,) candidate_utilities' values
         full = torch.full_like(estimates, float("-inf")).index_put_((row_index, token_index), scores)  # (B, n)
         return full.argmax(dim=1)
 

@@ -3,39 +3,12 @@
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import TypeVar
 
 import numpy as np
 import torch
 
 from tokenized_bandit_gym.core.decoding_state import DecodingState
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
-
-Terms = TypeVar("Terms", np.ndarray, torch.Tensor)
-
-
-def pairwise_row_sum(terms: Terms) -> Terms:
-    """The sum over the last axis of ``terms`` ``(*B, d)`` in one fixed order, in place: ``(*B,)``, a view.
-
-    Halving pairwise: while the width w > 1, the first ``w // 2`` columns add the next ``w // 2``
-    (and column 0 the last one, when w is odd). Every step is an elementwise addition, so each
-    row's value is the same bits whatever its batch, its layout, the library (NumPy or torch)
-    and the device: the utility is this sum (:meth:`LinearTokenizedProblem.utility_of_states`),
-    so a host path in NumPy and the core in torch agree bit for bit, which a library's
-    reduction (its order depends on the library, the CPU's vector width and the batch) does not
-    promise. ``terms`` is overwritten; copy the result before ``terms`` is reused.
-
-    Args:
-        terms: ``(*B, d)`` NumPy array or tensor (written to), d >= 1.
-    """
-    width = terms.shape[-1]
-    while width > 1:
-        half = width // 2
-        terms[..., :half] += terms[..., half : 2 * half]  # (*B, half) in place
-        if width % 2:
-            terms[..., 0] += terms[..., 2 * half]  # the odd column
-        width = half
-    return terms[..., 0]
 
 
 class LinearTokenizedProblem(TokenizedProblem):
@@ -77,14 +50,10 @@ class LinearTokenizedProblem(TokenizedProblem):
         lengths: torch.Tensor,
         finished: torch.Tensor,
     ) -> torch.Tensor:
-        """``<theta, e(x, y)>`` for N sequences, ``(N,)``.
-
-        A row-wise product and :func:`pairwise_row_sum`, not a matrix-vector product nor torch's
-        ``sum``: the value of a response must not depend on the batch it is computed in (BLAS
-        picks kernels by size), and the host paths compute it in NumPy with the same operations
-        (:meth:`host_utility_of_complete`).
-        """
-        return pairwise_row_sum(self.embedding_of_states(queries, carry, lengths) * self.theta)  # (N,)
+        """``<theta, e(x, y)>`` for N sequences, ``(N,)``."""
+        # A row-wise product and sum, not a matrix-vector product: the value of a response must not
+        # depend on the batch it is computed in (BLAS picks kernels by size).
+        return (self.embedding_of_states(queries, carry, lengths) * self.theta).sum(dim=-1)  # (N,)
 
     def embedding_of(self, state: DecodingState) -> torch.Tensor:
         """``e(x, y)`` of the responses in ``state``, ``(B, d)``."""

@@ -287,8 +287,15 @@ class TablePrefixMemo:
         self.capacity = max(1, memo_byte_budget() // (NODE_OVERHEAD_BYTES + self._zero.nbytes + candidate_bytes))
         self._starts: dict[int, TablePrefix] = {}
         self._nodes = 0
-        if problem.host_utility_of_complete(self._zero[None]) is None:  # given with the carry table
-            raise ValueError(f"{type(problem).__name__} has a carry table but no host utility")
+        # The round-end state's memory, written by round_end(): (query, |y|, last token), the tokens, the carry
+        self._end_index = np.zeros(3, dtype=np.int64)  # (3,)
+        self._end_tokens = np.zeros((1, problem.max_length), dtype=np.int64)  # (1, L)
+        self._end_carry = np.zeros((1, *self._zero.shape), dtype=self._zero.dtype)  # (1, *c)
+        self._end_state: DecodingState | None = None  # its tensors view the arrays above (made on first use)
+
+    def __getstate__(self) -> dict[str, object]:
+        """The state to copy or pickle, without the round-end state (a copy's tensors must view its own arrays)."""
+        return {**self.__dict__, "_end_state": None}
 
     @property
     def nodes(self) -> int:
@@ -337,19 +344,34 @@ class TablePrefixMemo:
         return fresh
 
     def round_end(self, node: TablePrefix, query: int, response: np.ndarray) -> tuple[float, np.ndarray | None]:
-        """The complete response's utility and float32 embedding ``(d,)`` (None without features).
-
-        The utility is :meth:`TokenizedProblem.host_utility_of_complete` of the node's carry: the
-        core's float operations in NumPy, so the same bits as the torch call, without one.
+        """The complete response's utility (one core call) and float32 embedding ``(d,)`` (None without features).
 
         Args:
             node: the complete response's node.
-            query: the round's query (unused: the carry is all the utility reads).
-            response: ``(L,)`` its tokens, padded with EOS (unused, likewise).
+            query: the round's query.
+            response: ``(L,)`` its tokens, padded with EOS.
         """
-        utility = self.problem.host_utility_of_complete(node.carry[None])  # (1,)
+        length = node.length
+        state = self._round_end_state()
+        self._end_index[0], self._end_index[1], self._end_index[2] = query, length, response[length - 1]
+        self._end_tokens[0] = response
+        self._end_carry[0] = node.carry
         embedding = node.carry.astype(np.float32) if self._embeddings else None  # (d,) the carry is e(x, y)
-        return float(utility[0]), embedding  # type: ignore[index]
+        return float(self.problem.utility_of_complete(state)), embedding
+
+    def _round_end_state(self) -> DecodingState:
+        """A complete response's state, its tensors viewing the arrays :meth:`round_end` writes (none made per call)."""
+        if self._end_state is None:
+            index = torch.from_numpy(self._end_index)  # (3,) query, |y|, last token
+            self._end_state = DecodingState(
+                queries=index[0:1],
+                tokens=torch.from_numpy(self._end_tokens),
+                lengths=index[1:2],
+                finished=torch.ones(1, dtype=torch.bool),
+                carry=torch.from_numpy(self._end_carry),
+                last_tokens=index[2:3],
+            )
+        return self._end_state
 
     def observed_embeddings(self, query: int, node: TablePrefix) -> np.ndarray | None:
         """``(n, d)`` float32 candidates of the unfinished ``node`` for an observation (a new array), or None.

@@ -82,11 +82,6 @@ class StopValueProblem(TokenizedProblem):
         """The base's (the carries are the base's)."""
         return self.base.host_carry_rows()
 
-    def host_utility_of_complete(self, carry: np.ndarray) -> np.ndarray | None:
-        """``0.5 + 0.5 u_base(y)`` of complete responses from their carries in NumPy, ``(B,)`` (the base's, mapped)."""
-        value = self.base.host_utility_of_complete(carry)
-        return None if value is None else self.offset + self.scale * value
-
     def utility_of_states(
         self,
         queries: torch.Tensor,

@@ -364,19 +364,6 @@ class TokenizedProblem(ABC):
         """
         return None
 
-    def host_utility_of_complete(self, carry: np.ndarray) -> np.ndarray | None:
-        """:meth:`utility_of_complete` of complete responses from their carries ``(B, *c)`` in NumPy: ``(B,)``, or None.
-
-        Given where :meth:`host_carry_rows` is (the carry is all a complete response's utility
-        reads there): the core's float operations in NumPy, so the same bits as the torch call,
-        for the host batches (the single env's memo, the vector env's NumPy backend) without a
-        torch dispatch per round end. None elsewhere.
-
-        Args:
-            carry: ``(B, *c)`` the responses' carries (read only).
-        """
-        return None
-
     def utility_of_complete(self, state: DecodingState) -> torch.Tensor:
         """:meth:`utility_of` for a ``state`` whose every response is complete, ``(B,)``.
 

@@ -293,10 +293,10 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
     most of a step. The mask and the round's benchmarks are read from the instance's
     :class:`SyntheticTables`, the same the single env's :class:`SingleRoundBatch` reads. Where
     the family's carry recursion is a table (:meth:`TokenizedProblem.host_carry_rows`: the
-    discounted TLB and the TMAB over it), a step makes no torch call: the chosen carries, the
-    float32 observed embeddings and the round-end utilities
-    (:meth:`TokenizedProblem.host_utility_of_complete`) come from the table and the carries in
-    NumPy, with the core's float operations (so the same bits).
+    discounted TLB and the TMAB over it), a step makes no torch call but the round-end
+    utilities (one core call on the batch's own tensors, built once): the chosen carries and
+    the float32 observed embeddings come from the table in NumPy, with the core's float
+    operations (so the same bits).
 
     Every array the batch hands out is a new one (never a view of its state). The state's
     arrays are updated in place (the carry too, on the table path), so its tensors stay views.
@@ -351,22 +351,26 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         self._gathered: np.ndarray | None = None  # (chunk, n, *c) scratch of observe()'s gather
         self._candidate_rows: np.ndarray | None = None  # (Q * (L + 1) * n, *c) the table, one candidate a row
         self._chunk_rows = num_rows  # rows per gather-and-add of observe(), so the scratch stays in cache
+        self._every_row: DecodingState | None = None  # the carry-table path's state, its tensors on the arrays
         self._alpha = 0.0  # the carry table's discount
         self._benchmark_utilities: np.ndarray | None = None  # (2, Q) float64, built on first use
         if self._carry_rows is not None:
             self._alpha, table = self._carry_rows
             self._candidate_rows = table.reshape(-1, *table.shape[2:])
             self._chunk_rows = max(1, OBSERVE_CHUNK_BYTES // (table[0].nbytes or 1))
+            self._every_row = self.state()  # every field is updated in place on this path
         self.mask = self._masks.allowed[self._mask_rows()]
 
     def __getstate__(self) -> dict[str, Any]:
         """The state to pickle, without the tensors that view the arrays (a copy would no longer share them)."""
-        return {**self.__dict__, "carry": None}
+        return {**self.__dict__, "carry": None, "_every_row": None}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """Restore the pickled state and view the restored arrays again (the carry's memory is the host one)."""
         self.__dict__.update(state)
         self.carry = torch.from_numpy(self._host_carry)
+        if self._carry_rows is not None:
+            self._every_row = self.state()
 
     def state(self) -> DecodingState:
         """The core's view of the batch (tensors sharing the host arrays; read, never write)."""
@@ -518,22 +522,19 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
     def round_summary(self, ended: np.ndarray) -> dict[str, np.ndarray]:
         """Round-end info entries for every row (the schema's fill values off the rows ``ended`` ``(N,)`` bool).
 
-        Where the family's carry is a table, the utility is the core's in NumPy
-        (:meth:`TokenizedProblem.host_utility_of_complete` of the carries: no torch call; the rows
-        not ended are computed and dropped), the embedding is the carry, and every entry is
-        handed to the contract on all N rows, which
+        Where the family's carry is a table, the utility is one core call on the batch's own
+        tensors (no per-step tensors to build; the rows not ended are computed and dropped), the
+        embedding is the carry, and every entry is handed to the contract on all N rows, which
         copies the ended rows into its fill values. Otherwise the utilities and embeddings come
         from one core call each on the ended rows (a row's value does not depend on its batch),
         and every entry is computed on those rows only.
         """
         problem = self.problem
-        if self._carry_rows is not None:
+        if self._every_row is not None:
             benchmark_utilities, optimal_responses = self._host_benchmarks()
             utilities = benchmark_utilities.take(self.queries, axis=1)  # (2, N) optimal, oracle greedy
-            utility = problem.host_utility_of_complete(self._host_carry)  # (N,) the core's operations, in NumPy
-            assert utility is not None  # given with the carry table
             return round_summary(  # every entry on all N rows, read on the ended rows
-                utility=utility.astype(np.float64, copy=False),  # (N,)
+                utility=problem.utility_of_complete(self._every_row).numpy().astype(np.float64, copy=False),  # (N,)
                 optimal_utility=utilities[0],  # (N,)
                 oracle_greedy_utility=utilities[1],  # (N,)
                 noise=self.noise,  # (N,)
