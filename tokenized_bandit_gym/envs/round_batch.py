@@ -492,10 +492,7 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         rows whose gathered ``c * phi`` rows (:data:`OBSERVE_CHUNK_BYTES`) stay in the cache
         while they are added to: a float64 instance adds in a float64 scratch and rounds by a
         copy (faster than an add that casts as it writes), a float32 one gathers into the
-        observation and adds there. The add is torch's in-place ``add_`` on the arrays' memory:
-        the same IEEE sums as NumPy's, and 1.1-1.3x faster over ``(chunk, n, d)`` with
-        ``alpha * e`` broadcast over the n candidates (NumPy loops once per row of d). Zeros on
-        the complete responses.
+        observation and adds there. Zeros on the complete responses.
 
         Args:
             carry_rows: ``(Q * (L + 1), n, *c)`` the table of :meth:`TokenizedProblem.host_carry_rows`.
@@ -514,7 +511,7 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
             observed = embeddings[start:stop]  # (chunk, n, d)
             gathered = observed if scratch is None else scratch[: stop - start]
             carry_rows.take(table_rows[start:stop], axis=0, out=gathered, mode="clip")  # "clip": no out= buffering
-            torch.from_numpy(gathered).add_(torch.from_numpy(discounted[start:stop]))  # in place
+            gathered += discounted[start:stop]  # in place
             if scratch is not None:
                 observed[...] = gathered  # rounded to float32 once
         finished = self.finished.nonzero()[0]  # (F,)
