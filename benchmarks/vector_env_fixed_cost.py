@@ -23,13 +23,16 @@ embeddings, the mask and the token ids), and the ``(n, d)`` float64 feature rows
 
 Run: ``PYTHONPATH=. python benchmarks/vector_env_fixed_cost.py`` (about two minutes on a loaded
 2-core CPU); ``--num-envs 64 1024 --seconds 0.3`` is quicker; ``--dtype float32`` times a float32
-instance (its table, carries and sums in the observation's dtype).
+instance (its table, carries and sums in the observation's dtype); ``--clock cpu`` times each step
+in this thread's CPU time (``time.thread_time``) instead of wall time, so the other processes of a
+loaded machine do not inflate it (the rates are then token-steps per CPU second).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np
@@ -56,6 +59,8 @@ class Args:
     """seeds the envs and the random policies"""
     dtype: str = "float64"
     """the instance's floating dtype (``float32``: the observation's, so the env adds in it)"""
+    clock: str = "wall"
+    """``wall`` (``time.perf_counter``) or ``cpu`` (``time.thread_time``: this thread's CPU time)"""
 
 
 class MinimalTlbStep:
@@ -70,11 +75,19 @@ class MinimalTlbStep:
         chunked: with ``buffered``, compute the observation the env's way: by chunks of
             :data:`~tokenized_bandit_gym.envs.round_batch.OBSERVE_CHUNK_BYTES` of gathered rows,
             added to in place in the table's dtype and rounded to float32 by a copy.
+        clock: what a step is timed with (wall time, or ``time.thread_time``: this thread's CPU time).
     """
 
     def __init__(
-        self, problem: object, num_envs: int, seed: int, buffered: bool = False, chunked: bool = False
+        self,
+        problem: object,
+        num_envs: int,
+        seed: int,
+        buffered: bool = False,
+        chunked: bool = False,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
+        self.clock = clock
         n, length, d = problem.vocab_size, problem.max_length, problem.embedding_dim
         self.n, self.length, self.eos = n, length, problem.eos_token_id
         self.alpha = problem.alpha
@@ -133,33 +146,40 @@ class MinimalTlbStep:
         return utilities
 
     def run(self, seconds: float, min_steps: int = 2) -> float:
-        """Step for at least ``seconds``; return token-steps per second (policy draws untimed)."""
+        """Step for at least ``seconds`` of :attr:`clock`; return token-steps per second (policy draws untimed)."""
         elapsed, steps = 0.0, 0
         while steps < min_steps or elapsed < seconds:
             actions = random_allowed(self.rng, self.masks)
-            start = time.perf_counter()
+            start = self.clock()
             self.step(actions)
-            elapsed += time.perf_counter() - start
+            elapsed += self.clock() - start
             steps += 1
         return steps * len(self.rows) / elapsed
 
 
-def copy_bandwidth(repeats: int = 5) -> float:
-    """One core's copy bandwidth, bytes read plus written per second (best of ``repeats``)."""
+def copy_bandwidth(clock: Callable[[], float] = time.perf_counter, repeats: int = 5) -> float:
+    """One core's copy bandwidth, bytes read plus written per second of ``clock`` (best of ``repeats``)."""
     source = np.ones(1 << 24, dtype=np.float32)  # 64 MiB
     target = np.empty_like(source)
     best = np.inf
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = clock()
         np.copyto(target, source)
-        best = min(best, time.perf_counter() - start)
+        best = min(best, clock() - start)
     return 2 * source.nbytes / best
 
 
 def main(args: Args) -> None:
     env_id = "TokenizedLinearBandit-v0"
-    bandwidth = copy_bandwidth()
-    print(f"copy bandwidth: {bandwidth / 1e9:.1f} GB/s (read + write), best of {args.repeats} interleaved chunks")
+    clocks = {"wall": time.perf_counter, "cpu": time.thread_time}
+    if args.clock not in clocks:
+        raise ValueError(f"--clock must be one of {sorted(clocks)}, got {args.clock!r}")
+    clock = clocks[args.clock]
+    bandwidth = copy_bandwidth(clock)  # in the steps' clock, so the roofline fraction compares like with like
+    print(
+        f"copy bandwidth: {bandwidth / 1e9:.1f} GB/s (read + write), best of {args.repeats} interleaved chunks, "
+        f"{args.clock} clock"
+    )
     print(
         "| N | native (tok/s) | minimal, plain (tok/s) | minimal, buffered (tok/s) | minimal, chunked (tok/s) "
         "| native / plain | native / buffered | native / chunked | roofline (tok/s) | native / roofline |"
@@ -172,10 +192,10 @@ def main(args: Args) -> None:
         feature_bytes = n * d * np.dtype(args.dtype).itemsize
         step_bytes = n * d * 4 + n + n * 8 + length * 8 + feature_bytes  # observation written + feature rows read
         steppers = {
-            "native": VectorEnvStepper(envs, args.seed, warm_caches, warm_up_steps=2),
-            "plain": MinimalTlbStep(problem, num_envs, args.seed),
-            "buffered": MinimalTlbStep(problem, num_envs, args.seed, buffered=True),
-            "chunked": MinimalTlbStep(problem, num_envs, args.seed, buffered=True, chunked=True),
+            "native": VectorEnvStepper(envs, args.seed, warm_caches, warm_up_steps=2, clock=clock),
+            "plain": MinimalTlbStep(problem, num_envs, args.seed, clock=clock),
+            "buffered": MinimalTlbStep(problem, num_envs, args.seed, buffered=True, clock=clock),
+            "chunked": MinimalTlbStep(problem, num_envs, args.seed, buffered=True, chunked=True, clock=clock),
         }
         best = dict.fromkeys(steppers, 0.0)
         for name, stepper in steppers.items():

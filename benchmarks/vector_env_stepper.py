@@ -30,12 +30,20 @@ class VectorEnvStepper:
         seed: seeds its reset and the random policy.
         warm: called on ``envs`` before the reset (fills the instances' cached benchmarks).
         warm_up_steps: untimed steps after the reset.
+        clock: what a step is timed with (``time.perf_counter``: wall time; ``time.thread_time``:
+            this thread's CPU time, which the other processes of a loaded machine do not inflate).
     """
 
     def __init__(
-        self, envs: gym.vector.VectorEnv, seed: int, warm: Callable[[gym.vector.VectorEnv], None], warm_up_steps: int
+        self,
+        envs: gym.vector.VectorEnv,
+        seed: int,
+        warm: Callable[[gym.vector.VectorEnv], None],
+        warm_up_steps: int,
+        clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.envs = envs
+        self.clock = clock
         self.rng = np.random.default_rng(seed)
         warm(envs)
         observations, _ = envs.reset(seed=seed)
@@ -48,9 +56,9 @@ class VectorEnvStepper:
         elapsed, token_steps, steps = 0.0, 0, 0
         while steps < min_steps or elapsed < seconds:
             actions = random_allowed(self.rng, self.masks)
-            start = time.perf_counter()
+            start = self.clock()
             observations, _, terminated, _, _ = self.envs.step(actions)
-            elapsed += time.perf_counter() - start
+            elapsed += self.clock() - start
             token_steps += int((~self.autoreset).sum())
             self.masks, self.autoreset = as_host_array(observations["action_mask"]), as_host_array(terminated)
             steps += 1

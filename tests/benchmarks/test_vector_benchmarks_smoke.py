@@ -26,8 +26,12 @@ def test_vector_env_throughput_runs(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_vector_env_fixed_cost_runs(capsys: pytest.CaptureFixture[str]) -> None:
     script = runpy.run_path(str(BENCHMARKS / "vector_env_fixed_cost.py"))
-    script["main"](script["Args"](num_envs=(3,), seconds=0.0, repeats=1))
-    assert "| 3 |" in capsys.readouterr().out
+    for clock in ("wall", "cpu"):  # wall time, or this thread's CPU time
+        script["main"](script["Args"](num_envs=(3,), seconds=0.0, repeats=1, clock=clock))
+        output = capsys.readouterr().out
+        assert "| 3 |" in output and f"{clock} clock" in output
+    with pytest.raises(ValueError, match="--clock"):
+        script["main"](script["Args"](num_envs=(3,), seconds=0.0, repeats=1, clock="sundial"))
 
 
 def test_fixed_cost_minimal_steps_compute_the_same_rounds() -> None:
