@@ -1,4 +1,4 @@
-"""LanguageModelState.with_new_rows: rows restarted mid-batch still equal a plain no-cache forward; with_column."""
+"""LanguageModelState.with_new_rows: rows restarted mid-batch still equal a plain no-cache forward."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 
 from tests.llm.test_language_model_problem import QUERIES, reference
 from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
-from tokenized_bandit_gym.llm.language_model_state import LanguageModelState, with_column
+from tokenized_bandit_gym.llm.language_model_state import LanguageModelState
 
 
 def _compare(problem: LanguageModelProblem, state: LanguageModelState) -> None:
@@ -63,26 +63,3 @@ def test_with_new_rows_checks_the_row_count(stories: tuple[Any, Any]) -> None:
         state.with_new_rows(torch.tensor([], dtype=torch.int64), state.select(torch.tensor([], dtype=torch.int64)))
         is state
     )
-
-
-def test_with_column_appends_in_place_for_the_first_successor_and_copies_for_any_other() -> None:
-    """Each result equals ``torch.cat``; a state's columns are never overwritten, however it is branched."""
-    generator = torch.Generator().manual_seed(0)
-    entries = torch.randn(2, 3, 4, 5, generator=generator)  # (B, h, P, hd), made elsewhere
-    columns = [torch.randn(2, 3, 1, 5, generator=generator) for _ in range(4)]  # (B, h, 1, hd)
-    first = with_column(entries, columns[0], room=2)  # copied into a buffer with room
-    grown = with_column(first, columns[1], room=2)  # the first successor: written in place
-    assert grown.untyped_storage().data_ptr() == first.untyped_storage().data_ptr()
-    branch = with_column(first, columns[2], room=2)  # a second successor of ``first``: copied
-    assert branch.untyped_storage().data_ptr() != first.untyped_storage().data_ptr()
-    trimmed = grown[:, :, 1:]  # a view ending at the last written column: may still grow in place
-    full = with_column(trimmed, columns[3], room=2)
-    assert full.untyped_storage().data_ptr() == first.untyped_storage().data_ptr()
-    beyond = with_column(full, columns[0], room=2)  # the buffer is full: copied
-    assert beyond.untyped_storage().data_ptr() != full.untyped_storage().data_ptr()
-    assert torch.equal(first, torch.cat([entries, columns[0]], dim=2))
-    assert torch.equal(grown, torch.cat([first, columns[1]], dim=2))
-    assert torch.equal(branch, torch.cat([first, columns[2]], dim=2))
-    assert torch.equal(full, torch.cat([trimmed, columns[3]], dim=2))
-    assert torch.equal(beyond, torch.cat([full, columns[0]], dim=2))
-    assert torch.equal(with_column(entries[:1], columns[0][:1], room=2), torch.cat([entries[:1], columns[0][:1]], 2))

@@ -29,7 +29,7 @@ from tokenized_bandit_gym.core.validation import check_choice, check_int, check_
 from tokenized_bandit_gym.llm.attention_layout import MASKED_KERNELS
 from tokenized_bandit_gym.llm.decoder_forward import FORWARD_IMPLEMENTATIONS, has_native_forward, select_decoder_forward
 from tokenized_bandit_gym.llm.language_model_head import LanguageModelHead
-from tokenized_bandit_gym.llm.language_model_state import KeyValues, LanguageModelState, with_column
+from tokenized_bandit_gym.llm.language_model_state import KeyValues, LanguageModelState
 from tokenized_bandit_gym.llm.length_switch import length_switch, recomputed_prefix
 from tokenized_bandit_gym.llm.refusals import REFUSAL_ERRORS, described_failure, known_refusal, mismatch_reason
 from tokenized_bandit_gym.llm.value_map import ValueMap
@@ -330,12 +330,12 @@ class LanguageModelProblem:
                 slot = slots[shape] = chosen[:, None, :, None].expand(-1, shape[0], 1, shape[1])
             return entries.gather(2, slot)
 
-        past = []  # the chosen entries appended in the room of the cache's buffers where no other state reads
+        past = []
         for (keys, values), (candidate_keys, candidate_values) in zip(state.past, state.candidate_past, strict=True):
             past.append(
                 (
-                    with_column(keys, chosen_entry(candidate_keys), self.max_length),  # (B, h, P + 1, hd)
-                    with_column(values, chosen_entry(candidate_values), self.max_length),
+                    torch.cat([keys, chosen_entry(candidate_keys)], dim=2),  # (B, h, P + 1, hd)
+                    torch.cat([values, chosen_entry(candidate_values)], dim=2),
                 )
             )
         return self._appended(state, tokens, grow, tuple(past), hidden, logprob)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import torch
-from torch.utils.weak import WeakIdKeyDictionary
 
 KeyValues = tuple[tuple[torch.Tensor, torch.Tensor], ...]
 """Per layer ``(keys, values)``, each ``(B, heads, P, head_dim)``."""
@@ -144,36 +143,3 @@ def _left_pad(tensor: torch.Tensor, dim: int, width: int) -> torch.Tensor:
     shape = list(tensor.shape)
     shape[dim] = missing
     return torch.cat([tensor.new_zeros(shape), tensor], dim=dim)
-
-
-_written_columns = WeakIdKeyDictionary()
-"""A cache buffer made by :func:`with_column` -> how many of its columns are written (the rest is room)."""
-
-
-def with_column(entries: torch.Tensor, column: torch.Tensor, room: int) -> torch.Tensor:
-    """A layer's cache ``entries`` ``(B, h, P, hd)`` with ``column`` ``(B, h, 1, hd)`` after it: ``(B, h, P + 1, hd)``.
-
-    States are values that share their cache tensors, so a column is never written where another state
-    reads. The result is a view of a buffer with room after its columns. When ``entries`` is such a view
-    and ends at the buffer's last written column (nothing was appended after it yet: the first successor
-    of a state), ``column`` is written into the next free column in place and the view grows by one, with
-    no copy of the P columns. Otherwise (a second successor of the same state, a full buffer, a cache made
-    elsewhere) the entries are copied into a new buffer with ``room`` free columns after the result.
-    Either way the result holds the same values as ``torch.cat([entries, column], dim=2)``.
-    """
-    batch, heads, columns, width = entries.shape
-    buffer = entries._base
-    written = None if buffer is None else _written_columns.get(buffer)
-    same_rows = written is not None and (batch, heads, width) == (buffer.shape[0], buffer.shape[1], buffer.shape[3])
-    if same_rows and entries.stride() == buffer.stride():  # entries are some of the buffer's columns, all rows
-        start = (entries.storage_offset() - buffer.storage_offset()) // buffer.stride(2)  # entries: columns start:end
-        end = start + columns
-        if end == written and end < buffer.shape[2]:
-            buffer[:, :, end : end + 1] = column  # past every view's last column: no state reads it
-            _written_columns[buffer] = end + 1
-            return buffer[:, :, start : end + 1]
-    buffer = entries.new_empty(batch, heads, columns + 1 + room, width)  # (B, h, P + 1 + room, hd)
-    buffer[:, :, :columns] = entries
-    buffer[:, :, columns : columns + 1] = column
-    _written_columns[buffer] = columns + 1
-    return buffer[:, :, : columns + 1]
