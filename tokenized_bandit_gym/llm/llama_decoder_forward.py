@@ -96,12 +96,11 @@ class LlamaDecoderForward(NativeDecoderForward):
                 scale=attention.scaling,
                 enable_gqa=queries.shape[1] != keys.shape[1],
             )  # (N, hq, T, hd)
-            # in place on the fresh products, as ``hidden + product``: one allocation less, the same sums
-            hidden = projection.o(attended.transpose(1, 2).reshape(batch, new_tokens, -1)).add_(hidden)
+            hidden = hidden + projection.o(attended.transpose(1, 2).reshape(batch, new_tokens, -1))
             normed = _rms_norm(hidden, layer.post_attention_layernorm)
-            gate, up = projection.gate_up(normed)  # (N, T, I) views of one product
-            activated = F.silu(gate) if self._silu else mlp.act_fn(gate)  # (N, T, I) new
-            hidden = projection.down(activated.mul_(up)).add_(hidden)
+            gate, up = projection.gate_up(normed)  # (N, T, I) each
+            gate = F.silu(gate) if self._silu else mlp.act_fn(gate)
+            hidden = hidden + projection.down(gate * up)
         return _rms_norm(hidden, base.norm), tuple(cache)
 
 
@@ -140,7 +139,7 @@ def _rotated(states: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) 
     ``rotate_half(x) = [-x2, x1]`` is ``roll(x, hd / 2) * [-1, 1]``; the sign is folded into
     ``signed_sin = [-sin1, sin2]``, so the rotation is three ops.
     """
-    return (states * cos).addcmul_(torch.roll(states, states.shape[-1] // 2, dims=-1), signed_sin)
+    return torch.addcmul(states * cos, torch.roll(states, states.shape[-1] // 2, dims=-1), signed_sin)
 
 
 def _rms_norm(hidden: torch.Tensor, norm: Any) -> torch.Tensor:
