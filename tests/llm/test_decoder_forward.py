@@ -11,6 +11,7 @@ from tests.llm.tiny_models import randomised
 from tokenized_bandit_gym.llm.additive_attention_mask import additive_attention_mask
 from tokenized_bandit_gym.llm.decoder_forward import select_decoder_forward
 from tokenized_bandit_gym.llm.gpt2_decoder_forward import GPT2DecoderForward
+from tokenized_bandit_gym.llm.language_model_head import LanguageModelHead
 from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 from tokenized_bandit_gym.llm.llama_decoder_forward import LlamaDecoderForward, RotaryTable
 from tokenized_bandit_gym.llm.native_decoder_forward import FrozenLinear, FrozenLinears, mkl_packs
@@ -302,3 +303,27 @@ def test_rotary_table_is_off_for_a_rope_that_depends_on_the_length() -> None:
         hidden, _ = select_decoder_forward(model, "native")(ids, mask, positions, ())
         expected, _ = select_decoder_forward(model, "transformers")(ids, mask, positions, ())
     torch.testing.assert_close(hidden, expected, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("hooked", [False, True])
+def test_language_model_head_equals_the_models_head_and_gives_a_row_the_same_logits_in_any_batch(
+    hooked: bool,
+) -> None:
+    """A head MKL packs is the model's own ``lm_head`` to float32 rounding at 1 to 135 rows, and a row's
+    log-probs do not depend on the rows beside it; a hooked head is the module's own call, hook included."""
+    import transformers
+
+    config = transformers.LlamaConfig(vocab_size=4096, hidden_size=32, intermediate_size=40, num_hidden_layers=1)
+    model = randomised(transformers.LlamaForCausalLM(config), 4)  # head (4096, 32): packed where MKL is
+    if hooked:
+        model.lm_head.register_forward_hook(lambda module, inputs, output: output * 2.0)
+    head = LanguageModelHead(model)
+    generator = torch.Generator().manual_seed(5)
+    hidden = torch.randn(135, 32, generator=generator)  # (B, H)
+    with torch.no_grad():
+        for rows in (1, 9, 135):
+            expected = model.lm_head(hidden[:rows]).log_softmax(dim=-1)  # (rows, n)
+            torch.testing.assert_close(head.log_probs(hidden[:rows]), expected)
+        if mkl_packs(model.lm_head.weight) and not hooked:
+            alone = torch.cat([head.log_probs(hidden[row : row + 1]) for row in range(9)])  # (9, n)
+            assert torch.equal(head.log_probs(hidden[:9]), alone)

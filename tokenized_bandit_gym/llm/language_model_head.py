@@ -14,9 +14,19 @@ from typing import Any
 
 import torch
 
+from tokenized_bandit_gym.llm.native_decoder_forward import FrozenLinear, mkl_packs
+
 
 class LanguageModelHead:
     """``log_softmax`` of the model's logits ``(B, n)`` float32 from last-layer hidden states ``(B, H)``.
+
+    A plain ``torch.nn.Linear`` head whose weight :func:`mkl_packs` is multiplied through :class:`FrozenLinear`
+    over an MKL-packed copy of the weight. A step applies the head to one row per round, so the product streams
+    the whole ``(n, H)`` weight for a few rows; ``F.linear`` ran 2.4x slower than the packed product on
+    SmolLM2's 49,152 x 576 head at 9 rows (``benchmarks/RESULTS.md``, issue 28 item 4). The packed product
+    gives a row the same logits in any batch (``F.linear`` does not on that weight); both sum in float32, so
+    the log-probs agree with the model's own to float32 rounding, within :attr:`tolerance`. Any other head
+    (small, GPU, half precision, quantized, hooked) is the module's own call.
 
     Args:
         model: a loaded causal LM.
@@ -39,6 +49,8 @@ class LanguageModelHead:
         if isinstance(logit_scale, (int, float)):
             scale *= float(logit_scale)
         self.scale = scale
+        packed = _plain(self.linear) and mkl_packs(self.linear.weight)
+        self._product = FrozenLinear(self.linear.weight, self.linear.bias) if packed else self.linear
         softcap = getattr(config, "final_logit_softcapping", None)  # Gemma-2/3: cap * tanh(logits / cap)
         self.softcap = float(softcap) if softcap else None
         # Relative tolerance of a comparison with the model's own forward: the rounding of the weights' dtype.
@@ -46,7 +58,7 @@ class LanguageModelHead:
 
     def log_probs(self, hidden: torch.Tensor) -> torch.Tensor:
         """Next-token log-probs ``(B, n)`` float32 from last-layer hidden states ``(B, H)``."""
-        logits = self.linear(hidden).float()  # (B, n)
+        logits = self._product(hidden).float()  # (B, n)
         if self.scale != 1.0:
             logits = logits * self.scale
         if self.softcap is not None:
@@ -90,3 +102,13 @@ class LanguageModelHead:
                 f"post-processing (scale {self.scale}, final softcapping {self.softcap}): log-probs differ by "
                 f"{error:.3g} from the model's own forward, so they cannot be reproduced"
             )
+
+
+def _plain(linear: Any) -> bool:
+    """Whether ``linear`` is a plain ``torch.nn.Linear``: no subclass (quantized, adapted) and no hooks."""
+    return (
+        type(linear) is torch.nn.Linear
+        and not linear._forward_hooks
+        and not linear._forward_pre_hooks
+        and not hasattr(linear, "_hf_hook")
+    )
