@@ -93,29 +93,43 @@ def abba_order(repeat: int) -> tuple[str, str, str, str]:
 
 
 @dataclass
-class Args:
-    """Benchmark options."""
+class CheckoutPairArgs:
+    """The options of a benchmark that compares two checkouts on one LLM episode shape."""
 
     before: str = ""
-    """checkout of the base (e.g. a ``git worktree add`` of main)"""
+    """checkout of the base (e.g. a ``git worktree add`` or ``git archive`` of main)"""
     after: str = "."
     """checkout of the change"""
-    models: str = "stories260K,gpt2-small-random"
-    """comma-separated, as in benchmarks/llm_step.py"""
-    repeats: int = 40
-    """interleaved repeats: each times one episode per checkout and forward, in ABBA order"""
     max_length: int = 30
     """L"""
     top_k: int = 15
     """k"""
 
+    def checkouts(self) -> dict[str, Path]:
+        """``{"before": path, "after": path}``, resolved.
+
+        Raises:
+            ValueError: no ``--before``.
+        """
+        if not self.before:
+            raise ValueError("--before must name the base checkout")
+        return {"before": Path(self.before).resolve(), "after": Path(self.after).resolve()}
+
+
+@dataclass
+class Args(CheckoutPairArgs):
+    """Benchmark options."""
+
+    models: str = "stories260K,gpt2-small-random"
+    """comma-separated, as in benchmarks/llm_step.py"""
+    repeats: int = 40
+    """interleaved repeats: each times one episode per checkout and forward, in ABBA order"""
+
 
 def main(argv: list[str] | None = None) -> str:
     """Print (and return) per model and forward: before and after ms per step, and the after / before ratio."""
     args = parse_dataclass_arguments(Args, __doc__, argv)
-    if not args.before:
-        raise ValueError("--before must name the base checkout")
-    checkouts = {"before": Path(args.before).resolve(), "after": Path(args.after).resolve()}
+    checkouts = args.checkouts()
     lines = [f"L={args.max_length}, k={args.top_k}, repeats={args.repeats}, load average before: {os.getloadavg()}"]
     print(lines[0], flush=True)
     for model in args.models.split(","):

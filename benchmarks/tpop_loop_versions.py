@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 
-from benchmarks.llm_step_versions import CheckoutWorker, abba_order
+from benchmarks.llm_step_versions import CheckoutPairArgs, CheckoutWorker, abba_order
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 
 _WORKER = """
@@ -54,29 +53,19 @@ for _ in sys.stdin:
 
 
 @dataclass
-class Args:
+class Args(CheckoutPairArgs):
     """Benchmark options."""
 
-    before: str = ""
-    """checkout of the base (e.g. a ``git archive`` of main)"""
-    after: str = "."
-    """checkout of the change"""
     model: str = "stories260K"
     """the LLM, as in benchmarks/tpop_loop.py"""
     repeats: int = 6
     """interleaved repeats: each times one round of ours and one of T-POP's loop per checkout, in ABBA order"""
-    max_length: int = 30
-    """L"""
-    top_k: int = 15
-    """k"""
 
 
 def main(argv: list[str] | None = None) -> str:
     """Print (and return) per checkout: ms per round on each side and the ratio; then ours after / before."""
     args = parse_dataclass_arguments(Args, __doc__, argv)
-    if not args.before:
-        raise ValueError("--before must name the base checkout")
-    checkouts = {"before": Path(args.before).resolve(), "after": Path(args.after).resolve()}
+    checkouts = args.checkouts()
     header = (
         f"{args.model}, L={args.max_length}, k={args.top_k}, repeats={args.repeats}, one torch thread, "
         f"load average before: {os.getloadavg()}"

@@ -68,3 +68,21 @@ def test_rejects_non_dataclasses_and_untypable_fields() -> None:
 
     with pytest.raises(TypeError, match="EmptyTuple.dims"):
         parse_dataclass_arguments(EmptyTuple, "doc", [])
+
+
+@dataclasses.dataclass
+class MoreSettings(Settings):
+    seeds: str = "0"
+    """the seeds"""
+
+
+@dataclasses.dataclass
+class OverriddenSettings(MoreSettings):
+    rounds: int = 20
+    """rounds per run, overridden"""
+
+
+def test_a_subclass_keeps_its_bases_field_docstrings_and_its_own_win() -> None:
+    assert field_docstrings(MoreSettings) == {"rounds": "rounds per run", "seeds": "the seeds"}
+    assert field_docstrings(OverriddenSettings) == {"rounds": "rounds per run, overridden", "seeds": "the seeds"}
+    assert parse_dataclass_arguments(MoreSettings, "doc", ["--seeds", "1,2"]) == MoreSettings(seeds="1,2")

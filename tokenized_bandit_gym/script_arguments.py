@@ -67,20 +67,21 @@ def parse_dataclass_arguments(
 
 
 def field_docstrings(settings_class: type) -> dict[str, str]:
-    """Each field's docstring (the string literal right under it), ``{}`` when the source is unavailable."""
-    try:
-        source = textwrap.dedent(inspect.getsource(settings_class))
-    except (OSError, TypeError):
-        return {}
-    body = ast.parse(source).body[0].body  # type: ignore[attr-defined]
+    """Each field's docstring (the string literal right under it), a base class's too; ``{}`` without source."""
     docs: dict[str, str] = {}
-    for node, following in zip(body, body[1:], strict=False):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(following, ast.Expr)
-            and isinstance(following.value, ast.Constant)
-            and isinstance(following.value.value, str)
-        ):
-            docs[node.target.id] = following.value.value
+    for cls in reversed(settings_class.__mro__[:-1]):  # bases first: a subclass's docstring wins
+        try:
+            source = textwrap.dedent(inspect.getsource(cls))
+        except (OSError, TypeError):
+            continue
+        body = ast.parse(source).body[0].body  # type: ignore[attr-defined]
+        for node, following in zip(body, body[1:], strict=False):
+            if (
+                isinstance(node, ast.AnnAssign)
+                and isinstance(node.target, ast.Name)
+                and isinstance(following, ast.Expr)
+                and isinstance(following.value, ast.Constant)
+                and isinstance(following.value.value, str)
+            ):
+                docs[node.target.id] = following.value.value
     return docs
