@@ -17,19 +17,22 @@ from tokenized_bandit_gym.llm.llama_decoder_forward import LlamaDecoderForward, 
 from tokenized_bandit_gym.llm.native_decoder_forward import FrozenLinear, FrozenLinears, mkl_packs
 from tokenized_bandit_gym.llm.transformers_decoder_forward import TransformersDecoderForward
 
+LLAMA_SHAPE = {
+    "hidden_size": 32,
+    "intermediate_size": 40,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+}
+"""The Llama-family shape of the tiny random models here (GQA: 4 query heads, 2 KV heads)."""
+
 
 def _tiny(kind: str) -> Any:
     """A 2-layer random model of the family ``kind`` (configs built here, nothing downloaded)."""
     import transformers
 
     shared = {"vocab_size": 97, "max_position_embeddings": 64, "eos_token_id": 2}
-    llama_shape = {
-        "hidden_size": 32,
-        "intermediate_size": 40,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-    }
+    llama_shape = LLAMA_SHAPE
     if kind == "llama":
         config = transformers.LlamaConfig(**shared, **llama_shape)
         return randomised(transformers.LlamaForCausalLM(config), 0)
@@ -285,16 +288,8 @@ def test_rotary_table_is_off_for_a_rope_that_depends_on_the_length() -> None:
     import transformers
 
     rope = {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}
-    config = transformers.LlamaConfig(
-        vocab_size=97,
-        max_position_embeddings=16,
-        hidden_size=32,
-        intermediate_size=40,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        rope_parameters=rope,
-    )
+    shape = LLAMA_SHAPE | {"num_hidden_layers": 1}
+    config = transformers.LlamaConfig(vocab_size=97, max_position_embeddings=16, **shape, rope_parameters=rope)
     model = randomised(transformers.LlamaForCausalLM(config), 7)
     assert RotaryTable(model.base_model.rotary_emb).positions == 0
     ids = torch.randint(0, 97, (1, 24), generator=torch.Generator().manual_seed(8))  # past 16: the rope rescales
