@@ -62,8 +62,8 @@ class Args:
     paper: bool = False
     """use the paper's settings (L=30, top-15, T=10,000, theta=0.5*1) for unset options"""
     real_llm: bool = False
-    """the paper's settings on the real instruct model smollm2-135m-instruct, short: T=100, seeds 0,1,2 (unset
-    options); --rounds 1000 for the paper's horizon of Figure 2"""
+    """the paper's settings on the real instruct model smollm2-135m-instruct, short: T=100, seeds 0,1,2, every
+    run a row of one forward (unset options); --rounds 1000 for the paper's horizon of Figure 2"""
     model: str = "stories260K"
     """Hugging Face causal LM: stories260K (shipped), smollm2-135m-instruct (see the README), a local path, or a
     model id"""
@@ -104,7 +104,8 @@ class Args:
     """torch device"""
     runs_per_forward: int = 0
     """(agent, seed) runs stepped together as the rows of one vector env, one forward per step (0: the agents of
-    one seed); each finished group is saved, so an interrupted call resumes from the last finished group"""
+    one seed; --real-llm: every run); each finished group is saved, so an interrupted call resumes from the last
+    finished group"""
     benchmark_chunk: int = 16
     """queries whose oracle-greedy benchmark is decoded together, ahead of the runs (every query they will meet)"""
     checkpoint_every: int = 25
@@ -134,6 +135,8 @@ def parse_args(argv: list[str] | None = None) -> Args:
     for name, value in (REAL_LLM if args.real_llm else PAPER if args.paper else QUICK).items():
         if not getattr(args, name):
             setattr(args, name, value)
+    if args.real_llm and not args.runs_per_forward:  # more rows a forward: closer to the compute floor
+        args.runs_per_forward = len([name for name in args.agents.split(",") if name.strip()]) * len(seed_list(args))
     return args
 
 
