@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from tokenized_bandit_gym.adapters.sb3.callback import CumulativeRegretCallback
+from tokenized_bandit_gym.adapters.sb3.callback import CumulativeRegretCallback, log_nowhere_unless_asked
 from tokenized_bandit_gym.adapters.sb3.observation import TokenObservationEncoder
 from tokenized_bandit_gym.adapters.sb3.proxy_env import ProxyClosed, SB3ProxyEnv
 from tokenized_bandit_gym.core.validation import check_int, check_real
@@ -179,7 +179,8 @@ class SB3Agent:
         device: torch device of the networks.
         verbose: SB3 verbosity.
         tensorboard_log: a folder for SB3's TensorBoard logs (cumulative regret is logged as
-            ``regret/cumulative`` by :class:`CumulativeRegretCallback`).
+            ``regret/cumulative`` by :class:`CumulativeRegretCallback`). With neither (verbose 0),
+            the model logs nowhere and creates no ``SB3-<date>`` folder in the temp dir.
         name: the agent's name in results (default: ``algo``).
         torch_threads: torch intra-op threads while the learner runs (the caller's setting is
             restored after each turn); 1 is fastest for these small networks, None leaves it.
@@ -425,7 +426,7 @@ def _learn(
     """
     try:
         torch.set_num_threads(threads)
-        model = build()
+        model = log_nowhere_unless_asked(build())  # else each learn() leaves an empty tempdir/SB3-<date>
         holder["model"] = model
         model.learn(total_timesteps=total_timesteps, callback=callback)
     except ProxyClosed:

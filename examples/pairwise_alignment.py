@@ -38,7 +38,9 @@ paper's; much slower on a CPU.)
 The agents of one feedback are the rows of one native vector env (one forward of all their candidates a
 step, every query's benchmark decoded ahead, 16 queries per forward), with a progress bar over their
 rounds; their runs are saved in ``--out-dir``'s pairwise.json (atomically) as soon as they finish, so
-rerunning an interrupted command with the same settings keeps them and plays only the others.
+rerunning an interrupted command with the same settings keeps them and plays only the others (unless another
+code version made them: pairwise.json records the package version and git commit, and a file of other code is not
+reused, with one printed line naming both versions).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from typing import Any
 
 import numpy as np
 
+from tokenized_bandit_gym.evaluation import provenance
 from tokenized_bandit_gym.evaluation.progress import write_json_atomically
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 from tokenized_bandit_gym.threads import use_small_work_threads
@@ -143,12 +146,14 @@ def play(env: Any, names: list[str], rounds: int, seed: int) -> dict[str, dict[s
 
 
 def resumable_runs(path: str, settings: dict[str, Any]) -> dict[str, Any]:
-    """The runs saved in ``path`` by an earlier call with these ``settings`` (``RUN_KEYS`` aside), else none."""
+    """The runs saved in ``path`` by an earlier call of this code with these ``settings`` (``RUN_KEYS`` aside)."""
     if not path or not os.path.exists(path):
         return {}
     with open(path, encoding="utf-8") as handle:
         earlier = json.load(handle)
-    return dict(earlier.get("runs", {})) if earlier.get("settings") == settings else {}
+    if earlier.get("settings") != settings or not provenance.made_by_this_code(earlier.get("code_version"), path):
+        return {}
+    return dict(earlier.get("runs", {}))
 
 
 def make_envs(args: Args) -> dict[str, Any]:
@@ -189,6 +194,7 @@ def make_envs(args: Args) -> dict[str, Any]:
 def main(args: Args) -> dict[str, Any]:
     settings = {key: value for key, value in dataclasses.asdict(args).items() if key not in RUN_KEYS}
     path = os.path.join(args.out_dir, "pairwise.json") if args.out_dir else ""
+    version = provenance.code_version()
     runs = resumable_runs(path, settings)
     if runs:
         print(f"resuming: {', '.join(runs)} kept from {path}")
@@ -199,7 +205,7 @@ def main(args: Args) -> dict[str, Any]:
             envs = envs or make_envs(args)
             runs |= play(envs[feedback], names, args.rounds, args.seed)
             if path:
-                write_json_atomically(path, {"settings": settings, "runs": runs})
+                write_json_atomically(path, {"settings": settings, "code_version": version, "runs": runs})
     for name, (label, _) in AGENTS.items():
         print(f"{label:<26} cumulative regret {np.sum(runs[name]['regret']):9.3f}", flush=True)
     baseline = np.array(runs["misaligned_greedy"]["first_utility"])
@@ -221,7 +227,7 @@ def main(args: Args) -> dict[str, Any]:
     for name, values in summary.items():
         line = ", ".join(f"{key} {value:.3f}" for key, value in values.items())
         print(f"{AGENTS[name][0]:<26} {line}")
-    results = {"settings": settings, "summary": summary, "runs": runs}
+    results = {"settings": settings, "code_version": version, "summary": summary, "runs": runs}
     if args.tlb_rounds:
         results["tlb"] = tlb_comparison(args)
     if path:

@@ -16,8 +16,10 @@ Printed and saved: cumulative regret (mean over seeds, with each seed's curve), 
 a higher fitted reward ``<theta, e(x, y)>`` than Misaligned greedy's on the same query and seed, and sample
 responses of the first and last rounds. Each (agent, seed) run is written to ``out_dir/runs/`` as it ends
 (atomically), so an interrupted command resumes where it stopped and a rerun with more seeds plays only the new
-ones; a progress bar counts the rounds. The defaults are short (T = 12 rounds, one seed) so that they finish in
-minutes on a CPU; the section 5 figure of docs/REPRODUCTION.md is ``--rounds 30 --seeds 0 1``.
+ones (each run file records the code that made it, package version and git commit: runs of other code are played
+again, and one printed line names both versions); a progress bar counts the rounds. The defaults are short
+(T = 12 rounds, one seed) so that they finish in minutes on a CPU; the section 5 figure of docs/REPRODUCTION.md is
+``--rounds 30 --seeds 0 1``.
 
     PYTHONPATH=. python examples/reproduce_alignment.py
     PYTHONPATH=. python examples/reproduce_alignment.py --rounds 30 --seeds 0 1
@@ -33,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from tokenized_bandit_gym.evaluation import provenance
 from tokenized_bandit_gym.evaluation.progress import write_json_atomically
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 from tokenized_bandit_gym.threads import use_small_work_threads
@@ -120,6 +123,34 @@ def run_settings(args: Args) -> dict[str, Any]:
     return {key: getattr(args, key) for key in ("model", "queries", "rounds", "max_length", "top_k")}
 
 
+def stored_runs(args: Args, settings: dict[str, Any]) -> tuple[dict[str, dict[int, Any]], list[tuple[str, int]]]:
+    """The runs of ``args`` kept in ``out_dir/runs`` by this code with these settings, and the (agent, seed) left.
+
+    A run file of other settings is ignored; runs of the same settings made by other code (or recording none) are
+    played again, with one printed line per other version naming it and this one.
+
+    Returns:
+        The runs read back (agent -> seed -> run) and the (agent, seed) pairs to play, seeds outermost.
+    """
+    stored = {(name, seed): _read_run(_run_path(args, name, seed)) for seed in args.seeds for name in LABELS}
+    same_settings = {key: run for key, run in stored.items() if run is not None and run.get("settings") == settings}
+    recorded = [run.get("code_version") for run in same_settings.values()]
+    versions = [made_by for index, made_by in enumerate(recorded) if made_by not in recorded[:index]]
+    reusable = [
+        made_by
+        for made_by in versions
+        if provenance.made_by_this_code(made_by, f"{recorded.count(made_by)} runs in {args.out_dir}/runs")
+    ]
+    runs: dict[str, dict[int, Any]] = {name: {} for name in LABELS}
+    missing = []
+    for (name, seed), run in stored.items():
+        if (name, seed) in same_settings and run.get("code_version") in reusable:
+            runs[name][seed] = run
+        else:
+            missing.append((name, seed))
+    return runs, missing
+
+
 def main(args: Args) -> dict[str, Any]:
     import gymnasium as gym
 
@@ -127,15 +158,8 @@ def main(args: Args) -> dict[str, Any]:
     from tokenized_bandit_gym.evaluation.ddmc.resources import resolve_model
 
     settings = run_settings(args)
-    runs: dict[str, dict[int, dict[str, Any]]] = {name: {} for name in LABELS}
-    missing = []
-    for seed in args.seeds:
-        for name in LABELS:
-            stored = _read_run(_run_path(args, name, seed))
-            if stored is not None and stored.get("settings") == settings:
-                runs[name][seed] = stored
-            else:
-                missing.append((name, seed))
+    version = provenance.code_version()
+    runs, missing = stored_runs(args, settings)
     if len(missing) < len(LABELS) * len(args.seeds):
         print(f"resuming: {len(LABELS) * len(args.seeds) - len(missing)} runs read back from {args.out_dir}/runs")
     env = gym.make_vec(
@@ -153,7 +177,7 @@ def main(args: Args) -> dict[str, Any]:
     print(f"theta: {problem.theta_source}", flush=True)
     if missing:
         for (name, seed), played in zip(missing, play_runs(env, missing, args.rounds), strict=True):
-            runs[name][seed] = {**played, "settings": settings}
+            runs[name][seed] = {**played, "settings": settings, "code_version": version}
             if args.out_dir:
                 write_json_atomically(_run_path(args, name, seed), runs[name][seed])
     summary = {}
@@ -179,6 +203,7 @@ def main(args: Args) -> dict[str, Any]:
             print(f"[{LABELS[name]}, seed {first}, round {round_index + 1}] {text['query']!r} -> {text['response']!r}")
     results = {
         "settings": vars(args),
+        "code_version": version,
         "theta_source": problem.theta_source,
         "held_out_accuracy": fit.held_out_accuracy,
         "accuracy_interval": list(fit.accuracy_interval),

@@ -17,8 +17,10 @@ EOFUL built with ``record_ratios=True`` exposes the ratios as ``prefix_ratio_max
 bar and, first, its expected duration (timed on three warm-up rounds).
 
 ``--real-llm`` is the paper's setting on SmolLM2-135M-Instruct, short (T = 100, every core); a finished run is
-not repeated (its ratio.json in ``--out-dir`` is plotted again). The ratios of ``reproduce_regret.py``'s EOFUL
-runs come for free with ``--from-regret``.
+not repeated (its ratio.json in ``--out-dir`` is plotted again) when this code made it: ratio.json records the
+package version and git commit of the code that made its ratios, and a run of other code is played again, with
+one printed line naming both versions. The ratios of ``reproduce_regret.py``'s EOFUL runs come for free with
+``--from-regret`` (ratio.json then records the code version of that regret.json).
 
     PYTHONPATH=. python examples/reproduce_ratio.py
     PYTHONPATH=. python examples/reproduce_ratio.py --real-llm --out-dir runs/ratio_smollm2
@@ -37,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from tokenized_bandit_gym.evaluation import provenance
 from tokenized_bandit_gym.evaluation.progress import write_json_atomically
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 from tokenized_bandit_gym.threads import use_small_work_threads
@@ -140,8 +143,11 @@ def summarize(ratio_max: np.ndarray, ratio_mean: np.ndarray, threshold: float) -
     }
 
 
-def recorded_run(args: Args) -> tuple[Any, str]:
-    """EOFUL's ratios from a regret.json (as attributes, like the agent's) and its formatting; copies its settings."""
+def recorded_run(args: Args) -> tuple[Any, str, Any]:
+    """EOFUL's ratios from a regret.json (as attributes, like the agent's), its formatting and its code version.
+
+    The code version is the one that made the regret.json (None when it records none); its settings are copied.
+    """
     from types import SimpleNamespace
 
     with open(args.from_regret, encoding="utf-8") as handle:
@@ -152,19 +158,24 @@ def recorded_run(args: Args) -> tuple[Any, str]:
     for name in ("model", "queries", "max_length", "top_k", "gamma", "value_map", "embedding_norm", "beta"):
         setattr(args, name, regret["settings"][name])
     args.rounds = len(run["prefix_ratio_max"])
-    return SimpleNamespace(**run), regret.get("formatting", "")
+    return SimpleNamespace(**run), regret.get("formatting", ""), regret.get("code_version")
 
 
 def finished_run(args: Args) -> tuple[Any, str] | None:
-    """The ratios of an earlier call's ratio.json in ``--out-dir`` with these settings (as attributes), or None."""
+    """The ratios of an earlier run of this code in ``--out-dir``'s ratio.json with these settings, or None.
+
+    None with ``--from-regret`` too: that regret.json is read again (nothing to run).
+    """
     from types import SimpleNamespace
 
-    path = os.path.join(args.out_dir, "ratio.json") if args.out_dir else ""
+    path = os.path.join(args.out_dir, "ratio.json") if args.out_dir and not args.from_regret else ""
     if not path or not os.path.exists(path):
         return None
     with open(path, encoding="utf-8") as handle:
         earlier = json.load(handle)
     if {**earlier.get("settings", {}), "threads": args.threads} != dataclasses.asdict(args):
+        return None
+    if not provenance.made_by_this_code(earlier.get("code_version"), path):
         return None
     print(f"resuming: the run in {path} has these settings; plotted again, not rerun")
     ratios = {f"{NORMS[norm]}_{kind}": earlier[norm][f"ratio_{kind}"] for norm in NORMS for kind in ("max", "mean")}
@@ -173,13 +184,14 @@ def finished_run(args: Args) -> tuple[Any, str] | None:
 
 def main(args: Args) -> dict[str, Any]:
     finished = finished_run(args)
+    made_by = provenance.code_version()
     if finished is not None:
         agent, formatting = finished
     elif args.from_regret:
-        agent, formatting = recorded_run(args)
+        agent, formatting, made_by = recorded_run(args)
     else:
         agent, formatting = run_eoful(args)
-    summary: dict[str, Any] = {"settings": dataclasses.asdict(args), "formatting": formatting}
+    summary: dict[str, Any] = {"settings": dataclasses.asdict(args), "code_version": made_by, "formatting": formatting}
     print(f"queries: {summary['formatting']}")
     series = {}
     for norm in NORMS:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import random
+import tempfile
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -152,6 +154,48 @@ def test_learner_errors_surface_in_the_caller():
 def test_unknown_hyperparameters_fail_when_the_agent_is_built():
     with pytest.raises(TypeError, match="PPO takes no hyperparameter not_a_keyword=1"):
         SB3Agent("ppo", n_steps=32, batch_size=32, not_a_keyword=1)
+
+
+def sb3_folders(folder: Path) -> list[str]:
+    """The ``SB3-<date>`` log folders SB3's ``configure_logger`` made in ``folder``."""
+    return sorted(path.name for path in folder.iterdir() if path.name.startswith("SB3-"))
+
+
+def test_agents_that_log_nothing_leave_no_sb3_folder_in_the_temp_dir(tmp_path, monkeypatch):
+    """Without logs asked for, the agent's model logs nowhere; with ``verbose=1`` it logs as SB3 makes it.
+
+    The temp dir is this test's own folder (``tempfile.tempdir``), so SB3 runs of other processes do not count.
+    """
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    env = gym.make("TokenizedMultiArmedBanditRandomTable-v0")
+    for algo in ("ppo", "dqn"):
+        agent = SB3Agent(algo, **FAST[algo])
+        run_online(env, agent, 4, seed=0)
+        run_online(env, agent, 4, seed=1)  # a second reset: a new model, a new learn()
+        assert agent.model.logger.dir is None and agent.model.logger.output_formats == []
+        agent.close()
+    assert sb3_folders(tmp_path) == []
+    talking = SB3Agent("ppo", verbose=1, **FAST["ppo"])
+    run_online(env, talking, 2, seed=0)
+    assert [type(output).__name__ for output in talking.model.logger.output_formats] == ["HumanOutputFormat"]
+    talking.close()
+
+
+def test_a_model_given_a_silent_logger_keeps_it_over_learn_calls(tmp_path, monkeypatch):
+    from stable_baselines3.ppo import PPO
+
+    from tokenized_bandit_gym.adapters.sb3 import log_nowhere_unless_asked
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    env = DummyVecEnv([lambda: SB3Observation(gym.make("TokenizedMultiArmedBanditRandomTable-v0"))])
+    model = log_nowhere_unless_asked(PPO("MlpPolicy", env, n_steps=16, batch_size=16, n_epochs=1, seed=0))
+    silent = model.logger
+    model.learn(16)
+    model.learn(16, reset_num_timesteps=False)
+    assert model.logger is silent and sb3_folders(tmp_path) == []
+    plain = PPO("MlpPolicy", env, n_steps=16, batch_size=16, n_epochs=1, seed=0)
+    plain.learn(16)  # SB3's own behaviour, for reference: the folder this helper avoids
+    assert len(sb3_folders(tmp_path)) == 1
 
 
 def test_callback_logs_cumulative_regret_through_sb3_logger(tmp_path):

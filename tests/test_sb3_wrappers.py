@@ -178,7 +178,7 @@ def test_maskable_ppo_trains_on_make_vec_env_with_the_wrappers():
     from sb3_contrib import MaskablePPO
     from stable_baselines3.common.env_util import make_vec_env
 
-    from tokenized_bandit_gym.adapters.sb3.callback import CumulativeRegretCallback
+    from tokenized_bandit_gym.adapters.sb3.callback import CumulativeRegretCallback, log_nowhere_unless_asked
 
     def wrap(env):
         return RegretStatistics(SB3Observation(env))
@@ -187,7 +187,7 @@ def test_maskable_ppo_trains_on_make_vec_env_with_the_wrappers():
     vec = make_vec_env(
         "TokenizedLinearBanditNeedle-v0", n_envs=2, seed=0, wrapper_class=wrap, env_kwargs={"render_mode": None}
     )
-    model = MaskablePPO("MlpPolicy", vec, n_steps=16, batch_size=32, n_epochs=1, seed=0)
+    model = log_nowhere_unless_asked(MaskablePPO("MlpPolicy", vec, n_steps=16, batch_size=32, n_epochs=1, seed=0))
     callback = CumulativeRegretCallback()
     model.learn(64, callback=callback)
     assert callback.rounds > 0

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tests.examples.test_reproduce_scripts import alignment_stack_available
+from tokenized_bandit_gym.evaluation import provenance
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--rounds", "3", "--max-length", "3", "--top-k", "2", "--seeds", "0,1"]
@@ -35,6 +36,7 @@ def test_seeds_are_averaged_and_a_rerun_resumes(tmp_path: Path) -> None:
         np.testing.assert_allclose(entry["cumulative_regret"], per_seed.mean(axis=0))
         np.testing.assert_allclose(entry["cumulative_regret_min"], per_seed.min(axis=0))
     assert "queries: " in first.stdout
+    assert data["code_version"] == provenance.code_version()  # the script is this checkout's code
     progress = json.loads((tmp_path / "progress.json").read_text())  # the last group's curves, written as it ran
     assert progress["rounds_played"] == 3 and sorted(progress["runs"]) == [
         f"{name}/1" for name in sorted(data["agents"])
@@ -186,13 +188,18 @@ def test_rows_checkpoint_refuses_a_bad_path_or_interval() -> None:
         RowsCheckpoint("x.pkl", every=0)
 
 
-def test_benchmarks_kept_in_a_file_are_not_decoded_again(tmp_path: Path) -> None:
-    """A fresh env warmed from the file of the same settings decodes nothing and holds the same benchmarks."""
+def test_benchmarks_kept_in_a_file_are_not_decoded_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh env warmed from the file of the same settings decodes nothing and holds the same benchmarks.
+
+    Of other settings, or of the same settings but written by other code, the file is not read: every query is
+    decoded again (to the same benchmarks).
+    """
     if not alignment_stack_available():
         pytest.skip("TokenizedAlignment-v0 and the reproduction agents are not installed")
     import torch
 
     from examples.reproduce_regret import Args, make_env
+    from tokenized_bandit_gym.evaluation import provenance
     from tokenized_bandit_gym.evaluation.runs_as_rows import queries_of_runs, warm_benchmarks
 
     args = Args(rounds=4, max_length=3, top_k=2, theta=0.5)
@@ -204,7 +211,13 @@ def test_benchmarks_kept_in_a_file_are_not_decoded_again(tmp_path: Path) -> None
     assert sorted(expected) == queries
 
     model, tokenizer = first.unwrapped.problem.model, first.unwrapped.problem.tokenizer
-    for identity, decoded in (({"settings": 1}, 0), ({"settings": 2}, len(queries))):
+    other_code = {"package_version": "0.0.1", "git_commit": None}
+    for identity, decoded, version in (
+        ({"settings": 1}, 0, provenance.code_version()),
+        ({"settings": 2}, len(queries), provenance.code_version()),
+        ({"settings": 2}, len(queries), other_code),
+    ):
+        monkeypatch.setattr(provenance, "code_version", lambda version=version: dict(version))
         env = make_env(args, 2, model=model, tokenizer=tokenizer)
         problem = env.unwrapped.problem
         calls: list[int] = []

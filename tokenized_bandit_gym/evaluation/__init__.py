@@ -28,6 +28,7 @@ _LAZY = {
     "build_leaderboard": "leaderboard",
     "markdown_report": "leaderboard_report",
     "write_report": "leaderboard_report",
+    "code_version": "provenance",
 }
 
 __all__ = list(_LAZY)

@@ -18,14 +18,13 @@ import contextlib
 import functools
 import os
 import platform
-import subprocess
 import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from importlib import metadata as importlib_metadata
-from pathlib import Path
 from typing import Any, Protocol
 
+from tokenized_bandit_gym.evaluation.provenance import code_version
 from tokenized_bandit_gym.evaluation.run_record import ARRAY_NAMES, RunRecord
 from tokenized_bandit_gym.evaluation.run_spec import RunSpec
 from tokenized_bandit_gym.threads import THREAD_ENVIRONMENT
@@ -182,29 +181,8 @@ def _version(distribution: str) -> str | None:
 @functools.lru_cache(maxsize=1)
 def environment_metadata() -> dict[str, Any]:
     """Versions and code revision of this process (cached: computed once per process)."""
-    import tokenized_bandit_gym
-
-    package_dir = Path(tokenized_bandit_gym.__file__).resolve().parent
-    git_commit = None
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(package_dir), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
-        )
-        if head.returncode == 0:
-            git_commit = head.stdout.strip()
-            status = subprocess.run(
-                ["git", "-C", str(package_dir), "status", "--porcelain", "--untracked-files=no"],
-                capture_output=True,
-                text=True,
-                timeout=10,
-            )
-            if status.returncode == 0 and status.stdout.strip():
-                git_commit += "-dirty"
-    except (OSError, subprocess.SubprocessError):
-        git_commit = None
     return {
-        "package_version": tokenized_bandit_gym.__version__,
-        "git_commit": git_commit,
+        **code_version(),
         "torch_version": _version("torch"),
         "transformers_version": _version("transformers"),
         "python_version": platform.python_version(),

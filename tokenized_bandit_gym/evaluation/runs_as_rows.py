@@ -36,9 +36,12 @@ class RowsCheckpoint:
 
     The file is a pickle (agents with their random generators, the regret so far, the rounds played), written
     atomically; it is read back only when its ``identity``, seeds, rounds and agent types are this call's, so a
-    checkpoint of other settings is ignored (and replaced at the next save). Load only checkpoints you wrote:
-    unpickling runs code. The env's problem and the agents' task are not saved: they are this call's own objects
-    again after a resume (each agent must keep them, or what it derives from them, as attributes).
+    checkpoint of other settings is ignored (and replaced at the next save), and when this code made it (the
+    package version and git commit, :func:`~tokenized_bandit_gym.evaluation.provenance.code_version`, saved with
+    it): a checkpoint of other code is not resumed, and one printed line names both versions. Load only
+    checkpoints you wrote: unpickling runs code. The env's problem and the agents' task are not saved: they are
+    this call's own objects again after a resume (each agent must keep them, or what it derives from them, as
+    attributes).
 
     Attributes:
         path: the checkpoint file (created with its folder; removed by the caller when the runs are saved).
@@ -83,12 +86,31 @@ class _PutBack(pickle.Unpickler):
 
 
 def _checkpoint_header(checkpoint: RowsCheckpoint, agents: Sequence[Any], seeds: Sequence[int], rounds: int) -> dict:
+    from tokenized_bandit_gym.evaluation import provenance
+
     return {
         "identity": checkpoint.identity,
         "seeds": [int(seed) for seed in seeds],
         "rounds": rounds,
         "agent_types": [f"{type(agent).__module__}.{type(agent).__qualname__}" for agent in agents],
+        "code_version": provenance.code_version(),
     }
+
+
+def _saved_for_this_call(saved: Any, expected: dict[str, Any], path: str) -> bool:
+    """Whether a file's header ``saved`` is ``expected``, this call's (both with their ``code_version``).
+
+    Other settings: False, silently (the file is of other runs). The same settings made by other code: False,
+    with one printed line naming both versions (:func:`~tokenized_bandit_gym.evaluation.provenance.made_by_this_code`).
+    """
+    from tokenized_bandit_gym.evaluation import provenance
+
+    if not isinstance(saved, dict):
+        return False
+    settings = {key: value for key, value in expected.items() if key != "code_version"}
+    if {key: value for key, value in saved.items() if key != "code_version"} != settings:
+        return False
+    return provenance.made_by_this_code(saved.get("code_version"), path)
 
 
 def _save_checkpoint(
@@ -112,7 +134,7 @@ def _load_checkpoint(checkpoint: RowsCheckpoint, header: dict, shared: dict[str,
         return None
     with open(checkpoint.path, "rb") as handle:
         saved = _PutBack(io.BytesIO(handle.read()), shared).load()
-    return saved if saved.get("header") == header else None
+    return saved if _saved_for_this_call(saved.get("header"), header, checkpoint.path) else None
 
 
 def _restore_agents(agents: Sequence[Any], saved: Sequence[Any]) -> None:
@@ -152,8 +174,9 @@ def warm_benchmarks(
 
     Queries already cached are skipped. ``chunk * k`` candidate rows go through each forward. With
     ``cache_path``, the problem's benchmarks are read from that file first when its ``identity`` is this one
-    (the settings that define the problem), and written back atomically after each chunk, so a resumed call
-    decodes none of them again (a pickle: load only files you wrote).
+    (the settings that define the problem) and this code wrote it (else one printed line names both versions), and
+    written back atomically after each chunk, so a resumed call decodes none of them again (a pickle: load only
+    files you wrote).
 
     Args:
         env: an LLM env or vector env.
@@ -169,15 +192,17 @@ def warm_benchmarks(
     """
     import torch
 
+    from tokenized_bandit_gym.evaluation import provenance
     from tokenized_bandit_gym.evaluation.progress import ProgressCounter, write_bytes_atomically
 
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ValueError(f"chunk (queries decoded together) must be a positive integer, got {chunk!r}")
     problem = env.unwrapped.problem
+    header = {"identity": identity, "code_version": provenance.code_version()}
     if cache_path and os.path.exists(cache_path):
         with open(cache_path, "rb") as handle:
             saved = pickle.load(handle)
-        if saved.get("identity") == identity:
+        if _saved_for_this_call({key: saved.get(key) for key in header}, header, cache_path):
             problem.keep_benchmarks(saved["benchmarks"])
     queries = [query for query in queries_of_runs(env, seeds, rounds) if not problem.has_oracle_greedy(query)]
     bar = ProgressCounter(len(queries), "oracle greedy, every query ahead", "benchmark", enabled=progress, leave=False)
@@ -185,7 +210,7 @@ def warm_benchmarks(
         part = queries[start : start + chunk]
         problem.oracle_greedy(torch.tensor(part, device=problem.device))
         if cache_path:
-            document = {"identity": identity, "benchmarks": problem.cached_benchmarks()}
+            document = {**header, "benchmarks": problem.cached_benchmarks()}
             write_bytes_atomically(cache_path, pickle.dumps(document, protocol=pickle.HIGHEST_PROTOCOL))
         bar.update(len(part))
     bar.close()

@@ -1,8 +1,36 @@
-"""A Stable-Baselines3 callback that logs cumulative regret (stdout, TensorBoard, CSV via SB3's logger)."""
+"""A Stable-Baselines3 callback that logs cumulative regret (stdout, TensorBoard, CSV via SB3's logger).
+
+And :func:`log_nowhere_unless_asked`, which keeps a model that logs nothing from creating an empty log folder.
+"""
 
 from __future__ import annotations
 
+from typing import TypeVar
+
+from stable_baselines3.common.base_class import BaseAlgorithm
 from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.logger import Logger
+
+Model = TypeVar("Model", bound=BaseAlgorithm)
+
+
+def log_nowhere_unless_asked(model: Model) -> Model:
+    """Give ``model`` a logger that writes nowhere when it was asked for no logs (``verbose=0``, no TensorBoard).
+
+    Without a logger set, every ``learn()`` calls SB3's ``configure_logger``, which creates an empty
+    ``tempfile.gettempdir()/SB3-<date>`` folder even when nothing is logged. A logger set with ``set_logger`` is
+    kept by every later ``learn()`` (SB3's ``_setup_learn`` configures one only while none is set). A model that
+    logs (``verbose >= 1`` or a ``tensorboard_log``) is left as SB3 made it.
+
+    Args:
+        model: an SB3 model (any algorithm).
+
+    Returns:
+        ``model``.
+    """
+    if not model.verbose and model.tensorboard_log is None:
+        model.set_logger(Logger(folder=None, output_formats=[]))
+    return model
 
 
 class CumulativeRegretCallback(BaseCallback):
