@@ -36,12 +36,17 @@ def _check_said(said: str, path: str, recorded: str) -> None:
     assert ("0.0.1" if recorded == "other code" else "no recorded code version") in line
 
 
+def _default_settings(module: ModuleType) -> dict[str, Any]:
+    """A script's default options that say how its runs are made (its ``RUN_KEYS`` left out), as it resumes by."""
+    return {key: value for key, value in dataclasses.asdict(module.Args()).items() if key not in module.RUN_KEYS}
+
+
 @pytest.mark.parametrize("recorded", list(RECORDED))
 def test_reproduce_regret_keeps_runs_of_this_code_only(
     recorded: str, load_script: Callable[[str], ModuleType], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     module = load_script("examples/reproduce_regret.py")
-    settings = {key: value for key, value in dataclasses.asdict(module.Args()).items() if key not in module.RUN_KEYS}
+    settings = _default_settings(module)
     path = str(tmp_path / "regret.json")
     earlier = {"settings": {**settings, "seeds": [0]}, "feature_dim": 3, "runs": {"eoful/0": {}}}
     Path(path).write_text(json.dumps(_with_version(earlier, recorded)))
@@ -55,7 +60,7 @@ def test_pairwise_alignment_keeps_runs_of_this_code_only(
     recorded: str, load_script: Callable[[str], ModuleType], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     module = load_script("examples/pairwise_alignment.py")
-    settings = {key: value for key, value in dataclasses.asdict(module.Args()).items() if key not in module.RUN_KEYS}
+    settings = _default_settings(module)
     path = str(tmp_path / "pairwise.json")
     Path(path).write_text(json.dumps(_with_version({"settings": settings, "runs": {"tpop": {}}}, recorded)))
     assert (module.resumable_runs(path, settings) == {"tpop": {}}) == (recorded == "this code")
