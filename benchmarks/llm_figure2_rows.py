@@ -101,7 +101,7 @@ def main(args: Args) -> None:
     use_small_work_threads(args.threads)
     options = script_args(args)
     seeds = [int(seed) for seed in args.seeds.split(",")]
-    names = [name.strip() for name in options.agents.split(",")]
+    names = reproduce_regret.agent_names(options)
     runs = [(name, seed) for seed in seeds for name in names]
     layouts = {
         "sequential": lambda: sequential(options, seeds, names),

@@ -139,7 +139,7 @@ def parse_args(argv: list[str] | None = None) -> Args:
         if not getattr(args, name):
             setattr(args, name, value)
     if args.real_llm and not args.runs_per_forward:  # more rows a forward: closer to the compute floor
-        args.runs_per_forward = len([name for name in args.agents.split(",") if name.strip()]) * len(seed_list(args))
+        args.runs_per_forward = len(agent_names(args)) * len(seed_list(args))
     return args
 
 
@@ -238,6 +238,11 @@ def loglog_slope(cumulative: np.ndarray) -> float:
     return float(np.polyfit(np.log(t[half]), np.log(cumulative[half]), 1)[0])
 
 
+def agent_names(args: Args) -> list[str]:
+    """The registry names of ``--agents``, in order."""
+    return [name.strip() for name in args.agents.split(",") if name.strip()]
+
+
 def seed_list(args: Args) -> list[int]:
     """The seeds to run: ``--seeds`` if given, else ``--seed`` alone."""
     try:
@@ -274,7 +279,7 @@ def main(args: Args) -> dict[str, Any]:
     progress_path = os.path.join(args.out_dir, "progress.json") if args.out_dir else ""
     earlier = resumable_runs(json_path, settings)
     runs = dict(earlier.get("runs", {}))
-    names = [n.strip() for n in args.agents.split(",") if n.strip()]
+    names = agent_names(args)
     todo = [(name, seed) for seed in seeds for name in names if f"{name}/{seed}" not in runs]
     if runs:
         print(f"resuming: {len(runs)} finished runs kept from {json_path}, {len(todo)} to go")
@@ -297,8 +302,7 @@ def main(args: Args) -> dict[str, Any]:
             env = make_env(args, len(runs_of_group), model=problem.model, tokenizer=problem.tokenizer)
         start = time.perf_counter()
         group_seeds = sorted({seed for _, seed in runs_of_group})
-        benchmarks = os.path.join(args.out_dir, "benchmarks.pkl") if args.out_dir else ""
-        warm_benchmarks(env, group_seeds, args.rounds, args.benchmark_chunk, True, benchmarks, settings)
+        warm_benchmarks(env, group_seeds, args.rounds, args.benchmark_chunk, True, benchmarks_path(args), settings)
         expected = (len(groups), time.perf_counter() - start) if index == 0 else None
         played = play_rows(env, runs_of_group, args, expected, progress_path, settings)
         seconds = round(time.perf_counter() - start, 1)
@@ -310,7 +314,7 @@ def main(args: Args) -> dict[str, Any]:
             runs[f"{name}/{seed}"] = entry
         if json_path:
             write_json_atomically(json_path, results)
-            for finished in (checkpoint_path(args), os.path.join(args.out_dir, "benchmarks.pkl")):
+            for finished in (checkpoint_path(args), benchmarks_path(args)):
                 if os.path.exists(finished):
                     os.remove(finished)
     t = np.arange(1, args.rounds + 1)
@@ -355,6 +359,11 @@ RATIO_ATTRIBUTES = ("prefix_ratio_max", "prefix_ratio_mean", "prefix_inverse_rat
 def checkpoint_path(args: Args) -> str:
     """The group in progress's checkpoint file ('' without ``--out-dir``)."""
     return os.path.join(args.out_dir, "checkpoint.pkl") if args.out_dir else ""
+
+
+def benchmarks_path(args: Args) -> str:
+    """The oracle-greedy benchmarks' cache file of the group in progress ('' without ``--out-dir``)."""
+    return os.path.join(args.out_dir, "benchmarks.pkl") if args.out_dir else ""
 
 
 def play_rows(
