@@ -16,7 +16,6 @@ from gymnasium.vector import AutoresetMode
 import tokenized_bandit_gym
 from tokenized_bandit_gym.core import NoiseModel, RoundStreams
 from tokenized_bandit_gym.core.round_buffer import RoundBuffer
-from tokenized_bandit_gym.envs import round_batch
 from tokenized_bandit_gym.registration import LLM_ENVS
 
 VECTOR_IDS = [env_id for env_id in tokenized_bandit_gym.registered_ids() if gym.spec(env_id).vector_entry_point]
@@ -233,6 +232,29 @@ def test_masked_action_before_last_position_raises() -> None:
         envs.step(np.array([0, envs.unwrapped.eos_token_id]))
 
 
+@pytest.mark.parametrize("env_id", ["TokenizedLinearBandit-v0", "TokenizedMultiArmedBandit-v0"])
+def test_a_refused_step_changes_nothing(env_id: str) -> None:
+    """A batch with one refused action raises before any row advances: the env goes on as if it had not been sent."""
+    refused, untouched = (gym.make_vec(env_id, num_envs=3, fixed_length=True) for _ in range(2))
+    observations, _ = refused.reset(seed=4)
+    untouched.reset(seed=4)
+    eos = refused.unwrapped.eos_token_id
+    allowed = observations["action_mask"].argmax(axis=1)
+    with pytest.raises(ValueError, match=r"sub-env 2 is masked at position 1"):
+        refused.step(np.array([allowed[0], allowed[1], eos]))
+    rng = np.random.default_rng(5)
+    for _ in range(12):
+        actions = _policy_actions(rng, observations["action_mask"], _eos_actions(observations, eos))
+        outputs, expected = refused.step(actions), untouched.step(actions)
+        for name, output, value in zip(("observation", "infos"), outputs[::4], expected[::4], strict=True):
+            assert output.keys() == value.keys(), name
+            for key in value:
+                np.testing.assert_array_equal(output[key], value[key], err_msg=f"{name} {key}")
+        for output, value in zip(outputs[1:4], expected[1:4], strict=True):
+            np.testing.assert_array_equal(output, value)
+        observations = outputs[0]
+
+
 def test_step_before_reset_and_bad_constructor_arguments_raise() -> None:
     envs = gym.make_vec("TokenizedLinearBandit-v0", num_envs=2)
     with pytest.raises(ValueError, match="before reset"):
@@ -285,14 +307,12 @@ def test_torch_backend_matches_numpy_backend_and_stays_on_device(env_id: str) ->
     _assert_torch_backend_matches_numpy_backend(env_id, 3)
 
 
+@pytest.mark.parametrize("env_id", ["TokenizedLinearBandit-v0", "TokenizedMultiArmedBandit-v0"])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_host_batch_observes_by_chunks_as_the_core_does(dtype: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Chunks of two rows and a ragged last one: the host batch's observed embeddings equal the core's bit for bit."""
-    problem = gym.make("TokenizedLinearBandit-v0", dtype=dtype).unwrapped.problem
-    row_bytes = problem.vocab_size * problem.embedding_dim * np.dtype(dtype).itemsize
-    monkeypatch.setattr(round_batch, "OBSERVE_CHUNK_BYTES", 2 * row_bytes)
-    assert gym.make_vec("TokenizedLinearBandit-v0", num_envs=7, dtype=dtype).unwrapped.rounds._chunk_rows == 2
-    _assert_torch_backend_matches_numpy_backend("TokenizedLinearBandit-v0", 7, dtype=dtype)
+def test_compiled_carry_table_step_equals_the_core_bit_for_bit(env_id: str, dtype: str) -> None:
+    """The compiled carry-table step (two kernel calls a step) against the core's torch path, both instance dtypes."""
+    assert gym.make_vec(env_id, num_envs=7, dtype=dtype).unwrapped._table_steps
+    _assert_torch_backend_matches_numpy_backend(env_id, 7, dtype=dtype)
 
 
 def _assert_torch_backend_matches_numpy_backend(env_id: str, num_envs: int, **kwargs: Any) -> None:
@@ -354,18 +374,24 @@ def test_round_streams_draw_many_equals_draw(kind: str) -> None:
     assert [e for _, e in singles] == etas.tolist() + more_etas.tolist()
 
 
+@pytest.mark.parametrize("kind", ["gaussian", "bounded"])
 @pytest.mark.parametrize("host", [False, True], ids=["tensor-rows", "numpy-rows"])
 @pytest.mark.parametrize("advance_rate", [0.6, 0.15])
-def test_round_buffer_replays_each_row_stream_across_refills(host: bool, advance_rate: float) -> None:
+def test_round_buffer_replays_each_row_stream_across_refills(host: bool, advance_rate: float, kind: str) -> None:
     # Rows that seldom start a round leave the buffer refilling late (when its furthest cursor reaches the
-    # end), rows that often do refill it early: either way each row is its single stream, draw for draw.
-    noise = NoiseModel("gaussian", 1.0)
+    # end), rows that often do refill it early: either way each row is its single stream, draw for draw,
+    # also after a row is reseeded between refills (the compiled refill must draw from its new generators).
+    noise = NoiseModel(kind, 1.0)
     buffer = RoundBuffer(3, 50, noise, capacity=3, device=torch.device("cpu"))
     buffer.seed([0, 1, 2], [10, 20, 30])
     streams = [RoundStreams.from_seed(seed) for seed in (10, 20, 30)]
     expected = [stream.draw(50, noise) for stream in streams]
     rng = np.random.default_rng(0)
-    for _ in range(40):
+    for step in range(40):
+        if step == 20:
+            buffer.seed([1], [40])
+            streams[1] = RoundStreams.from_seed(40)
+            expected[1] = streams[1].draw(50, noise)
         queries, etas = buffer.current_on_host() if host else buffer.current()
         assert [(int(q), float(e)) for q, e in zip(queries, etas, strict=True)] == expected
         rows = rng.random(3) < advance_rate

@@ -20,6 +20,7 @@ length, the query pool, the pool's benchmarks), built once per instance and shar
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from dataclasses import replace
 from typing import Any, Generic, TypeVar
@@ -39,14 +40,26 @@ from tokenized_bandit_gym.core.query_start_memo import (
     prefix_memo,
 )
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
+from tokenized_bandit_gym.envs import carry_table_kernels as kernels
 from tokenized_bandit_gym.envs.env_contract import InfoSchema, observation, round_summary
 from tokenized_bandit_gym.host_array import as_host_array
 
 Rows = TypeVar("Rows")
 """What a round batch's rows are: ``np.ndarray`` on the host, ``torch.Tensor`` on a device (scalars at B = 1)."""
 
-OBSERVE_CHUNK_BYTES = 1 << 18
-"""The host batch gathers the candidates' table rows by chunks of this many bytes, then adds (from the cache)."""
+_TABLE_SUMMARY_KEYS = (
+    "utility",
+    "optimal_utility",
+    "regret",
+    "oracle_greedy_utility",
+    "noise",
+    "response",
+    "response_length",
+    "optimal_response",
+)
+"""The round summary's keys before ``response_embedding`` and ``round_ended``, in :func:`round_summary`'s order."""
+_NO_UTILITIES = np.zeros(0)
+"""The utilities handed to the kernels when no round ended (none is read)."""
 
 
 class RoundBatch(ABC, Generic[Rows]):
@@ -344,20 +357,17 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         # (N, n, *c) every candidate's carry, written by observe() (TLB families); advance() reads the chosen one
         self._candidate_carries: np.ndarray | None = None
         self._candidates_current = False  # whether _candidate_carries belongs to the current state
-        # The family's carry recursion as a NumPy table, where it has one: then a step is NumPy throughout
-        # (the chosen carry and the observed embeddings from the table, the carry updated in place).
+        # The family's carry recursion as a NumPy table, where it has one: then every step is two compiled
+        # calls (carry_table_kernels: the chosen carry, the observed embeddings, the summary), the carry in place.
         self._carry_rows = problem.host_carry_rows()  # (alpha, (Q * (L + 1), n, *c)) or None
-        self._host_carry = self.carry.numpy()  # (N, *c) the carry's memory (the fast path writes it in place)
-        self._gathered: np.ndarray | None = None  # (chunk, n, *c) scratch of observe()'s gather
-        self._candidate_rows: np.ndarray | None = None  # (Q * (L + 1) * n, *c) the table, one candidate a row
-        self._chunk_rows = num_rows  # rows per gather-and-add of observe(), so the scratch stays in cache
+        self._host_carry = self.carry.numpy()  # (N, *c) the carry's memory (the table path writes it in place)
         self._every_row: DecodingState | None = None  # the carry-table path's state, its tensors on the arrays
-        self._alpha = 0.0  # the carry table's discount
+        self._alpha: np.floating[Any] = np.float64(0.0)  # the carry table's discount, in the carries' dtype
+        self._table: np.ndarray | None = None  # (Q * (L + 1), n, *c) the carry table
         self._benchmark_utilities: np.ndarray | None = None  # (2, Q) float64, built on first use
         if self._carry_rows is not None:
-            self._alpha, table = self._carry_rows
-            self._candidate_rows = table.reshape(-1, *table.shape[2:])
-            self._chunk_rows = max(1, OBSERVE_CHUNK_BYTES // (table[0].nbytes or 1))
+            alpha, self._table = self._carry_rows
+            self._alpha = self._table.dtype.type(alpha)  # alpha * carry in the carries' dtype, as NumPy's scalar
             self._every_row = self.state()  # every field is updated in place on this path
         self.mask = self._masks.allowed[self._mask_rows()]
 
@@ -392,15 +402,17 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         """:meth:`restart` on the rows ``index`` ``(R,)`` (distinct), on ``queries`` with ``noise`` (``(R,)`` each)."""
         if not len(index):
             return
+        if self._table is not None:
+            kernels.restart(
+                index, queries, noise, self._query_last_tokens, self.problem.eos_token_id, *self._table_state()
+            )
+            return
         self.queries.put(index, queries)
         self.tokens[index] = self.problem.eos_token_id
         self.lengths.put(index, 0)
         self.finished.put(index, False)
         self.last_tokens.put(index, self._query_last_tokens.take(queries))
         self.noise.put(index, noise)
-        if self._carry_rows is not None:  # the family's initial carry is zero
-            self._host_carry[index] = 0.0
-            return
         initial = self.problem.initial_carry(torch.from_numpy(queries))  # (R, *c)
         self.carry = self.carry.index_copy(0, torch.from_numpy(index), initial)
         self._host_carry = self.carry.numpy()
@@ -422,22 +434,36 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         return np.where(forced_eos, self.problem.eos_token_id, actions)
 
     def advance(self, tokens: np.ndarray, stepping: np.ndarray | None = None) -> None:
-        """Append ``tokens`` ``(N,)`` int64 to every row (``stepping`` is not read: see below).
+        """Append ``tokens`` ``(N,)`` int64 to the rows ``stepping`` ``(N,)`` bool (None: every row).
 
         A stepping row is unfinished and shorter than L and gets EOS at position L (the shell
-        forces it); the other rows take a throwaway token at column ``min(|y|, L - 1)``, cheaper
-        than selecting rows on every field.
+        forces it). The rows that do not step restart in this step: the carry-table path leaves
+        them as they are; the others take a throwaway token at column ``min(|y|, L - 1)``,
+        cheaper than selecting rows on every field.
         """
         problem = self.problem
+        if self._table is not None:  # alpha * e + (c * phi)[x, |y|, tau], in place: append's float operations
+            every_row = np.ones(self.num_rows, dtype=bool) if stepping is None else stepping
+            kernels.advance(
+                tokens,
+                np.zeros(self.num_rows, dtype=bool),
+                every_row,
+                self.queries,
+                self.lengths,
+                self.finished,
+                self.last_tokens,
+                self.tokens,
+                self._host_carry,
+                self._table,
+                self._alpha,
+                problem.eos_token_id,
+                np.empty(self.num_rows, dtype=bool),
+            )
+            return
         length = problem.max_length
         columns = np.minimum(self.lengths, length - 1)  # (N,)
         positions = np.add(columns, 1, out=self.lengths)  # (N,) 1-based position of the new token, the new lengths
-        if self._candidate_rows is not None:  # alpha * e + (c * phi)[x, |y|, tau], in place: append's float operations
-            candidates = (self.queries * (length + 1) + columns) * problem.vocab_size + tokens  # (N,) table rows
-            chosen = self._candidate_rows.take(candidates, axis=0)  # (N, *c)
-            np.multiply(self._host_carry, self._alpha, out=self._host_carry)
-            self._host_carry += chosen
-        elif self._candidate_carries is not None and self._candidates_current:
+        if self._candidate_carries is not None and self._candidates_current:
             # the chosen candidate's carry, as observe() got it from the core (equal to append's)
             candidates = self._candidate_carries.reshape(-1, *self.carry.shape[1:])  # (N * n, *c)
             chosen = self._row_offsets + tokens  # (N,) flat candidate index
@@ -459,13 +485,15 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
 
     def observe(self) -> dict[str, np.ndarray]:
         """The batched observation (new arrays), keyed as the single env's; updates :attr:`mask`."""
+        if self._table is not None:
+            ints = np.empty((4, self.num_rows), dtype=np.int64)  # (4, N) rows as in carry_table_kernels.INT_ROWS
+            tokens = np.empty((1, *self.tokens.shape), dtype=np.int64)  # (1, N, L) the observation's response
+            return self.observation_of(*self._observe_table(ints, tokens), ints, tokens[-1])
         mask_rows = self._mask_rows()  # (N,)
         # take: a row gather several times faster than fancy indexing at large N (the method: no wrapper)
         self.mask = self._masks.allowed.take(mask_rows, axis=0)  # (N, n)
         embeddings = None
-        if self._has_embeddings and self._carry_rows is not None:
-            embeddings = self._observed_embeddings(self._carry_rows[1])  # (N, n, d)
-        elif self._has_embeddings:
+        if self._has_embeddings:
             assert isinstance(self.problem, LinearTokenizedProblem)
             if self._candidate_carries is None:
                 shape = (self.num_rows, self.problem.vocab_size, *self.carry.shape[1:])
@@ -484,66 +512,74 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
             candidate_embeddings=embeddings,  # (N, n, d) or None
         )
 
-    def _observed_embeddings(self, carry_rows: np.ndarray) -> np.ndarray:
-        """The candidates' embeddings from the carry table, rounded to float32, ``(N, n, d)``, a new array.
+    def _observe_table(self, ints: np.ndarray, tokens: np.ndarray) -> tuple[np.ndarray, ...]:
+        """The carry-table path's :func:`carry_table_kernels.observe` on the batch (``ints`` and ``tokens`` written)."""
+        assert self._table is not None
+        return kernels.observe(
+            self.queries,
+            self.lengths,
+            self.finished,
+            self.tokens,
+            self._host_carry,
+            self._table,
+            self._alpha,
+            self.tables.query_tokens,
+            self.tables.query_lengths,
+            self._masks.allowed,
+            self._masks.allowed_int8,
+            self.mask,
+            ints,
+            tokens,
+            self._has_embeddings,
+        )
 
-        The core's float operations (:meth:`LinearTokenizedProblem.observed_candidate_embeddings`:
-        ``c * phi + alpha * e`` in the instance's dtype, rounded once to float32), by chunks of
-        rows whose gathered ``c * phi`` rows (:data:`OBSERVE_CHUNK_BYTES`) stay in the cache
-        while they are added to: a float64 instance adds in a float64 scratch and rounds by a
-        copy (faster than an add that casts as it writes), a float32 one gathers into the
-        observation and adds there. Zeros on the complete responses.
-
-        Args:
-            carry_rows: ``(Q * (L + 1), n, *c)`` the table of :meth:`TokenizedProblem.host_carry_rows`.
-        """
-        num_rows, chunk = self.num_rows, self._chunk_rows
-        scratch = None  # float32: the observation's dtype, gathered into and added to in place
-        if carry_rows.dtype != np.float32:
-            if self._gathered is None:
-                self._gathered = np.empty((min(chunk, num_rows), *carry_rows.shape[1:]), dtype=carry_rows.dtype)
-            scratch = self._gathered  # (chunk, n, *c)
-        table_rows = self.queries * (self.problem.max_length + 1) + self.lengths  # (N,) all in range
-        discounted = (self._alpha * self._host_carry)[:, None, :]  # (N, 1, d)
-        embeddings = np.empty((num_rows, *carry_rows.shape[1:]), dtype=np.float32)  # (N, n, d)
-        for start in range(0, num_rows, chunk):
-            stop = min(start + chunk, num_rows)
-            observed = embeddings[start:stop]  # (chunk, n, d)
-            gathered = observed if scratch is None else scratch[: stop - start]
-            carry_rows.take(table_rows[start:stop], axis=0, out=gathered, mode="clip")  # "clip": no out= buffering
-            gathered += discounted[start:stop]  # in place
-            if scratch is not None:
-                observed[...] = gathered  # rounded to float32 once
-        finished = self.finished.nonzero()[0]  # (F,)
-        if len(finished):  # the single env observes zeros once the response is complete
-            embeddings[finished] = 0.0
-        return embeddings
+    def observation_of(
+        self,
+        query: np.ndarray,
+        candidate_tokens: np.ndarray,
+        action_mask: np.ndarray,
+        embeddings: np.ndarray,
+        ints: np.ndarray,
+        response: np.ndarray,
+    ) -> dict[str, np.ndarray]:
+        """The observation dict of the kernels' arrays (``ints`` ``(4, N)`` as ``carry_table_kernels.INT_ROWS``)."""
+        return observation(
+            query=query,  # (N, Lq)
+            query_length=ints[3],  # (N,)
+            response=response,  # (N, L)
+            length=ints[2],  # (N,)
+            candidate_tokens=candidate_tokens,  # (N, n)
+            action_mask=action_mask,  # (N, n)
+            candidate_embeddings=embeddings if self._has_embeddings else None,  # (N, n, d) or None
+        )
 
     def round_summary(self, ended: np.ndarray) -> dict[str, np.ndarray]:
         """Round-end info entries for every row (the schema's fill values off the rows ``ended`` ``(N,)`` bool).
 
         Where the family's carry is a table, the utility is one core call on the batch's own
-        tensors (no per-step tensors to build; the rows not ended are computed and dropped), the
-        embedding is the carry, and every entry is handed to the contract on all N rows, which
-        copies the ended rows into its fill values. Otherwise the utilities and embeddings come
-        from one core call each on the ended rows (a row's value does not depend on its batch),
-        and every entry is computed on those rows only.
+        tensors (no per-step tensors to build; the rows not ended are computed and dropped) and
+        every entry is written by :func:`carry_table_kernels.summarise` (the embedding is the
+        carry). Otherwise the utilities and embeddings come from one core call each on the
+        ended rows (a row's value does not depend on its batch), and every entry is computed on
+        those rows only.
         """
         problem = self.problem
-        if self._every_row is not None:
+        if self._table is not None:
             benchmark_utilities, optimal_responses = self._host_benchmarks()
-            utilities = benchmark_utilities.take(self.queries, axis=1)  # (2, N) optimal, oracle greedy
-            return round_summary(  # every entry on all N rows, read on the ended rows
-                utility=problem.utility_of_complete(self._every_row).numpy().astype(np.float64, copy=False),  # (N,)
-                optimal_utility=utilities[0],  # (N,)
-                oracle_greedy_utility=utilities[1],  # (N,)
-                noise=self.noise,  # (N,)
-                response=self.tokens,  # (N, L)
-                response_length=self.lengths,  # (N,)
-                optimal_response=optimal_responses.take(self.queries, axis=0),  # (N, L)
-                response_embedding=self._host_carry if self._has_embeddings else None,  # (N, d) rounded to float32
-                ended=ended,
+            values, ints, tokens, embedding = kernels.summarise(
+                ended,
+                self._utilities(),
+                benchmark_utilities,
+                optimal_responses,
+                self.queries,
+                self.noise,
+                self.lengths,
+                self.tokens,
+                self._host_carry,
+                2,
+                self._has_embeddings,
             )
+            return self.summary_entries(values, ints, tokens, embedding, ended.copy())
         benchmarks = self.tables.benchmarks()
         index = ended.nonzero()[0]  # (E,)
         queries = self.queries[index]  # (E,)
@@ -569,6 +605,138 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
             response_embedding=embedding,
             ended=ended,
             ended_rows=index,
+        )
+
+    @property
+    def has_carry_table(self) -> bool:
+        """Whether the family's carry is a table (then :meth:`begin_table_step` and :meth:`end_table_step` step it)."""
+        return self._table is not None
+
+    @functools.cached_property
+    def summary_keys(self) -> tuple[str, ...]:
+        """The keys of :meth:`summary_entries`, in :func:`round_summary`'s order."""
+        embedding = ("response_embedding",) if self._has_embeddings else ()
+        return (*_TABLE_SUMMARY_KEYS, *embedding, "round_ended")
+
+    def summary_entries(
+        self, values: np.ndarray, ints: np.ndarray, tokens: np.ndarray, embedding: np.ndarray, round_ended: np.ndarray
+    ) -> dict[str, np.ndarray]:
+        """The round summary's entries, keyed as :func:`round_summary`, from the kernels' buffers (rows of them).
+
+        Args:
+            values: ``(6, N)`` float64 (``carry_table_kernels.VALUE_ROWS``).
+            ints: ``(4, N)`` int64 (``carry_table_kernels.INT_ROWS``).
+            tokens: ``(T, N, L)`` int64 (``carry_table_kernels.TOKEN_ROWS``).
+            embedding: ``(N, d)`` float32 (read where the family has features).
+            round_ended: ``(N,)`` bool, a new array.
+        """
+        entries = (values[0], values[1], values[2], values[3], values[4], tokens[0], ints[1], tokens[1])
+        if self._has_embeddings:
+            entries += (embedding,)
+        return dict(zip(self.summary_keys, (*entries, round_ended), strict=True))
+
+    def begin_table_step(
+        self, tokens: np.ndarray, stepping: np.ndarray, strict: bool, num_masks: int
+    ) -> tuple[np.ndarray, bool, int]:
+        """The carry-table path's action check and advance (:func:`carry_table_kernels.begin_step`).
+
+        Args:
+            tokens: ``(N,)`` int64 the actions.
+            stepping: ``(N,)`` bool the rows that append a token.
+            strict: refuse a masked action at position L too.
+            num_masks: K, the infos' ``_key`` masks (rows of the returned flags).
+
+        Returns:
+            The ``(4 + K, N)`` bool flags (``forced_eos``, ``terminated``, ...), whether some
+            action is invalid (then nothing was advanced) and how many rounds ended.
+        """
+        assert self._table is not None
+        flags, invalid, num_ended = kernels.begin_step(
+            tokens,
+            stepping,
+            self.mask,
+            self.queries,
+            self.lengths,
+            self.finished,
+            self.last_tokens,
+            self.tokens,
+            self._host_carry,
+            self._table,
+            self._alpha,
+            self.problem.eos_token_id,
+            strict,
+            num_masks,
+        )
+        return flags, bool(invalid), int(num_ended)
+
+    def end_table_step(
+        self,
+        flags: np.ndarray,
+        num_ended: int,
+        restart_index: np.ndarray,
+        new_queries: np.ndarray,
+        new_noise: np.ndarray,
+        autoreset: np.ndarray,
+    ) -> tuple[np.ndarray, ...]:
+        """The carry-table path's summary, restart and observation (:func:`carry_table_kernels.end_step`).
+
+        Args:
+            flags: :meth:`begin_table_step`'s flags (the rest of its rows written here).
+            num_ended: how many rounds ended (none: the core's utility is not called).
+            restart_index: ``(R,)`` the rows that start their next round.
+            new_queries: ``(R,)`` int64 their queries.
+            new_noise: ``(R,)`` float64 their reward noise.
+            autoreset: ``(N,)`` bool the shell's state, set to the rows that ended.
+
+        Returns:
+            ``values``, ``ints``, ``tokens``, ``embedding`` (as :meth:`summary_entries` reads
+            them) and the observation's ``query``, ``candidate_tokens``, ``action_mask`` and
+            ``candidate_embeddings`` (as :meth:`observation_of` reads them).
+        """
+        benchmark_utilities, optimal_responses = self._host_benchmarks()
+        return kernels.end_step(
+            flags,
+            self._utilities() if num_ended else _NO_UTILITIES,
+            restart_index,
+            new_queries,
+            new_noise,
+            self._query_last_tokens,
+            self.problem.eos_token_id,
+            self.queries,
+            self.lengths,
+            self.finished,
+            self.last_tokens,
+            self.noise,
+            self.tokens,
+            self._host_carry,
+            autoreset,
+            benchmark_utilities,
+            optimal_responses,
+            self._table,
+            self._alpha,
+            self.tables.query_tokens,
+            self.tables.query_lengths,
+            self._masks.allowed,
+            self._masks.allowed_int8,
+            self.mask,
+            self._has_embeddings,
+        )
+
+    def _utilities(self) -> np.ndarray:
+        """The core's utility of every row, ``(N,)`` float64 (one call on the batch's own tensors)."""
+        assert self._every_row is not None
+        return self.problem.utility_of_complete(self._every_row).numpy().astype(np.float64, copy=False)
+
+    def _table_state(self) -> tuple[np.ndarray, ...]:
+        """The state arrays :func:`carry_table_kernels.restart` writes, in its order."""
+        return (
+            self.queries,
+            self.lengths,
+            self.finished,
+            self.last_tokens,
+            self.noise,
+            self.tokens,
+            self._host_carry,
         )
 
     def _host_benchmarks(self) -> tuple[np.ndarray, np.ndarray]:

@@ -153,6 +153,17 @@ class TokenizedBanditVectorEnv(VectorEnv):
             )
         self._autoreset: Any = self._all_rows(False)  # (N,) the rows whose round ended in the last step
         self._started = False
+        # A host batch whose carry is a table steps in two compiled calls (NEXT_STEP and DISABLED; no pairwise)
+        self._table_steps = (
+            isinstance(self.rounds, HostRoundBatch)
+            and self.rounds.has_carry_table
+            and self._pairwise is None
+            and self.autoreset_mode != AutoresetMode.SAME_STEP
+        )
+        self._table_info_keys: tuple[str, ...] = ()  # the table path's info keys, then their _key masks
+        if self._table_steps:
+            keys = ("query_index", "forced_eos", *self.rounds.summary_keys)
+            self._table_info_keys = (*keys, *_mask_keys(keys))
 
     def _make_round_batch(self, template: Any) -> RoundBatch[Any]:
         """The N-row round batch of ``template``'s instance (the LLM vector env passes its own keywords)."""
@@ -244,6 +255,8 @@ class TokenizedBanditVectorEnv(VectorEnv):
                 f"sub-env(s) {ended[:10]} ended their round and were not reset: with autoreset_mode DISABLED, "
                 "call reset(options={'reset_mask': mask}) on them first"
             )
+        if self._table_steps:
+            return self._step_on_carry_table(self._action_array(actions))
         tokens = self._action_array(actions) if on_host else self._action_tensor(actions)  # (N,)
         stepping = ~self._autoreset  # (N,)
         allowed, out_of_range = batch.allowed(tokens)  # (N,) each
@@ -288,6 +301,40 @@ class TokenizedBanditVectorEnv(VectorEnv):
             self._to_backend(self._all_rows(False)),
             self._infos_to_backend(infos),
         )
+
+    def _step_on_carry_table(
+        self, tokens: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+        """:meth:`step` on a host batch whose carry is a table: the same contract in two compiled calls.
+
+        The action check and the advance (:meth:`HostRoundBatch.begin_table_step`), the round
+        buffer's next rounds for the rows that ended in the last step, then the round summary,
+        the restarts and the observation (:meth:`HostRoundBatch.end_table_step`): every output
+        a row of a few new buffers, none shared with another output or the state.
+
+        Args:
+            tokens: ``(N,)`` int64 the actions (checked here; an invalid one raises before any change).
+        """
+        batch = self.rounds
+        assert isinstance(batch, HostRoundBatch)
+        restarting = self._autoreset  # (N,) the rows that ended in the last step, restarted now
+        num_masks = len(self._table_info_keys) // 2
+        flags, invalid, num_ended = batch.begin_table_step(tokens, ~restarting, self.strict_actions, num_masks)
+        if invalid:
+            allowed, out_of_range = batch.allowed(tokens)
+            refused = forced_and_refused(
+                allowed, batch.lengths, ~restarting, self.problem.max_length, self.strict_actions
+            )[1]
+            self._raise_invalid(tokens, out_of_range, refused)
+        self._round_buffer.advance(restarting)
+        index = restarting.nonzero()[0]  # (R,)
+        new_queries, new_noise = self._round_buffer.current_rows(index)
+        values, ints, token_rows, embedding, *observed = batch.end_table_step(
+            flags, num_ended, index, new_queries, new_noise, restarting
+        )
+        summary = batch.summary_entries(values, ints, token_rows, embedding, flags[2])
+        infos = dict(zip(self._table_info_keys, (ints[0], flags[0], *summary.values(), *flags[4:]), strict=True))
+        return batch.observation_of(*observed, ints, token_rows[2]), values[5], flags[1], flags[3], infos
 
     def _restart_ended(self, terminated: Any, summary: dict[str, Any], forced_eos: Any) -> dict[str, Any]:
         """``SAME_STEP``: restart the rows ``terminated`` ``(N,)`` now; the step's infos with their final ones.
