@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numba
 import numpy as np
 import torch
-from numba import typed
 
 from tokenized_bandit_gym.core.noise_model import NoiseModel
 from tokenized_bandit_gym.core.round_streams import RoundStreams
@@ -62,12 +60,10 @@ class RoundBuffer:
         self._cursor_view = self._cursor.numpy() if device.type == "cpu" else None  # (N,) the cursors' host view
         self._advances_since_check = 0
         self._headroom = capacity - 1  # advances before the furthest cursor can reach the last round
-        # (query generators, noise generators, (N,) seeded) as Numba lists for the refill; rebuilt after seeding
-        self._generators: tuple[typed.List, typed.List, np.ndarray] | None = None
 
     def __getstate__(self) -> dict[str, object]:
-        """The state to pickle, without the cursors' host view and the generators' Numba lists (rebuilt on use)."""
-        return {**self.__dict__, "_cursor_view": None, "_generators": None}
+        """The state to pickle, without the cursors' host view (a copy would no longer share their memory)."""
+        return {**self.__dict__, "_cursor_view": None}
 
     def __setstate__(self, state: dict[str, object]) -> None:
         """Restore the pickled state and view the restored cursors again."""
@@ -91,7 +87,6 @@ class RoundBuffer:
             self._streams[row] = streams
             queries, noise = streams.draw_many(self.num_queries, self.noise_model, self.capacity)
             self._host_queries[row], self._host_noise[row] = queries, noise
-        self._generators = None
         self._upload()
 
     def advance(self, rows: torch.Tensor | np.ndarray) -> None:
@@ -146,29 +141,20 @@ class RoundBuffer:
         return self._cursor_view
 
     def _shift_and_refill(self, cursor: np.ndarray) -> None:
-        """Drop each row's finished rounds (before its cursor) and draw as many new ones, in one compiled loop.
-
-        Each row draws from its own generators (:func:`_shift_and_draw`: NumPy's bounded
-        integers and normals or uniforms, the same bits as :meth:`RoundStreams.draw_many`), so
-        sub-env i still replays a single env's rounds.
-        """
-        if self._generators is None:  # built once per seeding: boxing a generator costs ~17 us
-            placeholder = np.random.default_rng(0)  # unseeded rows draw nothing (their rounds stay zero)
-            query_rngs, noise_rngs = typed.List(), typed.List()
-            for streams in self._streams:
-                query_rngs.append(placeholder if streams is None else streams.query_rng)
-                noise_rngs.append(placeholder if streams is None else streams.noise_rng)
-            seeded = np.array([streams is not None for streams in self._streams])
-            self._generators = (query_rngs, noise_rngs, seeded)
-        _shift_and_draw(
-            self._host_queries,
-            self._host_noise,
-            cursor,
-            *self._generators,
-            self.num_queries,
-            float(self.noise_model.scale),
-            self.noise_model.kind == "gaussian",
-        )
+        """Drop each row's finished rounds (before its cursor) and draw as many new ones."""
+        columns = cursor[:, None] + np.arange(self.capacity)[None, :]  # (N, K)
+        kept = columns < self.capacity  # (N, K)
+        source = np.minimum(columns, self.capacity - 1)  # (N, K)
+        rows = np.arange(self.num_rows)[:, None]  # (N, 1)
+        self._host_queries = np.where(kept, self._host_queries[rows, source], 0)
+        self._host_noise = np.where(kept, self._host_noise[rows, source], 0.0)
+        for row in np.flatnonzero(cursor):
+            streams = self._streams[row]
+            if streams is None:
+                continue
+            count = int(cursor[row])
+            queries, noise = streams.draw_many(self.num_queries, self.noise_model, count)
+            self._host_queries[row, -count:], self._host_noise[row, -count:] = queries, noise
         self._advances_since_check = 0
         self._headroom = self.capacity - 1
 
@@ -178,49 +164,3 @@ class RoundBuffer:
         self._noise = torch.from_numpy(self._host_noise).to(self.device)
         self._cursor = torch.zeros(self.num_rows, dtype=torch.int64, device=self.device)
         self._cursor_view = self._cursor.numpy() if self.device.type == "cpu" else None
-
-
-@numba.njit(cache=True, nogil=True)
-def _shift_and_draw(
-    queries: np.ndarray,
-    noise: np.ndarray,
-    cursor: np.ndarray,
-    query_rngs: typed.List,
-    noise_rngs: typed.List,
-    seeded: np.ndarray,
-    num_queries: int,
-    scale: float,
-    gaussian: bool,
-) -> None:
-    """Shift each row's rounds left by its cursor and draw as many new ones at its end, in place.
-
-    Args:
-        queries: ``(N, K)`` int64 the buffered query indices.
-        noise: ``(N, K)`` float64 the buffered noise.
-        cursor: ``(N,)`` int64 the rounds each row has used (``0 <= cursor < K``).
-        query_rngs: N generators of the query draws (a row's :attr:`RoundStreams.query_rng`).
-        noise_rngs: N generators of the noise draws.
-        seeded: ``(N,)`` bool whether a row has streams (an unseeded row's new rounds are zeros).
-        num_queries: Q.
-        scale: the noise scale; gaussian: ``N(0, 1) * scale``, else ``U(-1, 1) * scale``
-            (:meth:`NoiseModel.sample_many`).
-        gaussian: the noise kind.
-    """
-    num_rows, capacity = queries.shape
-    for row in range(num_rows):
-        count = cursor[row]
-        if count == 0:
-            continue
-        kept = capacity - count
-        for column in range(kept):  # forward: each source lies after its target
-            queries[row, column] = queries[row, column + count]
-            noise[row, column] = noise[row, column + count]
-        if not seeded[row]:
-            queries[row, kept:] = 0
-            noise[row, kept:] = 0.0
-        else:
-            queries[row, kept:] = query_rngs[row].integers(0, num_queries, size=count)
-            if gaussian:
-                noise[row, kept:] = noise_rngs[row].normal(0.0, 1.0, size=count) * scale
-            else:
-                noise[row, kept:] = noise_rngs[row].uniform(-1.0, 1.0, size=count) * scale
