@@ -12,11 +12,13 @@ benchmark's :class:`~benchmarks.vector_env_stepper.VectorEnvStepper`.
 
 A second minimal step writes into reused buffers (``out=``): plain NumPy's fresh temporaries
 cost, from N = 1,024 on, the page faults of megabytes a step. A third ("chunked") computes the
-observation the env's way (:meth:`HostRoundBatch._observed_embeddings
-<tokenized_bandit_gym.envs.round_batch.HostRoundBatch>`): by chunks of rows whose gathered
-rows stay in the cache, added to in the table's dtype and rounded once by a copy, into a reused
-float32 buffer; it is the fastest of the three, and the bar the issue's targets are read
-against. The four are timed side by side in one process, interleaved, best chunk kept. The roofline is one
+observation by chunks of rows whose gathered rows stay in the cache, added to in the table's
+dtype and rounded once by a copy, into a reused float32 buffer: the fastest NumPy way (the env's
+own until its carry-table step was compiled, :mod:`tokenized_bandit_gym.envs.carry_table_kernels`).
+A fourth ("compiled") is the same work as one Numba loop over the rows writing into reused
+buffers: the cost of the work itself, so native / compiled is what the env's contract (checks,
+infos, fresh outputs) costs beyond it.
+The five are timed side by side in one process, interleaved, best chunk kept. The roofline is one
 core's copy bandwidth (``np.copyto`` of a 64 MiB float32 array, bytes read plus bytes written)
 over the bytes a TLB token-step must move: the observation's row written (``(n, d)`` float32
 embeddings, the mask and the token ids), and the ``(n, d)`` float64 feature rows it reads.
@@ -35,14 +37,17 @@ import time
 from collections.abc import Callable
 
 import gymnasium as gym
+import numba
 import numpy as np
 import torch
 
 import tokenized_bandit_gym  # noqa: F401  (registers the ids)
 from benchmarks.vector_env_stepper import VectorEnvStepper, random_allowed
 from benchmarks.vector_env_throughput import warm_caches
-from tokenized_bandit_gym.envs.round_batch import OBSERVE_CHUNK_BYTES
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
+
+OBSERVE_CHUNK_BYTES = 1 << 18
+"""The chunked minimal step gathers the table rows by chunks of this many bytes, then adds (from the cache)."""
 
 
 @dataclasses.dataclass
@@ -73,8 +78,9 @@ class MinimalTlbStep:
         buffered: write the observation into reused buffers (``out=``) instead of plain NumPy's
             fresh temporaries (which, from N = 1,024 on, cost the page faults of megabytes a step).
         chunked: with ``buffered``, compute the observation the env's way: by chunks of
-            :data:`~tokenized_bandit_gym.envs.round_batch.OBSERVE_CHUNK_BYTES` of gathered rows,
+            :data:`OBSERVE_CHUNK_BYTES` of gathered rows,
             added to in place in the table's dtype and rounded to float32 by a copy.
+        compiled: the whole step as one compiled loop over the rows (:func:`compiled_minimal_step`).
         clock: what a step is timed with (wall time, or ``time.thread_time``: this thread's CPU time).
     """
 
@@ -85,9 +91,11 @@ class MinimalTlbStep:
         seed: int,
         buffered: bool = False,
         chunked: bool = False,
+        compiled: bool = False,
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
         self.clock = clock
+        self.compiled = compiled
         n, length, d = problem.vocab_size, problem.max_length, problem.embedding_dim
         self.n, self.length, self.eos = n, length, problem.eos_token_id
         self.alpha = problem.alpha
@@ -113,6 +121,23 @@ class MinimalTlbStep:
 
     def step(self, tokens: np.ndarray) -> np.ndarray:
         """One step of every row (``tokens`` ``(N,)``); returns the utilities of the ended rows."""
+        if self.compiled:
+            utilities, self.drawn = compiled_minimal_step(
+                tokens,
+                self.queries,
+                self.lengths,
+                self.carry,
+                self.feature_rows,
+                self.theta,
+                self.alpha,
+                self.eos,
+                self.pool,
+                self.drawn,
+                self.mask_table,
+                self.masks,
+                self.embeddings,
+            )
+            return utilities
         table_rows = self.queries * (self.length + 1) + self.lengths  # (N,)
         chosen = self.feature_rows[table_rows, tokens]  # (N, d)
         self.carry = self.alpha * self.carry + chosen  # (N, d)
@@ -157,6 +182,55 @@ class MinimalTlbStep:
         return steps * len(self.rows) / elapsed
 
 
+@numba.njit(cache=True)
+def compiled_minimal_step(
+    tokens: np.ndarray,
+    queries: np.ndarray,
+    lengths: np.ndarray,
+    carry: np.ndarray,
+    feature_rows: np.ndarray,
+    theta: np.ndarray,
+    alpha: float,
+    eos: int,
+    pool: np.ndarray,
+    drawn: int,
+    mask_table: np.ndarray,
+    masks: np.ndarray,
+    embeddings: np.ndarray,
+) -> tuple[np.ndarray, int]:
+    """:meth:`MinimalTlbStep.step`'s work as one loop over the rows, into the reused ``masks`` and ``embeddings``.
+
+    Returns:
+        The utilities of the ended rows ``(E,)`` and the count of pre-drawn queries used.
+    """
+    num_rows, num_actions, width = embeddings.shape
+    length = mask_table.shape[0] - 1
+    utilities = np.empty(num_rows)
+    ended = 0
+    for row in range(num_rows):
+        token = tokens[row]
+        table_row = queries[row] * (length + 1) + lengths[row]
+        for index in range(width):
+            carry[row, index] = alpha * carry[row, index] + feature_rows[table_row, token, index]
+        lengths[row] += 1
+        if token == eos or lengths[row] == length:
+            value = 0.0
+            for index in range(width):
+                value += carry[row, index] * theta[index]
+            utilities[ended] = value
+            ended += 1
+            queries[row] = pool[drawn % pool.shape[0]]
+            drawn += 1
+            lengths[row] = 0
+            carry[row, :] = 0.0
+        masks[row, :] = mask_table[lengths[row], :]
+        table_row = queries[row] * (length + 1) + lengths[row]
+        for action in range(num_actions):
+            for index in range(width):
+                embeddings[row, action, index] = feature_rows[table_row, action, index] + alpha * carry[row, index]
+    return utilities[:ended], drawn
+
+
 def copy_bandwidth(clock: Callable[[], float] = time.perf_counter, repeats: int = 5) -> float:
     """One core's copy bandwidth, bytes read plus written per second of ``clock`` (best of ``repeats``)."""
     source = np.ones(1 << 24, dtype=np.float32)  # 64 MiB
@@ -182,9 +256,10 @@ def main(args: Args) -> None:
     )
     print(
         "| N | native (tok/s) | minimal, plain (tok/s) | minimal, buffered (tok/s) | minimal, chunked (tok/s) "
-        "| native / plain | native / buffered | native / chunked | roofline (tok/s) | native / roofline |"
+        "| minimal, compiled (tok/s) | native / plain | native / buffered | native / chunked | native / compiled "
+        "| roofline (tok/s) | native / roofline |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for num_envs in args.num_envs:
         envs = gym.make_vec(env_id, num_envs, "vector_entry_point", dtype=args.dtype)
         problem = envs.unwrapped.problem
@@ -196,6 +271,7 @@ def main(args: Args) -> None:
             "plain": MinimalTlbStep(problem, num_envs, args.seed, clock=clock),
             "buffered": MinimalTlbStep(problem, num_envs, args.seed, buffered=True, clock=clock),
             "chunked": MinimalTlbStep(problem, num_envs, args.seed, buffered=True, chunked=True, clock=clock),
+            "compiled": MinimalTlbStep(problem, num_envs, args.seed, compiled=True, clock=clock),
         }
         best = dict.fromkeys(steppers, 0.0)
         for name, stepper in steppers.items():
@@ -209,7 +285,8 @@ def main(args: Args) -> None:
         native = best["native"]
         print(
             f"| {num_envs:,} | {native:,.0f} | {best['plain']:,.0f} | {best['buffered']:,.0f} | {best['chunked']:,.0f} "
-            f"| {native / best['plain']:.2f}x | {native / best['buffered']:.2f}x | {native / best['chunked']:.2f}x "
+            f"| {best['compiled']:,.0f} | {native / best['plain']:.2f}x | {native / best['buffered']:.2f}x "
+            f"| {native / best['chunked']:.2f}x | {native / best['compiled']:.2f}x "
             f"| {roofline:,.0f} | {native / roofline:.1%} |",
             flush=True,
         )
