@@ -307,9 +307,12 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
     :class:`SyntheticTables`, the same the single env's :class:`SingleRoundBatch` reads. Where
     the family's carry recursion is a table (:meth:`TokenizedProblem.host_carry_rows`: the
     discounted TLB and the TMAB over it), a step makes no torch call but the round-end
-    utilities (one core call on the batch's own tensors, built once): the chosen carries and
-    the float32 observed embeddings come from the table in NumPy, with the core's float
-    operations (so the same bits).
+    utilities (one core call on the batch's own tensors, built once; the rows not ended are
+    computed and dropped, cheaper below N = 1,024 than gathering the ended ones): the action
+    check, the chosen carries, the round summary, the restarts and the float32 observed
+    embeddings are compiled loops over the rows (:mod:`~tokenized_bandit_gym.envs.carry_table_kernels`;
+    the vector env steps it with :meth:`begin_table_step` and :meth:`end_table_step`), with
+    the core's float operations (so the same bits).
 
     Every array the batch hands out is a new one (never a view of its state). The state's
     arrays are updated in place (the carry too, on the table path), so its tensors stay views.
