@@ -15,7 +15,10 @@ instance's dtype, the regret ``optimal - utility`` in float64. Numba compiles wi
 the core's torch path). The utility is not computed here: it is the core's torch sum, whose
 order of additions NumPy and a loop do not reproduce; the caller passes it in.
 
-Every output is a new array; entries of one dtype and shape share one new buffer (``(K, N)``,
+The kernels take the batch's state and the instance's tables as two tuples (:data:`STATE` and
+:data:`TABLES` name their entries, :meth:`HostRoundBatch.kernel_state
+<tokenized_bandit_gym.envs.round_batch.HostRoundBatch.kernel_state>` and ``kernel_tables`` build
+them). Every output is a new array; entries of one dtype and shape share one new buffer (``(K, N)``,
 one entry a row), so no output shares memory with another (the rows are disjoint) or with the
 batch's state. The kernels are compiled on first use and cached beside this module
 (``cache=True``).
@@ -42,19 +45,34 @@ FLAG_ROWS = ("forced_eos", "terminated", "round_ended", "truncated")
 VALUE_ROWS = ("utility", "optimal_utility", "regret", "oracle_greedy_utility", "noise", "reward")
 INT_ROWS = ("query_index", "response_length", "length", "query_length")
 TOKEN_ROWS = ("response", "optimal_response", "observed_response")
+STATE = ("queries", "lengths", "finished", "last_tokens", "noise", "response_tokens", "carry", "mask")
+"""The state tuple: ``(N,)`` int64 queries, lengths and last tokens, ``(N,)`` bool finished,
+``(N,)`` float64 noise, ``(N, L)`` int64 responses (EOS padded), ``(N, d)`` carries, ``(N, n)``
+bool mask; the kernels update them in place."""
+TABLES = (
+    "carry_rows",
+    "alpha",
+    "eos",
+    "query_last_tokens",
+    "query_tokens",
+    "query_lengths",
+    "allowed",
+    "allowed_int8",
+    "benchmark_utilities",
+    "optimal_responses",
+)
+"""The tables tuple (read only): ``(Q * (L + 1), n, d)`` the carry table ``c * phi`` and the
+discount ``alpha`` (both in the carries' dtype), the EOS token id, ``(Q,)`` int64 each query's
+last token, ``(Q, Lq)`` int64 the query pool and ``(Q,)`` its lengths, ``(L + 2, n)`` the mask
+table by length as bool and int8 (row L + 1: complete), ``(2, Q)`` float64 the optimal and the
+oracle greedy utilities, ``(Q, L)`` int64 the optimal responses."""
 
 _COMPILE = {"cache": True, "nogil": True}  # no fastmath: IEEE operations in the written order, no FMA
 
 
 @numba.njit(**_COMPILE)
 def check_actions(
-    tokens: np.ndarray,
-    stepping: np.ndarray,
-    mask: np.ndarray,
-    lengths: np.ndarray,
-    max_length: int,
-    strict: bool,
-    num_masks: int,
+    tokens: np.ndarray, stepping: np.ndarray, state: tuple, strict: bool, num_masks: int
 ) -> tuple[np.ndarray, bool]:
     """The env contract's action check on N rows; a new flags buffer with ``forced_eos`` written.
 
@@ -65,9 +83,7 @@ def check_actions(
     Args:
         tokens: ``(N,)`` int64 the actions.
         stepping: ``(N,)`` bool the rows that append a token.
-        mask: ``(N, n)`` bool the allowed actions.
-        lengths: ``(N,)`` int64 tokens chosen so far.
-        max_length: L.
+        state: the batch's :data:`STATE` (read).
         strict: refuse a masked action at position L too.
         num_masks: K, the number of ``_key`` masks the flags buffer holds.
 
@@ -75,6 +91,8 @@ def check_actions(
         ``(flags, invalid)``: the ``(4 + K, N)`` bool buffer (only its ``forced_eos`` row written)
         and whether some action is out of range or refused (then nothing may be advanced).
     """
+    lengths, response_tokens, mask = state[1], state[5], state[7]
+    max_length = response_tokens.shape[1]
     num_rows, num_actions = mask.shape
     flags = np.empty((4 + num_masks, num_rows), dtype=np.bool_)
     invalid = False
@@ -96,15 +114,8 @@ def advance(
     tokens: np.ndarray,
     forced_eos: np.ndarray,
     stepping: np.ndarray,
-    queries: np.ndarray,
-    lengths: np.ndarray,
-    finished: np.ndarray,
-    last_tokens: np.ndarray,
-    response_tokens: np.ndarray,
-    carry: np.ndarray,
-    carry_rows: np.ndarray,
-    alpha: np.floating,
-    eos: int,
+    state: tuple,
+    tables: tuple,
     terminated: np.ndarray,
 ) -> None:
     """Append each stepping row's token (EOS where forced) in place; ``terminated`` ``(N,)`` written.
@@ -117,17 +128,12 @@ def advance(
         tokens: ``(N,)`` int64 the actions.
         forced_eos: ``(N,)`` bool the rows whose action becomes EOS.
         stepping: ``(N,)`` bool the rows that append a token.
-        queries: ``(N,)`` int64 each row's query.
-        lengths: ``(N,)`` int64 tokens chosen so far, updated in place.
-        finished: ``(N,)`` bool whether each response is complete, updated in place.
-        last_tokens: ``(N,)`` int64 the last token of ``x:y``, updated in place.
-        response_tokens: ``(N, L)`` int64 the responses, updated in place.
-        carry: ``(N, d)`` the carries, updated in place.
-        carry_rows: ``(Q * (L + 1), n, d)`` the table ``c * phi`` (the carries' dtype).
-        alpha: the discount, in the carries' dtype.
-        eos: the EOS token id.
+        state: the batch's :data:`STATE`, updated in place.
+        tables: the instance's :data:`TABLES`.
         terminated: ``(N,)`` bool out: the stepping rows whose response is now complete.
     """
+    queries, lengths, finished, last_tokens, _, response_tokens, carry, _ = state
+    carry_rows, alpha, eos = tables[0], tables[1], tables[2]
     num_rows, max_length = response_tokens.shape
     width = carry.shape[1]
     for row in range(num_rows):
@@ -148,20 +154,7 @@ def advance(
 
 
 @numba.njit(**_COMPILE)
-def restart(
-    index: np.ndarray,
-    new_queries: np.ndarray,
-    new_noise: np.ndarray,
-    query_last_tokens: np.ndarray,
-    eos: int,
-    queries: np.ndarray,
-    lengths: np.ndarray,
-    finished: np.ndarray,
-    last_tokens: np.ndarray,
-    noise: np.ndarray,
-    response_tokens: np.ndarray,
-    carry: np.ndarray,
-) -> None:
+def restart(index: np.ndarray, new_queries: np.ndarray, new_noise: np.ndarray, state: tuple, tables: tuple) -> None:
     """Start new rounds on the rows ``index`` ``(R,)`` on ``new_queries`` with ``new_noise`` ``(R,)``, in place.
 
     The family's initial carry is zero, the response empty (EOS padding), the last token the query's.
@@ -170,16 +163,11 @@ def restart(
         index: ``(R,)`` int64 the rows (distinct).
         new_queries: ``(R,)`` int64 their queries.
         new_noise: ``(R,)`` float64 their reward noise.
-        query_last_tokens: ``(Q,)`` int64 each query's last token.
-        eos: the EOS token id.
-        queries: ``(N,)`` int64, written on the rows (as every array below).
-        lengths: ``(N,)`` int64.
-        finished: ``(N,)`` bool.
-        last_tokens: ``(N,)`` int64.
-        noise: ``(N,)`` float64.
-        response_tokens: ``(N, L)`` int64.
-        carry: ``(N, d)``.
+        state: the batch's :data:`STATE`, written on the rows.
+        tables: the instance's :data:`TABLES`.
     """
+    queries, lengths, finished, last_tokens, noise, response_tokens, carry, _ = state
+    eos, query_last_tokens = tables[2], tables[3]
     for position in range(index.shape[0]):
         row = index[position]
         query = new_queries[position]
@@ -194,17 +182,7 @@ def restart(
 
 @numba.njit(**_COMPILE)
 def summarise(
-    ended: np.ndarray,
-    utility: np.ndarray,
-    benchmark_utilities: np.ndarray,
-    optimal_responses: np.ndarray,
-    queries: np.ndarray,
-    noise: np.ndarray,
-    lengths: np.ndarray,
-    response_tokens: np.ndarray,
-    carry: np.ndarray,
-    token_rows: int,
-    with_embedding: bool,
+    ended: np.ndarray, utility: np.ndarray, state: tuple, tables: tuple, token_rows: int, with_embedding: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The round summary of N rows (the schema's fills off the rows ``ended``), into new buffers.
 
@@ -212,13 +190,9 @@ def summarise(
         ended: ``(N,)`` bool the rows whose round ended.
         utility: ``(N,)`` float64 the core's utility of every row (read on the ended rows; may be
             empty when none ended).
-        benchmark_utilities: ``(2, Q)`` float64 the optimal and the oracle greedy utility.
-        optimal_responses: ``(Q, L)`` int64.
-        queries: ``(N,)`` int64 each row's query.
-        noise: ``(N,)`` float64 each round's reward noise.
-        lengths: ``(N,)`` int64 the responses' lengths.
-        response_tokens: ``(N, L)`` int64.
-        carry: ``(N, d)`` the carries (the response's embedding, rounded to float32).
+        state: the batch's :data:`STATE` (read; the carry is the response's embedding, rounded
+            to float32).
+        tables: the instance's :data:`TABLES`.
         token_rows: how many ``(N, L)`` rows the tokens buffer has (the observation's response
             may follow the two of the summary).
         with_embedding: whether the family reports ``response_embedding``.
@@ -229,6 +203,8 @@ def summarise(
         written), ``tokens`` ``(token_rows, N, L)`` int64 (the first two rows written) and
         ``embedding`` ``(N, d)`` float32 (``(0, d)`` without one).
     """
+    queries, lengths, _, _, noise, response_tokens, carry, _ = state
+    benchmark_utilities, optimal_responses = tables[8], tables[9]
     num_rows, max_length = response_tokens.shape
     width = carry.shape[1]
     values = np.zeros((6, num_rows))
@@ -261,23 +237,9 @@ def summarise(
 
 @numba.njit(**_COMPILE)
 def observe(
-    queries: np.ndarray,
-    lengths: np.ndarray,
-    finished: np.ndarray,
-    response_tokens: np.ndarray,
-    carry: np.ndarray,
-    carry_rows: np.ndarray,
-    alpha: np.floating,
-    query_tokens: np.ndarray,
-    query_lengths: np.ndarray,
-    allowed: np.ndarray,
-    allowed_int8: np.ndarray,
-    mask: np.ndarray,
-    ints: np.ndarray,
-    tokens: np.ndarray,
-    with_embeddings: bool,
+    state: tuple, tables: tuple, ints: np.ndarray, tokens: np.ndarray, with_embeddings: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The batch's observation into new arrays (and the ints' and tokens' observation rows); ``mask`` updated in place.
+    """The batch's observation into new arrays (and the ints' and tokens' observation rows); the mask rewritten.
 
     The candidates' embeddings are ``carry_rows[x * (L + 1) + |y|] + alpha * carry`` in the
     carries' dtype, rounded once to float32 (the core's
@@ -285,18 +247,8 @@ def observe(
     zeros once the response is complete.
 
     Args:
-        queries: ``(N,)`` int64 each row's query.
-        lengths: ``(N,)`` int64 the responses' lengths.
-        finished: ``(N,)`` bool whether each response is complete.
-        response_tokens: ``(N, L)`` int64.
-        carry: ``(N, d)`` the carries.
-        carry_rows: ``(Q * (L + 1), n, d)`` the table ``c * phi`` (the carries' dtype).
-        alpha: the discount, in the carries' dtype.
-        query_tokens: ``(Q, Lq)`` int64 the query pool.
-        query_lengths: ``(Q,)`` int64.
-        allowed: ``(L + 2, n)`` bool the mask table by length (row L + 1: complete).
-        allowed_int8: the same as int8.
-        mask: ``(N, n)`` bool the batch's mask, rewritten.
+        state: the batch's :data:`STATE` (its mask rewritten in place).
+        tables: the instance's :data:`TABLES`.
         ints: ``(4, N)`` int64: rows 0, 2 and 3 written (:data:`INT_ROWS`).
         tokens: ``(T, N, L)`` int64: its last row gets the responses.
         with_embeddings: whether the family observes candidate embeddings.
@@ -305,6 +257,9 @@ def observe(
         ``query`` ``(N, Lq)`` int64, ``candidate_tokens`` ``(N, n)`` int64, ``action_mask``
         ``(N, n)`` int8 and ``candidate_embeddings`` ``(N, n, d)`` float32 (``(0, n, d)`` without).
     """
+    queries, lengths, finished, _, _, response_tokens, carry, mask = state
+    carry_rows, alpha, query_tokens, query_lengths = tables[0], tables[1], tables[4], tables[5]
+    allowed, allowed_int8 = tables[6], tables[7]
     num_rows, max_length = response_tokens.shape
     num_actions = allowed.shape[1]
     width = carry.shape[1]
@@ -343,46 +298,27 @@ def observe(
 
 @numba.njit(**_COMPILE)
 def begin_step(
-    tokens: np.ndarray,
-    stepping: np.ndarray,
-    mask: np.ndarray,
-    queries: np.ndarray,
-    lengths: np.ndarray,
-    finished: np.ndarray,
-    last_tokens: np.ndarray,
-    response_tokens: np.ndarray,
-    carry: np.ndarray,
-    carry_rows: np.ndarray,
-    alpha: np.floating,
-    eos: int,
-    strict: bool,
-    num_masks: int,
+    tokens: np.ndarray, stepping: np.ndarray, state: tuple, tables: tuple, strict: bool, num_masks: int
 ) -> tuple[np.ndarray, bool, int]:
     """:func:`check_actions`, then (every action valid) :func:`advance`: the first half of a vector step.
+
+    Args:
+        tokens: ``(N,)`` int64 the actions.
+        stepping: ``(N,)`` bool the rows that append a token.
+        state: the batch's :data:`STATE`, updated in place.
+        tables: the instance's :data:`TABLES`.
+        strict: refuse a masked action at position L too.
+        num_masks: K, the infos' ``_key`` masks.
 
     Returns:
         ``(flags, invalid, ended)``: the flags buffer (``forced_eos`` and ``terminated``
         written), whether some action is invalid (then the state is untouched) and how many
         rounds ended.
     """
-    flags, invalid = check_actions(tokens, stepping, mask, lengths, response_tokens.shape[1], strict, num_masks)
+    flags, invalid = check_actions(tokens, stepping, state, strict, num_masks)
     if invalid:
         return flags, True, 0
-    advance(
-        tokens,
-        flags[0],
-        stepping,
-        queries,
-        lengths,
-        finished,
-        last_tokens,
-        response_tokens,
-        carry,
-        carry_rows,
-        alpha,
-        eos,
-        flags[1],
-    )  # noqa: E501
+    advance(tokens, flags[0], stepping, state, tables, flags[1])
     return flags, False, np.count_nonzero(flags[1])
 
 
@@ -393,81 +329,35 @@ def end_step(
     restart_index: np.ndarray,
     new_queries: np.ndarray,
     new_noise: np.ndarray,
-    query_last_tokens: np.ndarray,
-    eos: int,
-    queries: np.ndarray,
-    lengths: np.ndarray,
-    finished: np.ndarray,
-    last_tokens: np.ndarray,
-    noise: np.ndarray,
-    response_tokens: np.ndarray,
-    carry: np.ndarray,
     autoreset: np.ndarray,
-    benchmark_utilities: np.ndarray,
-    optimal_responses: np.ndarray,
-    carry_rows: np.ndarray,
-    alpha: np.floating,
-    query_tokens: np.ndarray,
-    query_lengths: np.ndarray,
-    allowed: np.ndarray,
-    allowed_int8: np.ndarray,
-    mask: np.ndarray,
+    state: tuple,
+    tables: tuple,
     with_embeddings: bool,
 ) -> tuple[np.ndarray, ...]:
     """The second half of a vector step: :func:`summarise` the ended rows, :func:`restart` rows, :func:`observe`.
 
     The flags' ``round_ended`` row becomes ``terminated``, ``truncated`` False, the ``_key``
-    masks True, and ``autoreset`` (the batch's state, ``(N,)`` bool) a copy of ``terminated``.
+    masks True, and ``autoreset`` a copy of ``terminated``.
+
+    Args:
+        flags: :func:`begin_step`'s flags.
+        utility: ``(N,)`` float64 the core's utility of every row (read on the ended rows).
+        restart_index: ``(R,)`` the rows that start their next round.
+        new_queries: ``(R,)`` int64 their queries.
+        new_noise: ``(R,)`` float64 their reward noise.
+        autoreset: ``(N,)`` bool the shell's state, set to the rows that ended.
+        state: the batch's :data:`STATE`, updated in place.
+        tables: the instance's :data:`TABLES`.
+        with_embeddings: whether the family has features.
 
     Returns:
         ``values``, ``ints``, ``tokens`` (three rows: the summary's two, the observation's
         response), ``embedding``, then :func:`observe`'s four arrays.
     """
     terminated = flags[1]
-    values, ints, tokens, embedding = summarise(
-        terminated,
-        utility,
-        benchmark_utilities,
-        optimal_responses,
-        queries,
-        noise,
-        lengths,
-        response_tokens,
-        carry,
-        3,
-        with_embeddings,
-    )  # noqa: E501
-    restart(
-        restart_index,
-        new_queries,
-        new_noise,
-        query_last_tokens,
-        eos,
-        queries,
-        lengths,
-        finished,
-        last_tokens,
-        noise,
-        response_tokens,
-        carry,
-    )  # noqa: E501
-    query, candidate_tokens, action_mask, embeddings = observe(
-        queries,
-        lengths,
-        finished,
-        response_tokens,
-        carry,
-        carry_rows,
-        alpha,
-        query_tokens,
-        query_lengths,
-        allowed,
-        allowed_int8,
-        mask,
-        ints,
-        tokens,
-        with_embeddings,
-    )  # noqa: E501
+    values, ints, tokens, embedding = summarise(terminated, utility, state, tables, 3, with_embeddings)
+    restart(restart_index, new_queries, new_noise, state, tables)
+    query, candidate_tokens, action_mask, embeddings = observe(state, tables, ints, tokens, with_embeddings)
     for row in range(terminated.shape[0]):
         ended = terminated[row]
         flags[2, row] = ended

@@ -368,6 +368,7 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         self._alpha: np.floating[Any] = np.float64(0.0)  # the carry table's discount, in the carries' dtype
         self._table: np.ndarray | None = None  # (Q * (L + 1), n, *c) the carry table
         self._benchmark_utilities: np.ndarray | None = None  # (2, Q) float64, built on first use
+        self._kernel_tables: tuple[Any, ...] | None = None  # carry_table_kernels.TABLES, built on first use
         if self._carry_rows is not None:
             alpha, self._table = self._carry_rows
             self._alpha = self._table.dtype.type(alpha)  # alpha * carry in the carries' dtype, as NumPy's scalar
@@ -406,9 +407,7 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         if not len(index):
             return
         if self._table is not None:
-            kernels.restart(
-                index, queries, noise, self._query_last_tokens, self.problem.eos_token_id, *self._table_state()
-            )
+            kernels.restart(index, queries, noise, self.kernel_state(), self.kernel_tables())
             return
         self.queries.put(index, queries)
         self.tokens[index] = self.problem.eos_token_id
@@ -451,15 +450,8 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
                 tokens,
                 np.zeros(self.num_rows, dtype=bool),
                 every_row,
-                self.queries,
-                self.lengths,
-                self.finished,
-                self.last_tokens,
-                self.tokens,
-                self._host_carry,
-                self._table,
-                self._alpha,
-                problem.eos_token_id,
+                self.kernel_state(),
+                self.kernel_tables(),
                 np.empty(self.num_rows, dtype=bool),
             )
             return
@@ -518,23 +510,7 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
     def _observe_table(self, ints: np.ndarray, tokens: np.ndarray) -> tuple[np.ndarray, ...]:
         """The carry-table path's :func:`carry_table_kernels.observe` on the batch (``ints`` and ``tokens`` written)."""
         assert self._table is not None
-        return kernels.observe(
-            self.queries,
-            self.lengths,
-            self.finished,
-            self.tokens,
-            self._host_carry,
-            self._table,
-            self._alpha,
-            self.tables.query_tokens,
-            self.tables.query_lengths,
-            self._masks.allowed,
-            self._masks.allowed_int8,
-            self.mask,
-            ints,
-            tokens,
-            self._has_embeddings,
-        )
+        return kernels.observe(self.kernel_state(), self.kernel_tables(), ints, tokens, self._has_embeddings)
 
     def observation_of(
         self,
@@ -568,19 +544,8 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         """
         problem = self.problem
         if self._table is not None:
-            benchmark_utilities, optimal_responses = self._host_benchmarks()
             values, ints, tokens, embedding = kernels.summarise(
-                ended,
-                self._utilities(),
-                benchmark_utilities,
-                optimal_responses,
-                self.queries,
-                self.noise,
-                self.lengths,
-                self.tokens,
-                self._host_carry,
-                2,
-                self._has_embeddings,
+                ended, self._utilities(), self.kernel_state(), self.kernel_tables(), 2, self._has_embeddings
             )
             return self.summary_entries(values, ints, tokens, embedding, ended.copy())
         benchmarks = self.tables.benchmarks()
@@ -655,20 +620,7 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         """
         assert self._table is not None
         flags, invalid, num_ended = kernels.begin_step(
-            tokens,
-            stepping,
-            self.mask,
-            self.queries,
-            self.lengths,
-            self.finished,
-            self.last_tokens,
-            self.tokens,
-            self._host_carry,
-            self._table,
-            self._alpha,
-            self.problem.eos_token_id,
-            strict,
-            num_masks,
+            tokens, stepping, self.kernel_state(), self.kernel_tables(), strict, num_masks
         )
         return flags, bool(invalid), int(num_ended)
 
@@ -696,32 +648,15 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
             them) and the observation's ``query``, ``candidate_tokens``, ``action_mask`` and
             ``candidate_embeddings`` (as :meth:`observation_of` reads them).
         """
-        benchmark_utilities, optimal_responses = self._host_benchmarks()
         return kernels.end_step(
             flags,
             self._utilities() if num_ended else _NO_UTILITIES,
             restart_index,
             new_queries,
             new_noise,
-            self._query_last_tokens,
-            self.problem.eos_token_id,
-            self.queries,
-            self.lengths,
-            self.finished,
-            self.last_tokens,
-            self.noise,
-            self.tokens,
-            self._host_carry,
             autoreset,
-            benchmark_utilities,
-            optimal_responses,
-            self._table,
-            self._alpha,
-            self.tables.query_tokens,
-            self.tables.query_lengths,
-            self._masks.allowed,
-            self._masks.allowed_int8,
-            self.mask,
+            self.kernel_state(),
+            self.kernel_tables(),
             self._has_embeddings,
         )
 
@@ -730,8 +665,8 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         assert self._every_row is not None
         return self.problem.utility_of_complete(self._every_row).numpy().astype(np.float64, copy=False)
 
-    def _table_state(self) -> tuple[np.ndarray, ...]:
-        """The state arrays :func:`carry_table_kernels.restart` writes, in its order."""
+    def kernel_state(self) -> tuple[np.ndarray, ...]:
+        """The batch's state as the kernels take it (``carry_table_kernels.STATE``: the arrays themselves)."""
         return (
             self.queries,
             self.lengths,
@@ -740,7 +675,27 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
             self.noise,
             self.tokens,
             self._host_carry,
+            self.mask,
         )
+
+    def kernel_tables(self) -> tuple[Any, ...]:
+        """The instance's tables as the kernels take them (``carry_table_kernels.TABLES``), built once."""
+        if self._kernel_tables is None:
+            assert self._table is not None
+            benchmark_utilities, optimal_responses = self._host_benchmarks()
+            self._kernel_tables = (
+                self._table,
+                self._alpha,
+                self.problem.eos_token_id,
+                self._query_last_tokens,
+                self.tables.query_tokens,
+                self.tables.query_lengths,
+                self._masks.allowed,
+                self._masks.allowed_int8,
+                benchmark_utilities,
+                optimal_responses,
+            )
+        return self._kernel_tables
 
     def _host_benchmarks(self) -> tuple[np.ndarray, np.ndarray]:
         """The pool's benchmarks as the round summary gathers them, built on first use.
