@@ -5,6 +5,9 @@ Registry-driven: every registered id with a ``vector_entry_point`` is covered.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from typing import Any
 
 import gymnasium as gym
@@ -313,6 +316,40 @@ def test_compiled_carry_table_step_equals_the_core_bit_for_bit(env_id: str, dtyp
     """The compiled carry-table step (two kernel calls a step) against the core's torch path, both instance dtypes."""
     assert gym.make_vec(env_id, num_envs=7, dtype=dtype).unwrapped._table_steps
     _assert_torch_backend_matches_numpy_backend(env_id, 7, dtype=dtype)
+
+
+_WITHOUT_A_CACHE = """
+import gymnasium as gym, numpy as np, torch
+import tokenized_bandit_gym
+from tokenized_bandit_gym.envs import carry_table_kernels
+assert type(carry_table_kernels.begin_step._cache).__name__ == "NullCache"  # compiled, not cached
+host = gym.make_vec("TokenizedLinearBandit-v0", num_envs=5)
+device = gym.make_vec("TokenizedLinearBandit-v0", num_envs=5, array_backend="torch")
+observations, _ = host.reset(seed=1)
+device.reset(seed=1)
+rng = np.random.default_rng(2)
+for _ in range(20):
+    actions = (rng.random(observations["action_mask"].shape) * observations["action_mask"]).argmax(axis=1)
+    observations, rewards, _, _, infos = host.step(actions)
+    expected, expected_rewards, _, _, expected_infos = device.step(torch.as_tensor(actions))
+    for key, value in observations.items():
+        np.testing.assert_array_equal(value, expected[key].numpy())
+    np.testing.assert_array_equal(rewards, expected_rewards.numpy())
+    np.testing.assert_array_equal(infos["regret"], expected_infos["regret"].numpy())
+"""
+
+
+def test_the_compiled_step_runs_where_no_cache_can_be_written() -> None:
+    """A read-only install without a writable cache directory: Numba refuses to cache, the kernels still compile.
+
+    Numba is told that no cache location exists (``NUMBA_CACHE_LOCATOR_CLASSES`` in the child process only,
+    as a read-only site-packages and an unwritable home leave it); the NumPy backend still equals the torch one.
+    """
+    environment = {**os.environ, "NUMBA_CACHE_LOCATOR_CLASSES": "IPythonCacheLocator"}
+    result = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_A_CACHE], env=environment, capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
 
 
 def _assert_torch_backend_matches_numpy_backend(env_id: str, num_envs: int, **kwargs: Any) -> None:

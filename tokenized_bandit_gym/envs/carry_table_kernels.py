@@ -37,6 +37,9 @@ The layout of the returned buffers (row ``i`` of each):
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import numba
 import numpy as np
 
@@ -67,10 +70,23 @@ last token, ``(Q, Lq)`` int64 the query pool and ``(Q,)`` its lengths, ``(L + 2,
 table by length as bool and int8 (row L + 1: complete), ``(2, Q)`` float64 the optimal and the
 oracle greedy utilities, ``(Q, L)`` int64 the optimal responses."""
 
-_COMPILE = {"cache": True, "nogil": True}  # no fastmath: IEEE operations in the written order, no FMA
+Kernel = TypeVar("Kernel", bound=Callable[..., Any])
 
 
-@numba.njit(**_COMPILE)
+def _compiled(function: Kernel) -> Kernel:
+    """``function`` compiled by Numba (no fastmath: IEEE operations in the written order, no FMA).
+
+    Cached on disk beside this module (or in the user's cache directory); where no cache can be
+    written (a read-only install without a writable home), Numba refuses ``cache=True`` when the
+    function is decorated, so the kernel is then compiled in each process instead.
+    """
+    try:
+        return numba.njit(cache=True, nogil=True)(function)
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        return numba.njit(nogil=True)(function)
+
+
+@_compiled
 def check_actions(
     tokens: np.ndarray, stepping: np.ndarray, state: tuple, strict: bool, num_masks: int
 ) -> tuple[np.ndarray, bool]:
@@ -109,7 +125,7 @@ def check_actions(
     return flags, invalid
 
 
-@numba.njit(**_COMPILE)
+@_compiled
 def advance(
     tokens: np.ndarray,
     forced_eos: np.ndarray,
@@ -153,7 +169,7 @@ def advance(
         terminated[row] = done
 
 
-@numba.njit(**_COMPILE)
+@_compiled
 def restart(index: np.ndarray, new_queries: np.ndarray, new_noise: np.ndarray, state: tuple, tables: tuple) -> None:
     """Start new rounds on the rows ``index`` ``(R,)`` on ``new_queries`` with ``new_noise`` ``(R,)``, in place.
 
@@ -180,7 +196,7 @@ def restart(index: np.ndarray, new_queries: np.ndarray, new_noise: np.ndarray, s
         carry[row, :] = 0
 
 
-@numba.njit(**_COMPILE)
+@_compiled
 def summarise(
     ended: np.ndarray, utility: np.ndarray, state: tuple, tables: tuple, token_rows: int, with_embedding: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -235,7 +251,7 @@ def summarise(
     return values, ints, tokens, embedding
 
 
-@numba.njit(**_COMPILE)
+@_compiled
 def observe(
     state: tuple, tables: tuple, ints: np.ndarray, tokens: np.ndarray, with_embeddings: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -296,7 +312,7 @@ def observe(
     return query, candidate_tokens, action_mask, embeddings
 
 
-@numba.njit(**_COMPILE)
+@_compiled
 def begin_step(
     tokens: np.ndarray, stepping: np.ndarray, state: tuple, tables: tuple, strict: bool, num_masks: int
 ) -> tuple[np.ndarray, bool, int]:
@@ -322,7 +338,7 @@ def begin_step(
     return flags, False, np.count_nonzero(flags[1])
 
 
-@numba.njit(**_COMPILE)
+@_compiled
 def end_step(
     flags: np.ndarray,
     utility: np.ndarray,
