@@ -43,9 +43,11 @@ from typing import Any, TypeVar
 import numba
 import numpy as np
 
+from tokenized_bandit_gym.envs.env_contract import ROUND_VALUE_KEYS
+
 FLAG_ROWS = ("forced_eos", "terminated", "round_ended", "truncated")
 """The first rows of the flags buffer; the ``_key`` masks follow."""
-VALUE_ROWS = ("utility", "optimal_utility", "regret", "oracle_greedy_utility", "noise", "reward")
+VALUE_ROWS = (*ROUND_VALUE_KEYS, "reward")
 INT_ROWS = ("query_index", "response_length", "length", "query_length")
 TOKEN_ROWS = ("response", "optimal_response", "observed_response")
 STATE = ("queries", "lengths", "finished", "last_tokens", "noise", "response_tokens", "carry", "mask")

@@ -33,9 +33,10 @@ from gymnasium import spaces
 
 Rows = TypeVar("Rows", np.ndarray, torch.Tensor)
 
-_ROUND_VALUE_KEYS = ("utility", "optimal_utility", "regret", "oracle_greedy_utility", "noise")
+ROUND_VALUE_KEYS = ("utility", "optimal_utility", "regret", "oracle_greedy_utility", "noise")
+"""The round summary's float entries, in :func:`round_summary`'s order (host batches keep them as rows of a buffer)."""
 _RESPONSE_KEYS = ("response", "optimal_response")
-_GROUPED_KEYS = frozenset(_ROUND_VALUE_KEYS + _RESPONSE_KEYS)
+_GROUPED_KEYS = frozenset(ROUND_VALUE_KEYS + _RESPONSE_KEYS)
 TOKEN_FILL = -1
 """What ``response`` and ``optimal_response`` hold until the round ends (not a token id)."""
 
@@ -108,9 +109,9 @@ class InfoSchema:
     def _rows_pending(self, num_rows: int | None, device: torch.device | None) -> dict[str, Any]:
         """The fill values of :meth:`pending`, built afresh."""
         rows = () if num_rows is None else (num_rows,)
-        floats = np.zeros((len(_ROUND_VALUE_KEYS), *rows))  # (5, B) one buffer, one row per entry
+        floats = np.zeros((len(ROUND_VALUE_KEYS), *rows))  # (5, B) one buffer, one row per entry
         tokens = np.full((len(_RESPONSE_KEYS), *rows, self.max_length), TOKEN_FILL, dtype=np.int64)  # (2, B, L)
-        pending: dict[str, Any] = dict(zip(_ROUND_VALUE_KEYS, floats if rows else [0.0] * len(floats), strict=True))
+        pending: dict[str, Any] = dict(zip(ROUND_VALUE_KEYS, floats if rows else [0.0] * len(floats), strict=True))
         pending["response"], pending["optimal_response"] = tokens
         pending["response_length"] = np.zeros(rows, dtype=np.int64) if rows else 0
         if self.response_logprob:
@@ -345,7 +346,7 @@ def round_summary(
         summary["round_ended"] = True
         return summary
     if isinstance(ended, torch.Tensor):  # no host round trip: one where per group of entries
-        for keys, fill in ((_ROUND_VALUE_KEYS, 0), (_RESPONSE_KEYS, TOKEN_FILL)):
+        for keys, fill in ((ROUND_VALUE_KEYS, 0), (_RESPONSE_KEYS, TOKEN_FILL)):
             values = [summary[key] for key in keys]
             if all(isinstance(value, torch.Tensor) for value in values):
                 stacked = torch.stack(values)  # (K, N, ...)
@@ -376,7 +377,7 @@ def round_summary(
 
 
 _HOST_FILLS: dict[str, tuple[int, type[np.generic]]] = {
-    **dict.fromkeys(_ROUND_VALUE_KEYS, (0, np.float64)),
+    **dict.fromkeys(ROUND_VALUE_KEYS, (0, np.float64)),
     **dict.fromkeys(_RESPONSE_KEYS, (TOKEN_FILL, np.int64)),
     "response_embedding": (0, np.float32),  # a float64 carry is rounded to it
 }

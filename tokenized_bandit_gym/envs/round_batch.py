@@ -41,23 +41,12 @@ from tokenized_bandit_gym.core.query_start_memo import (
 )
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.envs import carry_table_kernels as kernels
-from tokenized_bandit_gym.envs.env_contract import InfoSchema, observation, round_summary
+from tokenized_bandit_gym.envs.env_contract import ROUND_VALUE_KEYS, InfoSchema, observation, round_summary
 from tokenized_bandit_gym.host_array import as_host_array
 
 Rows = TypeVar("Rows")
 """What a round batch's rows are: ``np.ndarray`` on the host, ``torch.Tensor`` on a device (scalars at B = 1)."""
 
-_TABLE_SUMMARY_KEYS = (
-    "utility",
-    "optimal_utility",
-    "regret",
-    "oracle_greedy_utility",
-    "noise",
-    "response",
-    "response_length",
-    "optimal_response",
-)
-"""The round summary's keys before ``response_embedding`` and ``round_ended``, in :func:`round_summary`'s order."""
 _NO_UTILITIES = np.zeros(0)
 """The utilities handed to the kernels when no round ended (none is read)."""
 
@@ -362,15 +351,15 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         self._candidates_current = False  # whether _candidate_carries belongs to the current state
         # The family's carry recursion as a NumPy table, where it has one: then every step is two compiled
         # calls (carry_table_kernels: the chosen carry, the observed embeddings, the summary), the carry in place.
-        self._carry_rows = problem.host_carry_rows()  # (alpha, (Q * (L + 1), n, *c)) or None
+        carry_rows = problem.host_carry_rows()  # (alpha, (Q * (L + 1), n, *c)) or None
         self._host_carry = self.carry.numpy()  # (N, *c) the carry's memory (the table path writes it in place)
         self._every_row: DecodingState | None = None  # the carry-table path's state, its tensors on the arrays
         self._alpha: np.floating[Any] = np.float64(0.0)  # the carry table's discount, in the carries' dtype
         self._table: np.ndarray | None = None  # (Q * (L + 1), n, *c) the carry table
         self._benchmark_utilities: np.ndarray | None = None  # (2, Q) float64, built on first use
         self._kernel_tables: tuple[Any, ...] | None = None  # carry_table_kernels.TABLES, built on first use
-        if self._carry_rows is not None:
-            alpha, self._table = self._carry_rows
+        if carry_rows is not None:
+            alpha, self._table = carry_rows
             self._alpha = self._table.dtype.type(alpha)  # alpha * carry in the carries' dtype, as NumPy's scalar
             self._every_row = self.state()  # every field is updated in place on this path
         self.mask = self._masks.allowed[self._mask_rows()]
@@ -383,7 +372,7 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         """Restore the pickled state and view the restored arrays again (the carry's memory is the host one)."""
         self.__dict__.update(state)
         self.carry = torch.from_numpy(self._host_carry)
-        if self._carry_rows is not None:
+        if self._table is not None:
             self._every_row = self.state()
 
     def state(self) -> DecodingState:
@@ -483,7 +472,8 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
         if self._table is not None:
             ints = np.empty((4, self.num_rows), dtype=np.int64)  # (4, N) rows as in carry_table_kernels.INT_ROWS
             tokens = np.empty((1, *self.tokens.shape), dtype=np.int64)  # (1, N, L) the observation's response
-            return self.observation_of(*self._observe_table(ints, tokens), ints, tokens[-1])
+            observed = kernels.observe(self.kernel_state(), self.kernel_tables(), ints, tokens, self._has_embeddings)
+            return self.observation_of(*observed, ints, tokens[-1])
         mask_rows = self._mask_rows()  # (N,)
         # take: a row gather several times faster than fancy indexing at large N (the method: no wrapper)
         self.mask = self._masks.allowed.take(mask_rows, axis=0)  # (N, n)
@@ -506,11 +496,6 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
             action_mask=self._masks.allowed_int8.take(mask_rows, axis=0),  # (N, n)
             candidate_embeddings=embeddings,  # (N, n, d) or None
         )
-
-    def _observe_table(self, ints: np.ndarray, tokens: np.ndarray) -> tuple[np.ndarray, ...]:
-        """The carry-table path's :func:`carry_table_kernels.observe` on the batch (``ints`` and ``tokens`` written)."""
-        assert self._table is not None
-        return kernels.observe(self.kernel_state(), self.kernel_tables(), ints, tokens, self._has_embeddings)
 
     def observation_of(
         self,
@@ -584,7 +569,7 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
     def summary_keys(self) -> tuple[str, ...]:
         """The keys of :meth:`summary_entries`, in :func:`round_summary`'s order."""
         embedding = ("response_embedding",) if self._has_embeddings else ()
-        return (*_TABLE_SUMMARY_KEYS, *embedding, "round_ended")
+        return (*ROUND_VALUE_KEYS, "response", "response_length", "optimal_response", *embedding, "round_ended")
 
     def summary_entries(
         self, values: np.ndarray, ints: np.ndarray, tokens: np.ndarray, embedding: np.ndarray, round_ended: np.ndarray
@@ -598,7 +583,7 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
             embedding: ``(N, d)`` float32 (read where the family has features).
             round_ended: ``(N,)`` bool, a new array.
         """
-        entries = (values[0], values[1], values[2], values[3], values[4], tokens[0], ints[1], tokens[1])
+        entries = (*values[: len(ROUND_VALUE_KEYS)], tokens[0], ints[1], tokens[1])
         if self._has_embeddings:
             entries += (embedding,)
         return dict(zip(self.summary_keys, (*entries, round_ended), strict=True))
