@@ -9,12 +9,15 @@ leaderboard's runs set :data:`THREAD_ENVIRONMENT` in their workers. A user who s
 ``OMP_NUM_THREADS`` (or ``MKL_NUM_THREADS``) keeps what they set; a script's ``--threads`` option
 passes its value here. Importing this module imports no torch.
 
-NumPy's BLAS (OpenBLAS, used by the agents' host-side products such as EOFUL's confidence widths) gets
-the same count: its worker threads spin for a while after every call, so a second one buys nothing on
-those small products and holds the other core (the Figure-2 rows of ``examples/reproduce_regret.py``
-on one torch thread used 5-18% more CPU with NumPy's default two BLAS threads than with one, measured
-side by side on a 2-core machine, 2026-11-26). A user who sets ``OPENBLAS_NUM_THREADS`` (or
-``OMP_NUM_THREADS``, ``MKL_NUM_THREADS``) keeps what they set.
+NumPy's BLAS (OpenBLAS, used by the agents' host-side products such as EOFUL's confidence widths) stays
+on one thread, whatever torch gets: its worker threads spin for a while after every call, so a second one
+buys nothing on those small products and holds the other core. On one torch thread, the Figure-2 rows of
+``examples/reproduce_regret.py`` used 5-18% more CPU with NumPy's default two BLAS threads than with one;
+on two torch threads (its ``--real-llm`` preset on a 2-core machine) OpenBLAS's spinning worker and
+torch's OpenMP worker took the second core from each other: two rounds of the nine rows took 18.7 s with
+two BLAS threads and 13.9 s with one, against 22.3-23.7 s on one torch thread (2026-11-26, 2-core Intel
+Xeon, ``benchmarks/RESULTS.md``). A user who sets ``OPENBLAS_NUM_THREADS`` (or ``OMP_NUM_THREADS``,
+``MKL_NUM_THREADS``) keeps what they set.
 
 Forked children: GNU OpenMP cannot use a thread pool it inherited through ``fork``, so a child whose
 parent had run one multi-threaded torch op (building an env does) hangs at its first parallel op.
@@ -42,13 +45,14 @@ THREAD_ENVIRONMENT = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_
 
 
 def use_small_work_threads(threads: int | None = None) -> int:
-    """Set torch's intra-op threads for small work, and NumPy's BLAS threads to match; return torch's count.
+    """Set torch's intra-op threads for small work, and NumPy's BLAS to one thread; return torch's count.
 
     Args:
-        threads: an explicit count (>= 1, e.g. a script's ``--threads``); None means
+        threads: an explicit count for torch (>= 1, e.g. a script's ``--threads``); None means
             :data:`SMALL_WORK_THREADS` unless one of :data:`USER_THREAD_VARIABLES` is set, in which
-            case torch keeps the count it read from it. NumPy's BLAS gets the same count, unless
-            ``threads`` is None and one of :data:`BLAS_THREAD_VARIABLES` is set.
+            case torch keeps the count it read from it. NumPy's BLAS gets :data:`SMALL_WORK_THREADS`
+            whatever ``threads`` is (its spinning workers would hold the cores torch's pool runs on),
+            unless one of :data:`BLAS_THREAD_VARIABLES` is set.
 
     Raises:
         ValueError: ``threads`` < 1.
@@ -62,10 +66,9 @@ def use_small_work_threads(threads: int | None = None) -> int:
         torch.set_num_threads(check_int("threads", threads, minimum=1))
     elif not any(os.environ.get(name) for name in USER_THREAD_VARIABLES):
         torch.set_num_threads(SMALL_WORK_THREADS)
-    count = torch.get_num_threads()
-    if threads is not None or not any(os.environ.get(name) for name in BLAS_THREAD_VARIABLES):
-        _limit_numpy_blas(count)
-    return count
+    if not any(os.environ.get(name) for name in BLAS_THREAD_VARIABLES):
+        _limit_numpy_blas(SMALL_WORK_THREADS)
+    return torch.get_num_threads()
 
 
 def _limit_numpy_blas(threads: int) -> None:
