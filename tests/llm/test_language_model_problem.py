@@ -114,6 +114,55 @@ def test_each_step_encodes_only_the_new_candidates(stories: tuple[Any, Any], imp
         handle.remove()
 
 
+@pytest.mark.parametrize("implementation", ["native", "transformers"])
+@pytest.mark.parametrize("batching", ["mask", "expand"])
+def test_equal_rows_share_one_forward_and_stay_exact(
+    stories: tuple[Any, Any], batching: str, implementation: str
+) -> None:
+    """Rows that are the same partial round (agents on one query until their choices part) are forwarded once,
+    and every row still equals the no-cache forward of its own x:y:tau."""
+    k = 4
+    problem = LanguageModelProblem(
+        *stories, QUERIES, max_length=5, top_k=k, candidate_batching=batching, forward_implementation=implementation
+    )
+    seen: list[int] = []  # tokens embedded per forward
+    handle = problem.model.get_input_embeddings().register_forward_pre_hook(
+        lambda module, args: seen.append(int(args[0].numel()))
+    )
+
+    def step(state: LanguageModelState, actions: list[int], distinct: int) -> LanguageModelState:
+        chosen = torch.tensor(actions)
+        assert problem.action_mask(state)[torch.arange(len(actions)), chosen].all()
+        seen.clear()
+        state = problem.advance(state, chosen)
+        assert seen == [distinct * k]
+        return state
+
+    try:
+        state = problem.initial_state(torch.tensor([0, 2, 0, 0]))
+        assert seen[1:] == [2 * k]  # after the prefill: the candidates of query 0 once, of query 2 once
+        state = step(state, [1, 0, 1, 2], distinct=3)  # rows 0 and 2 stay one partial round, row 3 parts
+        assert state.tokens[0].tolist() == state.tokens[2].tolist() != state.tokens[3].tolist()
+        checked = state
+        state = step(state, [0, 0, 1, 0], distinct=4)  # rows 0 and 2 part
+    finally:
+        handle.remove()
+    for current in (checked, state):
+        pooled, logprobs = reference(problem, current)
+        torch.testing.assert_close(problem.candidate_pooled(current), pooled, atol=1e-4, rtol=0)
+        torch.testing.assert_close(problem.candidate_sequence_logprobs(current), logprobs, atol=1e-4, rtol=0)
+        for row in range(current.batch_size):  # each row's candidate cache entries are its own tokens'
+            alone = problem.state_for(
+                current.queries[row : row + 1], current.tokens[row : row + 1, : current.lengths[row]]
+            )
+            assert alone.candidate_tokens.tolist() == current.candidate_tokens[row : row + 1].tolist()
+            for (keys, values), (alone_keys, alone_values) in zip(
+                current.candidate_past, alone.candidate_past, strict=True
+            ):
+                torch.testing.assert_close(keys[row : row + 1], alone_keys, atol=1e-4, rtol=0)
+                torch.testing.assert_close(values[row : row + 1], alone_values, atol=1e-4, rtol=0)
+
+
 def test_candidates_and_mask(stories: tuple[Any, Any]) -> None:
     problem = LanguageModelProblem(*stories, QUERIES, max_length=3, top_k=5)
     state = problem.initial_state(torch.tensor([0]))

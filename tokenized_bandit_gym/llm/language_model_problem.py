@@ -774,27 +774,84 @@ class LanguageModelProblem:
         )
 
     def _score(self, state: LanguageModelState, tokens: torch.Tensor) -> tuple[torch.Tensor, KeyValues]:
-        """One forward of the ``B * k`` candidates over the prefix cache: hidden ``(B, k, H)`` and their entries."""
-        if self.candidate_batching == "mask":
-            return self._score_with_mask(state, tokens)
-        return self._score_expanded(state, tokens)
+        """One forward of the ``B * k`` candidates over the prefix cache: hidden ``(B, k, H)`` and their entries.
 
-    def _score_with_mask(self, state: LanguageModelState, tokens: torch.Tensor) -> tuple[torch.Tensor, KeyValues]:
+        Rows that are the same partial round (:meth:`_distinct_rows`: the same query, response, cache columns
+        and candidates, as the runs of several agents on one query are until their choices part) are
+        forwarded once and their results shared: the candidates of ``x:y`` are scored once per distinct
+        ``x:y``, not once per row.
+        """
+        distinct, inverse = self._distinct_rows(state, tokens)
+        if distinct is None:
+            return self._score_rows(state.attention_mask, state.next_positions, state.past, tokens)
+        hidden, candidate_past = self._score_rows(
+            state.attention_mask[distinct],
+            state.next_positions[distinct],
+            tuple((keys.index_select(0, distinct), values.index_select(0, distinct)) for keys, values in state.past),
+            tokens[distinct],
+        )
+        return hidden[inverse], tuple((keys[inverse], values[inverse]) for keys, values in candidate_past)
+
+    @staticmethod
+    def _distinct_rows(
+        state: LanguageModelState, tokens: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor] | tuple[None, None]:
+        """One row of each group of equal rows ``(U,)`` and each row's group ``(B,)``; None, None if all differ.
+
+        Rows are equal when they hold the same query, response ``tokens`` (EOS-padded), next position, cache
+        columns (``attention_mask``) and candidate ``tokens`` ``(B, k)``: their caches then hold the model's
+        entries of the same ``x:y`` at the same columns (to the float rounding of the forwards that wrote them),
+        so one forward of their candidates serves all. Row ``i``'s results are row ``distinct[inverse[i]]``'s.
+        """
+        batch = state.batch_size
+        if batch < 2:
+            return None, None
+        rows = torch.cat(
+            [
+                state.queries[:, None],
+                state.next_positions[:, None],
+                state.tokens,
+                tokens,
+                state.attention_mask.to(torch.int64),
+            ],
+            dim=1,
+        )  # (B, 2 + L + k + P)
+        groups, inverse = torch.unique(rows, dim=0, return_inverse=True)  # (U, ...), (B,)
+        if groups.shape[0] == batch:
+            return None, None
+        first = torch.full((groups.shape[0],), batch, dtype=torch.int64, device=inverse.device)
+        distinct = first.scatter_reduce(0, inverse, torch.arange(batch, device=inverse.device), reduce="amin")
+        return distinct, inverse
+
+    def _score_rows(
+        self, attention_mask: torch.Tensor, next_positions: torch.Tensor, past: KeyValues, tokens: torch.Tensor
+    ) -> tuple[torch.Tensor, KeyValues]:
+        """Hidden ``(B, k, H)`` and cache entries ``(B, h, k, hd)`` per layer of the candidates ``tokens`` ``(B, k)``.
+
+        The rows have the cache ``past``, its columns ``attention_mask`` ``(B, P)`` and next positions ``(B,)``.
+        """
+        if self.candidate_batching == "mask":
+            return self._score_with_mask(attention_mask, next_positions, past, tokens)
+        return self._score_expanded(attention_mask, next_positions, past, tokens)
+
+    def _score_with_mask(
+        self, attention_mask: torch.Tensor, next_positions: torch.Tensor, past: KeyValues, tokens: torch.Tensor
+    ) -> tuple[torch.Tensor, KeyValues]:
         """The k candidates as k tokens of each row, at the same position, under a 4-D mask.
 
         Candidate j attends to the row's prefix and to itself only, so it sees exactly ``x:y:tau_j``;
         the prefix cache is read once per row (not copied k times).
         """
         batch, k = tokens.shape
-        prefix = state.attention_mask.shape[1]
+        prefix = attention_mask.shape[1]
         dtype = self._lm_head.weight.dtype
         blocked = torch.finfo(dtype).min
-        prefix_mask = (1 - state.attention_mask).to(dtype).mul_(blocked)  # (B, P) additive: 0 or -inf-like
+        prefix_mask = (1 - attention_mask).to(dtype).mul_(blocked)  # (B, P) additive: 0 or -inf-like
         mask = torch.cat(
             [prefix_mask[:, None, None, :].expand(batch, 1, k, prefix), self._self_only_mask(k, dtype, batch)], dim=3
         )  # (B, 1, k, P + k)
-        positions = state.next_positions[:, None].expand(batch, k)  # (B, k)
-        hidden, new_past = self._forward(tokens, mask, positions, state.past)  # (B, k, H)
+        positions = next_positions[:, None].expand(batch, k)  # (B, k)
+        hidden, new_past = self._forward(tokens, mask, positions, past)  # (B, k, H)
         candidate_past = tuple((keys[:, :, prefix:], values[:, :, prefix:]) for keys, values in new_past)
         return hidden, candidate_past  # candidate entries (B, h, k, hd): views of the forward's cache
 
@@ -808,19 +865,21 @@ class LanguageModelProblem:
             self._self_masks[key] = block
         return block.expand(batch, 1, k, k)
 
-    def _score_expanded(self, state: LanguageModelState, tokens: torch.Tensor) -> tuple[torch.Tensor, KeyValues]:
+    def _score_expanded(
+        self, attention_mask: torch.Tensor, next_positions: torch.Tensor, past: KeyValues, tokens: torch.Tensor
+    ) -> tuple[torch.Tensor, KeyValues]:
         """The k candidates as ``B * k`` one-token rows over the prefix cache repeated along the batch."""
         batch, k = tokens.shape
-        mask = torch.cat([state.attention_mask, torch.ones_like(state.attention_mask[:, :1])], dim=1)  # (B, P + 1)
-        past = tuple(
+        mask = torch.cat([attention_mask, torch.ones_like(attention_mask[:, :1])], dim=1)  # (B, P + 1)
+        repeated_past = tuple(
             (keys.repeat_interleave(k, dim=0), values.repeat_interleave(k, dim=0))  # (B * k, h, P, hd)
-            for keys, values in state.past
+            for keys, values in past
         )
         hidden, new_past = self._forward(
             tokens.reshape(-1, 1),  # (B * k, 1)
             mask.repeat_interleave(k, dim=0),  # (B * k, P + 1)
-            state.next_positions.repeat_interleave(k)[:, None],  # (B * k, 1)
-            past,
+            next_positions.repeat_interleave(k)[:, None],  # (B * k, 1)
+            repeated_past,
         )
         candidate_past = tuple(
             (
