@@ -22,6 +22,10 @@ def test_vector_env_throughput_runs(capsys: pytest.CaptureFixture[str]) -> None:
         )
         script["main"](args)
         assert "| TokenizedMultiArmedBandit-v0 | 2 |" in capsys.readouterr().out
+    native_only = script["Args"](env_ids=("TokenizedLinearBandit-v0",), num_envs=(3,), seconds=0.0, sync=False)
+    script["main"](native_only)
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| TokenizedLinearBandit-v0"))
+    assert row.endswith("| - | - |")
 
 
 def test_vector_env_fixed_cost_runs(capsys: pytest.CaptureFixture[str]) -> None:
