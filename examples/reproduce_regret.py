@@ -13,15 +13,16 @@ One convention for theta, the paper's: WrongTheta's ``theta'`` is ``-theta`` (th
 and ``theta' = -0.5 * 1``). By default theta is the env's, ``0.5 * 1`` scaled to unit norm; ``--paper`` (or
 ``--theta 0.5``) uses the literal ``0.5 * 1``. ``--wrong-theta w`` sets every coordinate of ``theta'`` to w instead.
 
-How it runs fast: the runs of one seed (one per agent; ``--runs-per-forward`` sets how many runs, of any seeds)
-are the rows of one native vector env, so every step is one forward of all their candidates (3 x k rows, not k),
-which uses the CPU's matmul well, and the rows of one seed share each query's prefill; each row plays what
-``run_online`` plays on a single env with that seed (to float rounding). The oracle-greedy benchmark of every query
-the runs will meet is decoded first, ``--benchmark-chunk`` queries at a time. ``--threads`` sets torch's threads
-(``--real-llm``: every core). Each finished group of runs is saved at once, and a group in progress keeps a
-checkpoint (``checkpoint.pkl``, every ``--checkpoint-every`` rounds), so an interrupted call resumes there. Each file
-records the code that made it (package version and git commit); a file of other code is not reused (one printed
-line names both versions) and its runs are played again, so a figure never mixes two versions' numbers.
+How it runs fast: the runs of one seed (one per agent; ``--runs-per-forward`` sets how many runs, of any seeds) are
+the rows of one native vector env, so every step is one forward of all their candidates (3 x k rows, not k), which
+uses the CPU's matmul well; the rows of one seed share each query's prefill, and rows that are still the same
+partial response are forwarded once; each row plays what ``run_online`` plays on a single env with that seed (to
+float rounding). The oracle-greedy benchmark of every query the runs will meet is decoded first,
+``--benchmark-chunk`` queries at a time. ``--threads`` sets torch's threads (``--real-llm``: every core). Each
+finished group of runs is saved at once, and a group in progress keeps a checkpoint (``checkpoint.pkl``, every
+``--checkpoint-every`` rounds), so an interrupted call resumes there. Each file records the code that made it
+(package version and git commit); a file of other code is not reused (one printed line names both versions) and its
+runs are played again, so a figure never mixes two versions' numbers.
 
 Defaults run in about 12 s on a quiet 2-core CPU with the shipped 260K-parameter model (short responses, few
 rounds; a few times longer on a busy machine); the script prints its expected run time after the first round
@@ -378,7 +379,8 @@ def play_rows(
 
     Row i is the single env reset with its run's seed, played by its own agent (reset with the same seed): what
     ``run_online(single env, agent, T, seed)`` plays, to float rounding, but the rows' candidates go through one
-    forward per step, and rows of one seed share each query's prefill (common random numbers: the same queries);
+    forward per step, rows of one seed share each query's prefill (common random numbers: the same queries), and
+    rows that are still the same partial response share one forward of their candidates;
     see :mod:`~tokenized_bandit_gym.evaluation.runs_as_rows`. With ``expected = (groups, benchmark seconds)`` the
     expected time of that many such groups, each with its benchmark decodes, is printed after the first round.
     With ``progress_path``, the group's cumulative regret so far (every run's first ``t`` rounds, ``t`` the fewest

@@ -2,10 +2,11 @@
 
 On an LLM id a step's cost is the forward of every row's k candidates over its cache. Playing the runs of a
 reproduction one after the other forwards k rows at a time, which uses a CPU's matrix multiply poorly; playing
-them as the rows of the native vector env (``gym.make_vec``) forwards all their candidates at once, and rows
-that start a round on the same query share its prefill. Row i is the single env reset with its run's seed and
-played by its own agent, reset with the same seed: what ``run_online(single env, agent, T, seed)`` plays, to
-float rounding (the batched forward sums in another order).
+them as the rows of the native vector env (``gym.make_vec``) forwards all their candidates at once, rows
+that start a round on the same query share its prefill, and rows that are still the same partial response
+(agents whose choices have not parted) share one forward of their candidates. Row i is the single env reset
+with its run's seed and played by its own agent, reset with the same seed: what ``run_online(single env, agent,
+T, seed)`` plays, to float rounding (the batched forward sums in another order).
 
 The env computes a query's oracle-greedy benchmark when a round on it ends, one query at a time (k candidate
 rows per forward). The queries of rounds ``1..T`` of a seed are known in advance
