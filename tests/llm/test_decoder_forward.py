@@ -226,6 +226,79 @@ def test_frozen_linear_follows_an_in_place_change_and_shares_its_copy(shape: tup
         torch.testing.assert_close(second(inputs), inputs @ weight.T)
 
 
+@pytest.mark.parametrize("shape", [(300, 256), (48, 32)])
+@pytest.mark.parametrize("transposed", [False, True])
+def test_frozen_linear_follows_new_storage_and_a_new_dtype(shape: tuple[int, int], transposed: bool) -> None:
+    """``weight.data = ...`` and ``module.bfloat16()`` keep the Parameter and its version but not its storage."""
+    generator = torch.Generator().manual_seed(5)
+    parameter = torch.nn.Parameter(torch.randn(shape, generator=generator), requires_grad=False)  # (out, in)
+    stored = torch.nn.Parameter(parameter.data.t().contiguous(), requires_grad=False) if transposed else parameter
+    linear = FrozenLinear(stored, transposed=transposed)
+    inputs = torch.randn(15, shape[1], generator=generator)
+    with torch.no_grad():
+        linear(inputs)  # prepared for the first storage
+        version = stored._version
+        stored.data = torch.randn(stored.shape, generator=generator)  # new storage, same version
+        assert stored._version == version
+        expected = torch.nn.functional.linear(inputs, stored.t() if transposed else stored)
+        torch.testing.assert_close(linear(inputs), expected)
+        torch.testing.assert_close(FrozenLinear(stored, transposed=transposed)(inputs), expected)
+        stored.data = stored.data.bfloat16()  # as module.bfloat16() does: the path is chosen again
+        halves = inputs.bfloat16()
+        expected = torch.nn.functional.linear(halves, stored.t() if transposed else stored)
+        torch.testing.assert_close(linear(halves), expected)
+        assert not linear.packed
+
+
+def test_frozen_linears_follow_new_storage_and_fall_back_on_a_new_dtype() -> None:
+    generator = torch.Generator().manual_seed(6)
+    weights = [
+        torch.nn.Parameter(torch.randn(size, 256, generator=generator), requires_grad=False) for size in (384, 256)
+    ]
+    linears = FrozenLinears([(weight, None) for weight in weights])
+    inputs = torch.randn(15, 256, generator=generator)
+    with torch.no_grad():
+        linears(inputs)
+        weights[1].data = torch.randn(256, 256, generator=generator)  # new storage, same version
+        for result, weight in zip(linears(inputs), weights, strict=True):
+            torch.testing.assert_close(result, inputs @ weight.T)
+        for weight in weights:
+            weight.data = weight.data.bfloat16()
+        halves = inputs.bfloat16()
+        for result, weight in zip(linears(halves), weights, strict=True):
+            torch.testing.assert_close(result, torch.nn.functional.linear(halves, weight))
+        assert linears.parts is not None  # bfloat16 weights: one product each
+
+
+def test_native_forward_follows_the_model_converted_after_it_was_built() -> None:
+    """A forward built before ``model.bfloat16()`` (and one built after) computes the converted model."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(
+        vocab_size=512,
+        hidden_size=256,
+        intermediate_size=512,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+    )
+    model = randomised(LlamaForCausalLM(config), 7)
+    ids = torch.randint(3, 500, (2, 9), generator=torch.Generator().manual_seed(8))
+    mask, positions = torch.ones_like(ids), torch.arange(9).expand(2, -1)
+    with torch.no_grad():
+        before = select_decoder_forward(model, "native")
+        torch.testing.assert_close(
+            before(ids, mask, positions, ())[0], model.base_model(input_ids=ids).last_hidden_state, atol=1e-4, rtol=0
+        )
+        model.bfloat16()
+        wanted = model.base_model(input_ids=ids).last_hidden_state.float()
+        for forward in (before, select_decoder_forward(model, "native")):
+            got = forward(ids, mask, positions, ())[0]
+            assert got.dtype == torch.bfloat16
+            assert float((got.float() - wanted).abs().max()) <= 5e-2 * (1 + float(wanted.abs().max()))
+
+
 @pytest.mark.parametrize("outputs", [(40, 24, 24), (400, 200, 200), (384, 256, 256)])  # small, mixed, all packed
 def test_frozen_linears_equal_each_f_linear_and_follow_in_place_changes(outputs: tuple[int, ...]) -> None:
     generator = torch.Generator().manual_seed(3)

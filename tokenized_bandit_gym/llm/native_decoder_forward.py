@@ -87,7 +87,8 @@ PACKED_MIN_WEIGHTS = 2**16
 fixed cost outweighs what it saves; such small CPU weights are kept transposed instead (stories260K)."""
 
 _prepared_weights = WeakIdKeyDictionary()
-"""A stored weight -> (its version when prepared, its MKL-packed or ``(in, out)`` copy), shared by every forward."""
+"""A stored weight -> (its :func:`weight_state` when prepared, its MKL-packed or ``(in, out)`` copy), shared by
+every forward."""
 
 
 def mkl_packs(weight: torch.Tensor) -> bool:
@@ -103,6 +104,15 @@ def mkl_packs(weight: torch.Tensor) -> bool:
     )
 
 
+def weight_state(tensor: torch.Tensor) -> tuple[int, int]:
+    """``(version, storage address)`` of a stored weight: a prepared copy of it is current while both are unchanged.
+
+    An in-place write (``copy_``, ``load_state_dict``) moves the version; ``module.float()``, ``.to(dtype)`` or an
+    assignment to ``weight.data`` keeps the Parameter (and its version) but gives it new storage.
+    """
+    return tensor._version, tensor.data_ptr()
+
+
 class FrozenLinear:
     """``inputs @ W.T + bias`` ``(..., out)`` for ``inputs`` ``(..., in)`` and a frozen weight ``W`` ``(out, in)``.
 
@@ -115,8 +125,9 @@ class FrozenLinear:
       cost more than the product of a 64-wide layer;
     * any other weight (GPU, half precision), and whenever gradients are recorded: ``F.linear``.
 
-    A prepared copy is shared by every forward over the same weight and freed with it; an in-place
-    change of the weight bumps its version and the copy is prepared again. Every path sums each product
+    A prepared copy is shared by every forward over the same weight and freed with it. It is prepared again
+    when the weight changes: in place (its version moves) or to new storage (``module.float()``, ``.to()``,
+    ``weight.data = ...``; the path is chosen again for the new dtype and device). Every path sums each product
     in float32 (for float32 weights): the results agree to float32 rounding, not bit for bit.
 
     Args:
@@ -127,20 +138,26 @@ class FrozenLinear:
     """
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None = None, transposed: bool = False) -> None:
-        self.stored_weight, self.bias = weight, bias
-        self.weight = weight.t() if transposed else weight  # W (out, in), a view
-        self.packed = mkl_packs(weight)
-        """Whether the products read an MKL-packed copy of the weight."""
-        self._version, self._prepared = -1, None
-        if self.packed or (weight.device.type == "cpu" and weight.numel() < PACKED_MIN_WEIGHTS):
-            self._prepare()
+        self.stored_weight, self.bias, self.transposed = weight, bias, transposed
+        self.packed = False
+        """Whether the products read an MKL-packed copy of the weight (decided again when the weight changes)."""
+        self._version: tuple[int, int] = (-1, 0)  # the weight's (version, storage) the prepared copy is of
+        self._prepared: torch.Tensor | None = None
+        self._prepare()
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """``W`` ``(out, in)``: the stored weight as it is now (a view when stored transposed)."""
+        return self.stored_weight.t() if self.transposed else self.stored_weight
 
     def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
         """``inputs @ W.T + bias`` ``(..., out)``."""
-        if self._prepared is None or torch.is_grad_enabled():
+        if torch.is_grad_enabled():
             return F.linear(inputs, self.weight, self.bias)
-        if self.stored_weight._version != self._version:
+        if weight_state(self.stored_weight) != self._version:
             self._prepare()
+        if self._prepared is None:
+            return F.linear(inputs, self.weight, self.bias)
         if self.packed:
             # the op reads the packed copy only when ``rows`` equals its last argument; MKL's packed layout serves any
             rows = inputs.numel() // inputs.shape[-1]
@@ -148,19 +165,28 @@ class FrozenLinear:
         return _times_transposed(inputs, self._prepared, self.bias)
 
     def _prepare(self) -> None:
-        """Take the shared prepared copy of the weight as it is now, preparing it if none is current."""
-        version = self.stored_weight._version
-        if not self.packed and self.weight.t().is_contiguous():  # stored (in, out): used as it is
-            self._version, self._prepared = version, self.stored_weight
+        """Take the shared prepared copy of the weight as it is now, preparing it if none is current.
+
+        Which copy (packed, ``W.T``, or none: ``F.linear``) is decided here from the weight's dtype, device and
+        size, so a weight moved to another dtype or device after construction gets the path that fits it.
+        """
+        stored = self.stored_weight
+        version = weight_state(stored)
+        self.packed = mkl_packs(stored)
+        if not self.packed and not (stored.device.type == "cpu" and stored.numel() < PACKED_MIN_WEIGHTS):
+            self._version, self._prepared = version, None
             return
-        entry = _prepared_weights.get(self.stored_weight)
+        if not self.packed and self.weight.t().is_contiguous():  # stored (in, out): used as it is
+            self._version, self._prepared = version, stored
+            return
+        entry = _prepared_weights.get(stored)
         if entry is None or entry[0] != version:
             with torch.no_grad():
                 if self.packed:
                     prepared = torch.ops.mkl._mkl_reorder_linear_weight(self.weight.contiguous(), PACKED_ROWS_HINT)
                 else:
                     prepared = self.weight.t().contiguous()  # (in, out)
-            entry = _prepared_weights[self.stored_weight] = (version, prepared)
+            entry = _prepared_weights[stored] = (version, prepared)
         self._version, self._prepared = entry
 
 
@@ -209,13 +235,11 @@ class FrozenLinears:
         bounds = [0, *itertools.accumulate(self.outputs)]
         self.sizes = [sum(widths[start:end]) for start, end in itertools.pairwise(bounds)]
         """Widths of the returned tensors."""
-        self.packed = all(mkl_packs(weight) for weight in self.weights)
-        """Whether the product reads an MKL-packed copy of the concatenated weight."""
-        small = all(weight.device.type == "cpu" and weight.numel() < PACKED_MIN_WEIGHTS for weight in self.weights)
-        self.parts = None if self.packed or small else [FrozenLinear(w, b) for w, b in linears]
+        self.packed = False
+        """Whether the product reads an MKL-packed copy of the concatenated weight (decided again on a change)."""
+        self.parts: list[FrozenLinear] | None = None
         self._fused: _FusedWeights | None = None
-        if self.parts is None:
-            self._fuse()
+        self._fuse()
 
     def __call__(self, inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """``inputs`` ``(..., in)`` through the linears: ``(..., size)`` per :attr:`sizes` (views if fused)."""
@@ -224,6 +248,8 @@ class FrozenLinears:
         fused = self._fused
         if fused is None or fused.versions != self._current_versions():
             fused = self._fuse()
+            if fused is None:  # the weights no longer fit one fused copy: one product each from now on
+                return self(inputs)
         if self.packed:
             # the op reads the packed copy, and of its third argument only the sizes, when ``rows`` is its last
             rows = inputs.numel() // inputs.shape[-1]
@@ -246,8 +272,18 @@ class FrozenLinears:
             start += count
         return tuple(grouped)
 
-    def _fuse(self) -> _FusedWeights:
-        """The shared fused copy of the weights and biases as they are now, prepared if none is current."""
+    def _fuse(self) -> _FusedWeights | None:
+        """The shared fused copy of the weights and biases as they are now, prepared if none is current.
+
+        None when the weights do not fit one fused copy (GPU, half precision, mixed sizes): :attr:`parts` then
+        holds one :class:`FrozenLinear` each, used from then on.
+        """
+        self.packed = all(mkl_packs(weight) for weight in self.weights)
+        small = all(weight.device.type == "cpu" and weight.numel() < PACKED_MIN_WEIGHTS for weight in self.weights)
+        if not (self.packed or small):
+            self.parts = [FrozenLinear(weight, bias) for weight, bias in zip(self.weights, self.biases, strict=True)]
+            self._fused = None
+            return None
         versions = self._current_versions()
         fused = _fused_weights.get(self.weights[0])
         if fused is None or fused.tensor_ids != self._tensor_ids or fused.versions != versions:
@@ -267,16 +303,16 @@ class FrozenLinears:
         self._fused = fused
         return fused
 
-    def _current_versions(self) -> tuple[int, ...]:
-        """The versions of the weights and biases now (an in-place change moves a version), checked every call."""
-        return tuple(tensor._version for tensor in self._tensors)
+    def _current_versions(self) -> tuple[tuple[int, int], ...]:
+        """The :func:`weight_state` of the weights and biases now, checked every call."""
+        return tuple(weight_state(tensor) for tensor in self._tensors)
 
 
 class _FusedWeights(NamedTuple):
     """A prepared concatenation of a group's weights (packed, or ``(in, sum out_i)``), its bias, and its sizes."""
 
     tensor_ids: tuple[int, ...]
-    versions: tuple[int, ...]
+    versions: tuple[tuple[int, int], ...]
     weight: torch.Tensor
     bias: torch.Tensor | None
     shape: torch.Tensor
