@@ -274,15 +274,8 @@ def test_native_forward_follows_the_model_converted_after_it_was_built() -> None
     """A forward built before ``model.bfloat16()`` (and one built after) computes the converted model."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(
-        vocab_size=512,
-        hidden_size=256,
-        intermediate_size=512,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=256,
-    )
+    wide = {"hidden_size": 256, "intermediate_size": 512}  # projections of >= 65,536 weights: MKL-packed
+    config = LlamaConfig(vocab_size=512, max_position_embeddings=256, **(LLAMA_SHAPE | wide))
     model = randomised(LlamaForCausalLM(config), 7)
     ids = torch.randint(3, 500, (2, 9), generator=torch.Generator().manual_seed(8))
     mask, positions = torch.ones_like(ids), torch.arange(9).expand(2, -1)
