@@ -104,6 +104,11 @@ def mkl_packs(weight: torch.Tensor) -> bool:
     )
 
 
+def kept_transposed(weight: torch.Tensor) -> bool:
+    """Whether :class:`FrozenLinear` keeps ``weight`` as ``W.T``: on the CPU, below :data:`PACKED_MIN_WEIGHTS`."""
+    return weight.device.type == "cpu" and weight.numel() < PACKED_MIN_WEIGHTS
+
+
 def weight_state(tensor: torch.Tensor) -> tuple[int, int]:
     """``(version, storage address)`` of a stored weight: a prepared copy of it is current while both are unchanged.
 
@@ -173,7 +178,7 @@ class FrozenLinear:
         stored = self.stored_weight
         version = weight_state(stored)
         self.packed = mkl_packs(stored)
-        if not self.packed and not (stored.device.type == "cpu" and stored.numel() < PACKED_MIN_WEIGHTS):
+        if not (self.packed or kept_transposed(stored)):
             self._version, self._prepared = version, None
             return
         if not self.packed and self.weight.t().is_contiguous():  # stored (in, out): used as it is
@@ -279,8 +284,7 @@ class FrozenLinears:
         holds one :class:`FrozenLinear` each, used from then on.
         """
         self.packed = all(mkl_packs(weight) for weight in self.weights)
-        small = all(weight.device.type == "cpu" and weight.numel() < PACKED_MIN_WEIGHTS for weight in self.weights)
-        if not (self.packed or small):
+        if not (self.packed or all(kept_transposed(weight) for weight in self.weights)):
             self.parts = [FrozenLinear(weight, bias) for weight, bias in zip(self.weights, self.biases, strict=True)]
             self._fused = None
             return None
