@@ -139,19 +139,21 @@ def test_tianshou_subproc_vector_env_steps_after_the_parent_stepped_an_env() -> 
     assert output.split() == ["stepped"]
 
 
-def test_forked_workers_after_the_small_work_threads_limited_numpy_blas() -> None:
-    """A script's ``use_small_work_threads()`` limits NumPy's BLAS pool too (threadpoolctl); forking after it is safe.
+@pytest.mark.parametrize("torch_threads", ["", "2"], ids=["default", "explicit-2"])
+def test_forked_workers_after_the_small_work_threads_limited_numpy_blas(torch_threads: str) -> None:
+    """A script's ``use_small_work_threads()`` limits NumPy's BLAS pool to one thread (threadpoolctl), also when it
+    gives torch two (a script's ``--threads 2``); forking after it is safe.
 
     The parent runs a BLAS product on its limited pool, then a raw forked child and an async vector
     env's forked workers run theirs; the parent's pool keeps its limit.
     """
     output = run_fresh(
-        """
+        f"""
         import os, gymnasium as gym, numpy as np, tokenized_bandit_gym
         from gymnasium.vector import AsyncVectorEnv
         from threadpoolctl import threadpool_info
         from tokenized_bandit_gym.threads import use_small_work_threads
-        use_small_work_threads()
+        use_small_work_threads({torch_threads})
         matrix = np.ones((512, 512))
         matrix @ matrix  # the parent's BLAS pool has run
         child = os.fork()
@@ -162,9 +164,10 @@ def test_forked_workers_after_the_small_work_threads_limited_numpy_blas() -> Non
         envs.reset(seed=1)
         envs.step([0, 0])
         envs.close()
-        blas = {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
-        print("stepped", blas <= {1})
+        blas = {{pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}}
+        import torch
+        print("stepped", blas <= {{1}}, "torch", torch.get_num_threads())
         """,
         timeout_s=120,
     )
-    assert output.split() == ["child", "0", "stepped", "True"]
+    assert output.split() == ["child", "0", "stepped", "True", "torch", torch_threads or "1"]
