@@ -8,7 +8,7 @@ and measured in one process, one after another, with the machine's matmul rate m
 * sequential (the script before): each (agent, seed) run on its own single env, ``run_online``, one after
   another; each query's oracle-greedy benchmark decoded when its first round ends (k candidate rows a forward).
 * agents as rows: the three agents of one seed as the rows of one vector env (3k candidate rows a forward, each
-  query's prefill shared), every benchmark decoded ahead in chunks (``warm_benchmarks``), per seed.
+  query's prefill shared), each round's benchmark decoded by rows of the same forward, per seed.
 * agents x seeds as rows: every (agent, seed) run as a row of one vector env (3Sk rows a forward).
 
 The compute floor of a layout is its forward work at the measured rate (fastest of 5 fp32 1024^3 matmuls, before
@@ -33,7 +33,7 @@ import torch
 
 from benchmarks.llm_step import matmul_flops_per_second, step_flops
 from examples import reproduce_regret
-from tokenized_bandit_gym.evaluation.runs_as_rows import queries_of_runs, warm_benchmarks
+from tokenized_bandit_gym.evaluation.runs_as_rows import queries_of_runs
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 from tokenized_bandit_gym.threads import use_small_work_threads
 
@@ -86,12 +86,11 @@ def sequential(options: reproduce_regret.Args, seeds: list[int], names: list[str
 
 
 def as_rows(options: reproduce_regret.Args, groups: list[list[tuple[str, int]]]) -> Callable[[], None]:
-    """Each group as the rows of one vector env (built now), its seeds' benchmarks decoded ahead, as the script does."""
+    """Each group as the rows of one vector env (built now), as the script plays it (benchmarks as rows too)."""
     env = reproduce_regret.make_env(options, len(groups[0]))
 
     def play() -> None:
         for group in groups:
-            warm_benchmarks(env, sorted({seed for _, seed in group}), options.rounds, 16)
             reproduce_regret.play_rows(env, group, options)
 
     return play

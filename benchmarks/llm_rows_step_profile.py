@@ -69,7 +69,6 @@ def main(argv: list[str]) -> None:
         for rounds, profiled in ((1, False), (options.rounds, True)):
             args.rounds = rounds
             env = script.make_env(args, len(runs))
-            script.warm_benchmarks(env, sorted({seed for _, seed in runs}), rounds, 64)
             profiler = cProfile.Profile()
             start = time.perf_counter()
             if profiled:

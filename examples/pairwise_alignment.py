@@ -36,7 +36,7 @@ defaults weigh the two terms evenly (gamma = 0.5, ``v = log p / L``) so that the
 paper's; much slower on a CPU.)
 
 The agents of one feedback are the rows of one native vector env (one forward of all their candidates a
-step, every query's benchmark decoded ahead, 16 queries per forward), with a progress bar over their
+step, each round's benchmark decoded by rows of that forward), with a progress bar over their
 rounds; their runs are saved in ``--out-dir``'s pairwise.json (atomically) as soon as they finish, so
 rerunning an interrupted command with the same settings keeps them and plays only the others (unless another
 code version made them: pairwise.json records the package version and git commit, and a file of other code is not
@@ -112,12 +112,12 @@ def play(env: Any, names: list[str], rounds: int, seed: int) -> dict[str, dict[s
     Row i is played by agent ``names[i]``, each reset with ``seed`` (the same queries
     and noise: common random numbers): what a single env played by each agent in turn gives, to float
     rounding, with one forward of every row's candidates per step on an LLM env (``runs_as_rows``), where
-    every query's oracle-greedy benchmark is decoded first, 16 queries per forward. Per agent and round: the regret
+    each round's oracle-greedy benchmark is decoded by rows of that forward. Per agent and round: the regret
     (pairwise: the dueling regret), the first response's utility and regret, and the reward (the preference
     bit ``1 - preferred`` for pairwise feedback, ``u + eta`` for scalar).
     """
     from tokenized_bandit_gym import agents
-    from tokenized_bandit_gym.evaluation.runs_as_rows import play_rows, warm_benchmarks
+    from tokenized_bandit_gym.evaluation.runs_as_rows import play_rows
 
     record = {
         name: {key: [0.0] * rounds for key in ("regret", "first_regret", "first_utility", "reward")} for name in names
@@ -136,8 +136,6 @@ def play(env: Any, names: list[str], rounds: int, seed: int) -> dict[str, dict[s
             run["first_utility"][t] = first_utility
             run["first_regret"][t] = float(final["optimal_utility"][position]) - first_utility
 
-    if hasattr(env.unwrapped.problem, "has_oracle_greedy"):  # an LLM env (a TLB's benchmark is exact and cheap)
-        warm_benchmarks(env, [seed], rounds, chunk=16)
     label = ", ".join(AGENTS[name][0] for name in names)
     play_rows(
         env, [agents.make(name) for name in names], [seed] * len(names), rounds, label=label, on_rounds_ended=keep

@@ -85,14 +85,14 @@ def make_agent(name: str, problem: Any) -> Any:
 def play_runs(env: Any, runs: list[tuple[str, int]], rounds: int) -> list[dict[str, Any]]:
     """Play the (agent, seed) ``runs`` as the rows of the vector env ``env``: one forward of all candidates a step.
 
-    Every query's benchmark is decoded first, several queries per forward. Row i plays what the single env reset
+    Each round's benchmark is decoded by rows of the same forward. Row i plays what the single env reset
     with its seed plays with its own agent, to float rounding
     (:mod:`~tokenized_bandit_gym.evaluation.runs_as_rows`).
 
     Returns:
         Per run and round: regret, fitted reward ``<theta, e(x, y)>``, query and response text.
     """
-    from tokenized_bandit_gym.evaluation.runs_as_rows import play_rows, warm_benchmarks
+    from tokenized_bandit_gym.evaluation.runs_as_rows import play_rows
 
     problem = env.unwrapped.problem
     theta = problem.latent_theta.cpu().numpy()  # (d,)
@@ -108,7 +108,6 @@ def play_runs(env: Any, runs: list[tuple[str, int]], rounds: int) -> list[dict[s
             texts[row].append({"query": text, "response": problem.decode(observations["response"][position])})
 
     seeds = [seed for _, seed in runs]
-    warm_benchmarks(env, sorted(set(seeds)), rounds, chunk=16)
     agents = [make_agent(name, problem) for name, _ in runs]
     label = ", ".join(f"{LABELS[name]}/{seed}" for name, seed in runs)
     regret = play_rows(env, agents, seeds, rounds, label=label, on_rounds_ended=keep)

@@ -17,8 +17,9 @@ How it runs fast: the runs of one seed (one per agent; ``--runs-per-forward`` se
 the rows of one native vector env, so every step is one forward of all their candidates (3 x k rows, not k), which
 uses the CPU's matmul well; the rows of one seed share each query's prefill, and rows that are still the same
 partial response are forwarded once; each row plays what ``run_online`` plays on a single env with that seed (to
-float rounding). The oracle-greedy benchmark of every query the runs will meet is decoded first,
-``--benchmark-chunk`` queries at a time. ``--threads`` sets torch's threads (``--real-llm``: every core). Each
+float rounding). Each round's oracle-greedy benchmark is decoded by one more row of the same forward (greedy
+decoding with the true utility; while an agent chooses as greedy does, its row and that one are one row), not
+on its own. ``--threads`` sets torch's threads (``--real-llm``: every core). Each
 finished group of runs is saved at once, and a group in progress keeps a checkpoint (``checkpoint.pkl``, every
 ``--checkpoint-every`` rounds), so an interrupted call resumes there. Each file records the code that made it
 (package version and git commit); a file of other code is not reused (one printed line names both versions) and its
@@ -51,7 +52,6 @@ import numpy as np
 
 from tokenized_bandit_gym.evaluation import provenance
 from tokenized_bandit_gym.evaluation.progress import write_json_atomically
-from tokenized_bandit_gym.evaluation.runs_as_rows import warm_benchmarks
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 from tokenized_bandit_gym.threads import use_small_work_threads
 
@@ -110,8 +110,6 @@ class Args:
     """(agent, seed) runs stepped together as the rows of one vector env, one forward per step (0: the agents of
     one seed; --real-llm: every run); each finished group is saved, so an interrupted call resumes from the last
     finished group"""
-    benchmark_chunk: int = 16
-    """queries whose oracle-greedy benchmark is decoded together, ahead of the runs (every query they will meet)"""
     checkpoint_every: int = 25
     """rounds between two saves of the group in progress (out_dir/checkpoint.pkl: the agents, regrets and rounds
     played), which an interrupted call with the same settings resumes from"""
@@ -126,7 +124,7 @@ PAPER = {"rounds": 10_000, "max_length": 30, "top_k": 15, "theta": 0.5}
 QUICK = {"rounds": 150, "max_length": 10, "top_k": 8}
 REAL_LLM = {**PAPER, "rounds": 100, "seeds": "0,1,2"}
 REAL_LLM_MODEL = "smollm2-135m-instruct"
-RUN_KEYS = ("seed", "seeds", "agents", "out_dir", "runs_per_forward", "benchmark_chunk", "threads", "checkpoint_every")
+RUN_KEYS = ("seed", "seeds", "agents", "out_dir", "runs_per_forward", "threads", "checkpoint_every")
 """Options that say which runs to make and where, not how: runs resume across them."""
 
 
@@ -287,8 +285,6 @@ def main(args: Args) -> dict[str, Any]:
     group = args.runs_per_forward or len(names)
     if group < 1:
         raise SystemExit(f"--runs-per-forward must be >= 0, got {args.runs_per_forward}")
-    if args.benchmark_chunk < 1:
-        raise SystemExit(f"--benchmark-chunk must be >= 1, got {args.benchmark_chunk}")
     groups = [todo[start : start + group] for start in range(0, len(todo), group)]
     env = make_env(args, len(groups[0])) if todo or "feature_dim" not in earlier else None
     dim = int(env.single_observation_space["candidate_embeddings"].shape[-1]) if env else earlier["feature_dim"]
@@ -302,10 +298,7 @@ def main(args: Args) -> dict[str, Any]:
             problem = env.unwrapped.problem
             env = make_env(args, len(runs_of_group), model=problem.model, tokenizer=problem.tokenizer)
         start = time.perf_counter()
-        group_seeds = sorted({seed for _, seed in runs_of_group})
-        warm_benchmarks(env, group_seeds, args.rounds, args.benchmark_chunk, True, benchmarks_path(args), settings)
-        expected = (len(groups), time.perf_counter() - start) if index == 0 else None
-        played = play_rows(env, runs_of_group, args, expected, progress_path, settings)
+        played = play_rows(env, runs_of_group, args, len(groups) if index == 0 else 0, progress_path, settings)
         seconds = round(time.perf_counter() - start, 1)
         for (name, seed), (cumulative, agent) in zip(runs_of_group, played, strict=True):
             entry = {"cumulative_regret": cumulative.tolist(), "seconds": seconds, "runs_per_forward": env.num_envs}
@@ -315,9 +308,8 @@ def main(args: Args) -> dict[str, Any]:
             runs[f"{name}/{seed}"] = entry
         if json_path:
             write_json_atomically(json_path, results)
-            for finished in (checkpoint_path(args), benchmarks_path(args)):
-                if os.path.exists(finished):
-                    os.remove(finished)
+            if os.path.exists(checkpoint_path(args)):
+                os.remove(checkpoint_path(args))
     t = np.arange(1, args.rounds + 1)
     for name in names:
         per_seed = np.array([runs[f"{name}/{seed}"]["cumulative_regret"] for seed in seeds])  # (S, T)
@@ -362,16 +354,11 @@ def checkpoint_path(args: Args) -> str:
     return os.path.join(args.out_dir, "checkpoint.pkl") if args.out_dir else ""
 
 
-def benchmarks_path(args: Args) -> str:
-    """The oracle-greedy benchmarks' cache file of the group in progress ('' without ``--out-dir``)."""
-    return os.path.join(args.out_dir, "benchmarks.pkl") if args.out_dir else ""
-
-
 def play_rows(
     env: Any,
     runs: list[tuple[str, int]],
     args: Args,
-    expected: tuple[int, float] | None = None,
+    groups: int = 0,
     progress_path: str = "",
     settings: dict[str, Any] | None = None,
 ) -> list[tuple[Any, Any]]:
@@ -380,9 +367,9 @@ def play_rows(
     Row i is the single env reset with its run's seed, played by its own agent (reset with the same seed): what
     ``run_online(single env, agent, T, seed)`` plays, to float rounding, but the rows' candidates go through one
     forward per step, rows of one seed share each query's prefill (common random numbers: the same queries), and
-    rows that are still the same partial response share one forward of their candidates;
-    see :mod:`~tokenized_bandit_gym.evaluation.runs_as_rows`. With ``expected = (groups, benchmark seconds)`` the
-    expected time of that many such groups, each with its benchmark decodes, is printed after the first round.
+    rows that are still the same partial response share one forward of their candidates, and each round's
+    benchmark is decoded by rows of that forward; see :mod:`~tokenized_bandit_gym.evaluation.runs_as_rows`. With
+    ``groups`` > 0, the expected time of that many such groups is printed after the first round.
     With ``progress_path``, the group's cumulative regret so far (every run's first ``t`` rounds, ``t`` the fewest
     any run has played) is written there atomically every ``PROGRESS_EVERY`` rounds: a call stopped before the
     group ends (a time limit) still leaves its curves up to ``t``. With ``settings`` (the options that say what
@@ -399,17 +386,17 @@ def play_rows(
     start = time.perf_counter()
 
     def print_expected_time(ended: np.ndarray, played: np.ndarray, *_: Any) -> None:
-        nonlocal expected
-        if expected is not None and played.min() == 1:
-            (groups, benchmark_seconds), per_round = expected, time.perf_counter() - start
+        nonlocal groups
+        if groups and played.min() == 1:
+            per_round = time.perf_counter() - start
             print(
                 f"{groups} groups of {len(runs)} runs (agent x seed as rows of one forward) x {args.rounds} "
                 f"rounds, L={args.max_length}, top-{args.top_k}: expected run time about "
-                f"{(per_round * args.rounds + benchmark_seconds) * groups / 60:.1f} min ({per_round:.2f} s for the "
-                f"first round, {benchmark_seconds:.0f} s for the group's benchmarks)",
+                f"{per_round * args.rounds * groups / 60:.1f} min ({per_round:.2f} s for the first round, its "
+                "benchmarks included)",
                 flush=True,
             )
-            expected = None
+            groups = 0
 
     so_far = np.zeros((len(runs), args.rounds))  # (N, T) per-round regret recorded so far (play_rows fills it)
     written = 0

@@ -157,12 +157,14 @@ def test_llm_players_are_rows_of_one_batch_one_forward_per_step(monkeypatch):
     observations, _ = arena.reset(seed=1)
     assert observations["a"]["query"].tolist() == observations["b"]["query"].tolist()
     assert len(calls["initial_state"]) == 1 and calls["initial_state"][0].numel() == 1  # the query encoded once
-    steps = 0
+    first_forward_rows = []
     while arena.agents:
+        before = len(calls["advance"])
         arena.step({name: int(np.argmax(arena.action_masks(name))) for name in arena.agents})
-        steps += 1
-    # every live player in one forward of the three rows per step (the round-end benchmarks decode on their own)
-    assert sum(state.batch_size == 3 for state in calls["advance"]) == steps
+        first_forward_rows.append(calls["advance"][before].batch_size)  # (the last step also runs the beam search)
+    # every live player in one forward per step, with the query's benchmark row (greedy decoding with the true
+    # utility, whose response is the round-end greedy benchmark): four rows
+    assert first_forward_rows == [3 + 1] * SMALL_LLM["max_length"]
 
 
 def test_what_a_caller_writes_into_an_observation_changes_nothing_the_arena_checks():

@@ -101,12 +101,10 @@ def test_runs_as_rows_of_one_forward_play_what_single_envs_play() -> None:
         play_rows,
     )
     from tokenized_bandit_gym.evaluation import run_online
-    from tokenized_bandit_gym.evaluation.runs_as_rows import warm_benchmarks
 
     args = Args(rounds=3, max_length=4, top_k=3, theta=0.5)
     runs = [(name, seed) for seed in (0, 1) for name in ("eoful", "fixed_theta_greedy", "misaligned_greedy")]
     rows = make_env(args, len(runs))
-    warm_benchmarks(rows, [0, 1], args.rounds, chunk=2)
     played = play_rows(rows, runs, args)
     problem = rows.unwrapped.problem
     single = gym.make(ENV_ID, **env_kwargs(args) | {"model": problem.model, "tokenizer": problem.tokenizer})

@@ -216,3 +216,92 @@ def test_check_env_with_defaults(env_id: str) -> None:
     env = gym.make(env_id)
     check_env(env.unwrapped, skip_render_check=True)
     sb3_check_env(env.unwrapped, warn=False)
+
+
+def _counting(problem: Any, name: str, calls: list[str]) -> None:
+    """Record each call of ``problem.<name>`` in ``calls`` (the method still runs)."""
+    method = getattr(problem, name)
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(name)
+        return method(*args, **kwargs)
+
+    setattr(problem, name, counted)
+
+
+def _alone(kwargs: dict[str, Any], query: int) -> tuple[float, list[int]]:
+    """The oracle greedy decode of ``query`` by a separate env's problem, one query alone (the reference)."""
+    problem = gym.make("TokenizedAlignment-v0", **kwargs).unwrapped.problem
+    decoded = problem.greedy_decode(torch.tensor([query]))
+    return float(decoded.utility[0]), decoded.responses[0].tolist()
+
+
+def test_benchmark_rows_decode_the_benchmark_in_the_rounds_forward() -> None:
+    """Fixed length: each round's oracle-greedy benchmark is decoded by rows of the rounds' own forward (no
+    decode of its own), a row that chooses as greedy does shares its forward with that benchmark row, and the
+    benchmark equals the decode of the query alone."""
+    kwargs = {"max_length": 4, "top_k": 3}
+    k = kwargs["top_k"]
+    envs = gym.make_vec("TokenizedAlignment-v0", num_envs=3, **kwargs)
+    rounds = envs.unwrapped.rounds
+    problem = rounds.problem
+    calls: list[str] = []
+    _counting(problem, "greedy_decode", calls)
+    seen: list[int] = []  # tokens embedded per forward
+    handle = problem.model.get_input_embeddings().register_forward_pre_hook(
+        lambda module, args: seen.append(int(args[0].numel()))
+    )
+    rng = np.random.default_rng(0)
+    observations, _ = envs.reset(seed=[5, 5, 9])  # rows 0 and 1 play the same queries
+    ended, restarting = 0, False
+    try:
+        for _ in range(3 * (kwargs["max_length"] + 1)):  # three rounds, each with the step that starts the next
+            queries = rounds.queries.tolist()
+            benchmark_rows = len({query for query in queries if not problem.has_oracle_greedy(query)})
+            shared = 0 if problem.has_oracle_greedy(queries[0]) else 1  # row 0 with its query's benchmark row
+            greedy = int(problem.greedy_choice(rounds.state)[0])  # row 0 chooses as greedy does
+            allowed = [np.flatnonzero(mask) for mask in observations["action_mask"]]
+            actions = np.array([greedy] + [int(rng.choice(row)) for row in allowed[1:]])
+            seen.clear()
+            observations, _, terminated, _, infos = envs.step(actions)
+            if not restarting:  # row 0 and its query's benchmark row are one row of the forward (none at the end)
+                assert len(seen) <= 1 and all(tokens <= (3 + benchmark_rows - shared) * k for tokens in seen)
+            restarting = bool(terminated.any())
+            if restarting:
+                assert terminated.all()
+                ended += 1
+                assert infos["response"][0].tolist() == infos["optimal_response"][0].tolist()
+                for row in range(3):
+                    utility, response = _alone(kwargs, queries[row])
+                    assert infos["optimal_response"][row].tolist() == response
+                    assert abs(float(infos["optimal_utility"][row]) - utility) < 1e-5
+    finally:
+        handle.remove()
+    assert ended == 3 and calls == []  # every benchmark came from the rounds' forward
+
+
+def test_benchmark_row_of_a_round_that_ends_early_is_finished_greedily() -> None:
+    """Free lengths: the round ends at its first allowed EOS; its query's benchmark row is finished greedily on
+    its own (no decode from the start) and equals the decode of the query alone."""
+    kwargs = {"max_length": 5, "top_k": 4, "fixed_length": False}
+    env = gym.make("TokenizedAlignment-v0", **kwargs)
+    problem = env.unwrapped.problem
+    calls: list[str] = []
+    _counting(problem, "greedy_decode", calls)
+    _counting(problem, "greedy_continue", calls)
+    for seed in (0, 1, 2):
+        observation, info = env.reset(seed=seed)
+        query = int(info["query_index"])
+        terminated, steps = False, 0
+        while not terminated:
+            eos = np.flatnonzero(observation["candidate_tokens"] == env.unwrapped.eos_token_id)
+            allowed = np.flatnonzero(observation["action_mask"])
+            action = int(eos[0]) if eos.size and observation["action_mask"][eos[0]] else int(allowed[0])
+            observation, _, terminated, _, info = env.step(action)
+            steps += 1
+        utility, response = _alone(kwargs, query)
+        assert info["optimal_response"].tolist() == response
+        assert abs(float(info["optimal_utility"]) - utility) < 1e-5
+        if steps < sum(token != env.unwrapped.eos_token_id for token in response) + 1:
+            assert calls[-1] == "greedy_continue"
+    assert "greedy_decode" not in calls and "greedy_continue" in calls

@@ -9,7 +9,7 @@ from gymnasium import spaces
 
 from tokenized_bandit_gym.envs.env_contract import InfoSchema, observation, round_summary
 from tokenized_bandit_gym.envs.round_batch import RoundBatch
-from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
+from tokenized_bandit_gym.llm.language_model_problem import BenchmarkCache, LanguageModelProblem
 from tokenized_bandit_gym.llm.language_model_state import LanguageModelState
 
 
@@ -30,6 +30,17 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
     queries of the restarting rows in one forward (rows on the same query, such as the arena's
     players, share it).
 
+    Benchmark rows (``benchmark_rows``): when every row starts a round together (the single env's
+    reset, the fixed-length vector env, the arena), each of their queries whose oracle-greedy
+    benchmark is not cached yet gets one more row in the state, after the B rounds. That row plays
+    :meth:`LanguageModelProblem.greedy_choice` (greedy decoding with the true utility) in the same
+    forward as the rounds, so the benchmark costs its rows' share of the step, not a decode of its
+    own; while it is the same partial response as a round (an agent that chooses as greedy does),
+    the two are one row of the forward. When a round on its query ends, the row's response and
+    utility are the query's benchmark (a row still short of the end is finished greedily first):
+    what :meth:`LanguageModelProblem.oracle_greedy` decodes alone, to the float rounding of
+    another batch. Nothing the rounds observe or report changes but that rounding.
+
     Args:
         problem: the LLM-backed instance.
         num_rows: B.
@@ -39,9 +50,11 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
             observation clips them to it), or None to observe none.
         observe_logprobs: observe the candidates' ``(k,)`` log-probabilities.
         cache_initial_states: keep the initial state of every query of the pool.
+        benchmark_rows: decode the missing oracle-greedy benchmarks as rows of the rounds' forward.
 
     Attributes:
-        state: the core's state of the B rounds (None before the first :meth:`restart`).
+        state: the core's state of the B rounds (None before the first :meth:`restart`): views of
+            the first B rows of the state the forward steps, which holds the benchmark rows after them.
         noise: ``(B,)`` float64 the reward noise of each round.
         mask: ``(B, k)`` bool the allowed candidates now.
     """
@@ -58,6 +71,7 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
         feature_space: spaces.Box | None,
         observe_logprobs: bool,
         cache_initial_states: bool,
+        benchmark_rows: bool = True,
     ) -> None:
         self.problem = problem
         self.num_rows = num_rows
@@ -65,6 +79,7 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
         self.beam_width = beam_width
         self.observe_logprobs = observe_logprobs
         self.cache_initial_states = cache_initial_states
+        self.benchmark_rows = benchmark_rows
         self.info_schema = InfoSchema(problem.max_length, problem.embedding_dim, response_logprob=True)
         device = problem.device
         self._feature_bounds: tuple[torch.Tensor, torch.Tensor] | None = None
@@ -74,9 +89,17 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
                 torch.as_tensor(feature_space.high, device=device),
             )
         self._initial_states: LanguageModelState | None = None  # (Q rows) built on first use
-        self.state: LanguageModelState | None = None
+        self._rows: LanguageModelState | None = None  # the B rounds, then one row per benchmark being decoded
+        self._rounds: LanguageModelState | None = None  # the B rounds: _rows, or views of its first B rows
+        self._benchmark_queries: list[int] = []  # (R,) the query of each benchmark row (rows B, B + 1, ...)
+        self._benchmark_live = torch.zeros(0, dtype=torch.bool, device=device)  # (R,) not yet taken
         self.noise = torch.zeros(num_rows, dtype=torch.float64, device=device)  # (B,)
         self.mask = torch.zeros(num_rows, problem.num_candidates, dtype=torch.bool, device=device)  # (B, k)
+
+    @property
+    def state(self) -> LanguageModelState | None:
+        """The core's state of the B rounds (None before the first :meth:`restart`)."""
+        return self._rounds
 
     @property
     def queries(self) -> torch.Tensor:  # type: ignore[override]
@@ -96,35 +119,53 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
     def restart(self, rows: torch.Tensor | None, queries: torch.Tensor, noise: torch.Tensor) -> None:
         """Start new rounds on ``rows`` ``(B,)`` bool (None: every row, with no host read to find them).
 
+        (With ``benchmark_rows``, a restart of every row reads the queries on the host, to find the
+        ones with no benchmark yet.)
+
         The rows' queries are encoded (or gathered from the pool's cached states) and put in place.
+        When every row restarts, the benchmark rows of their queries start with them (the class
+        docstring); a partial restart starts none and drops those whose benchmark was taken.
         """
         if rows is None:
             if queries.shape != (self.num_rows,) or noise.shape != (self.num_rows,):
                 raise ValueError(
                     f"restart(None, ...) starts all {self.num_rows} rows: got queries {tuple(queries.shape)}"
                 )
-            self.state, self.noise = self._initial_state(queries), noise.clone()
+            self._start_every_row(queries)
+            self.noise = noise.clone()
             return
         index = torch.nonzero(rows).flatten()  # (R,)
         if index.numel() == 0:
             return
-        if self.state is None and index.numel() != self.num_rows:
+        if self._rows is None and index.numel() != self.num_rows:
             raise ValueError(f"the first restart must start all {self.num_rows} rows, got {index.numel()}")
-        fresh = self._initial_state(queries[index])  # R rows
         self.noise = torch.where(rows, noise, self.noise)
-        if self.state is None or index.numel() == self.num_rows:  # every row restarts, in row order
-            self.state = fresh
-        else:
-            self.state = self.state.with_new_rows(index, fresh)
+        if self._rows is None or index.numel() == self.num_rows:  # every row restarts, in row order
+            self._start_every_row(queries[index])
+            return
+        fresh = self._initial_state(queries[index])  # R rows
+        if self._benchmark_queries and not bool(self._benchmark_live.any()):  # drop them: views of the rounds
+            self._set_rows(self._started(), [])
+        self._set_rows(self._rows.with_new_rows(index, fresh), self._benchmark_queries)
 
     def advance(self, actions: torch.Tensor, stepping: torch.Tensor | None) -> None:
         """Append the chosen candidates ``(B,)`` on the rows ``stepping`` ``(B,)`` (None: every row): one forward.
 
         The other rows ride along in the forward, masked, and keep their state; no forward runs
-        when no row steps.
+        when no row steps. The benchmark rows take their greedy choice in the same forward.
         """
-        if stepping is None or bool(stepping.any()):
-            self.state = self.problem.advance(self._started(), actions, active=stepping)
+        if stepping is not None and not bool(stepping.any()):
+            return
+        problem, rows = self.problem, self._started_rows()
+        if not self._benchmark_queries:
+            self._set_rows(problem.advance(rows, actions, active=stepping), [])
+            return
+        benchmark = rows.rows_between(self.num_rows, rows.batch_size)  # (R rows)
+        if stepping is None:
+            stepping = torch.ones(self.num_rows, dtype=torch.bool, device=problem.device)
+        joined_actions = torch.cat([actions, problem.greedy_choice(benchmark)])  # (B + R,)
+        active = torch.cat([stepping, self._benchmark_live])  # (B + R,)
+        self._set_rows(problem.advance(rows, joined_actions, active=active), self._benchmark_queries)
 
     def observe(self) -> dict[str, torch.Tensor]:
         """The batched observation (new tensors on the device); updates :attr:`mask`.
@@ -157,14 +198,20 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
         """Round-end info entries (the schema's fill values off the rows ``ended`` ``(B,)``).
 
         Reads the host (whether some row ended): the benchmark caches are keyed by query there.
+        The ended rows' benchmark rows are taken first; only the ended rows' benchmarks are
+        looked up (the others' rows may still be decoding them).
         """
         if not bool(ended.any()):
             return self.pending_summary()
         problem, state = self.problem, self._started()
-        greedy = problem.oracle_greedy(state.queries)
+        self._take_benchmarks({int(query) for query in state.queries[ended].tolist()})
+        queries = state.queries  # (B,) each row's, or an ended row's query where the row plays on (masked below)
+        if not bool(ended.all()):
+            queries = torch.where(ended, queries, queries[torch.nonzero(ended)[0, 0]])
+        greedy = problem.oracle_greedy(queries)
         optimum = greedy
         if self.optimal_kind == "oracle_beam":
-            optimum = problem.oracle_beam(state.queries, self.beam_width)
+            optimum = problem.oracle_beam(queries, self.beam_width)
         return round_summary(  # masked, so no two entries share memory (at B = 1 summary_row copies each)
             utility=problem.utility_of(state).to(torch.float64),  # (B,)
             optimal_utility=optimum.utility.to(torch.float64),  # (B,)
@@ -192,8 +239,66 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
             return problem.initial_state(queries)
         return problem.initial_state(distinct).select(rows)
 
+    def _start_every_row(self, queries: torch.Tensor) -> None:
+        """Every row starts a round on ``queries`` ``(B,)``, with a benchmark row per query not benchmarked yet."""
+        problem = self.problem
+        self._take_benchmarks(None)  # complete ones (a pairwise round's first responses ended unsummarised)
+        wanted = []
+        if self.benchmark_rows:
+            wanted = sorted({int(query) for query in queries.tolist() if not problem.has_oracle_greedy(int(query))})
+        if wanted:
+            queries = torch.cat([queries, torch.tensor(wanted, dtype=queries.dtype, device=queries.device)])
+        self._set_rows(self._initial_state(queries), wanted)
+        self._benchmark_live = torch.ones(len(wanted), dtype=torch.bool, device=problem.device)
+
+    def _take_benchmarks(self, queries: set[int] | None) -> None:
+        """Keep the responses of live benchmark rows as their queries' benchmarks.
+
+        With ``queries`` (the queries of rounds that ended), the live rows on them: a row not complete
+        yet (its round ended early) is finished greedily first, on its own. With None, the live rows
+        that are complete.
+        """
+        if not self._benchmark_queries:
+            return
+        problem, rows = self.problem, self._started_rows()
+        benchmark = rows.rows_between(self.num_rows, rows.batch_size)
+        live = (self._benchmark_live if queries is not None else self._benchmark_live & benchmark.finished).tolist()
+        taken = [
+            row
+            for row, query in enumerate(self._benchmark_queries)
+            if live[row] and (queries is None or query in queries)
+        ]
+        if not taken:
+            return
+        index = torch.tensor(taken, dtype=torch.int64, device=problem.device)  # (R',)
+        utility = problem.utility_of(benchmark)[index]  # (R',)
+        responses = benchmark.tokens[index]  # (R', L)
+        unfinished = torch.nonzero(~benchmark.finished[index]).flatten()  # (U,) positions in taken
+        if unfinished.numel():
+            decoded = problem.greedy_continue(benchmark.select(index[unfinished]))
+            utility = utility.index_copy(0, unfinished, decoded.utility.to(utility.dtype))
+            responses = responses.index_copy(0, unfinished, decoded.responses)
+        taken_queries = [self._benchmark_queries[row] for row in taken]
+        fresh = [i for i, query in enumerate(taken_queries) if not problem.has_oracle_greedy(query)]
+        utilities = utility.tolist()
+        problem.keep_benchmarks(
+            BenchmarkCache({taken_queries[i]: (float(utilities[i]), responses[i].clone()) for i in fresh}, {})
+        )
+        self._benchmark_live = self._benchmark_live.index_fill(0, index, False)
+
+    def _set_rows(self, rows: LanguageModelState, benchmark_queries: list[int]) -> None:
+        """The stepped state ``rows`` (B rounds, then one row per query of ``benchmark_queries``)."""
+        self._rows, self._benchmark_queries = rows, benchmark_queries
+        self._rounds = rows.rows_between(0, self.num_rows) if benchmark_queries else rows
+
     def _started(self) -> LanguageModelState:
-        """The state, or ``ValueError`` before the first :meth:`restart`."""
-        if self.state is None:
+        """The state of the B rounds, or ``ValueError`` before the first :meth:`restart`."""
+        if self._rounds is None:
             raise ValueError("the environment has no round yet: call reset() first")
-        return self.state
+        return self._rounds
+
+    def _started_rows(self) -> LanguageModelState:
+        """The stepped state (the rounds, then the benchmark rows), or ``ValueError`` before the first restart."""
+        self._started()
+        assert self._rows is not None
+        return self._rows

@@ -8,10 +8,13 @@ that start a round on the same query share its prefill, and rows that are still 
 with its run's seed and played by its own agent, reset with the same seed: what ``run_online(single env, agent,
 T, seed)`` plays, to float rounding (the batched forward sums in another order).
 
-The env computes a query's oracle-greedy benchmark when a round on it ends, one query at a time (k candidate
-rows per forward). The queries of rounds ``1..T`` of a seed are known in advance
+Each round's oracle-greedy benchmark is decoded by rows of the same forward: when every row starts a round
+together (fixed lengths), each query not benchmarked yet gets one more row that decodes greedily with the true
+utility (:class:`~tokenized_bandit_gym.envs.language_model_round_batch.LanguageModelRoundBatch`), and a run
+that chooses as greedy does is that row. Where rows restart apart (free lengths), a query's benchmark is
+decoded on its own when a round on it ends; the queries of rounds ``1..T`` of a seed are known in advance
 (:class:`~tokenized_bandit_gym.core.round_streams.RoundStreams`, the streams the env draws them from), so
-:func:`warm_benchmarks` decodes them first, many queries per forward; the runs then find them cached.
+:func:`warm_benchmarks` can decode them first, many queries per forward.
 """
 
 from __future__ import annotations
@@ -173,6 +176,8 @@ def warm_benchmarks(
 ) -> None:
     """Decode the oracle-greedy benchmark of every query the runs of ``seeds`` will meet, ``chunk`` queries at once.
 
+    Fixed-length runs do not need it: their benchmarks are decoded in the rounds' own forward, which costs less
+    (the module docstring). It serves runs whose rows restart apart, and benchmarks wanted before any round.
     Queries already cached are skipped. ``chunk * k`` candidate rows go through each forward. With
     ``cache_path``, the problem's benchmarks are read from that file first when its ``identity`` is this one
     (the settings that define the problem) and this code wrote it (else one printed line names both versions), and

@@ -435,10 +435,20 @@ class LanguageModelProblem:
 
     def greedy_decode(self, queries: torch.Tensor) -> DecodedResponses:
         """Greedy decoding with the true utility over the top-k candidates, ``queries`` ``(B,)``."""
-        state = self.initial_state(queries)
-        for _ in range(self.max_length):
-            scores = self.candidate_utilities(state).masked_fill(~self.action_mask(state), float("-inf"))  # (B, k)
-            state = self.advance(state, scores.argmax(dim=1))
+        return self.greedy_continue(self.initial_state(queries))
+
+    def greedy_choice(self, state: LanguageModelState) -> torch.Tensor:
+        """The allowed candidate of highest true utility ``u(x, y:tau)`` in each row ``(B,)`` (greedy's action)."""
+        return self.candidate_utilities(state).masked_fill(~self.action_mask(state), float("-inf")).argmax(dim=1)
+
+    def greedy_continue(self, state: LanguageModelState) -> DecodedResponses:
+        """Finish the responses of ``state`` greedily with the true utility (:meth:`greedy_decode` past a prefix).
+
+        Each row takes :meth:`greedy_choice` until it is complete; from a round's start this is
+        :meth:`greedy_decode`. Returns the complete responses ``(B, L)`` and their utility ``(B,)``.
+        """
+        for _ in range(self.max_length - int(state.lengths.min()) if state.batch_size else 0):
+            state = self.advance(state, self.greedy_choice(state))
         return DecodedResponses(self.utility_of(state), state.tokens)
 
     def beam_search(self, query: int, width: int) -> DecodedResponses:

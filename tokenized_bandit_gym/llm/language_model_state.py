@@ -87,6 +87,19 @@ class LanguageModelState:
             candidate_past=candidate_past,
         )
 
+    def rows_between(self, start: int, stop: int) -> LanguageModelState:
+        """Rows ``start:stop`` as views of this state's tensors (nothing is copied)."""
+        fields = {name: None if (value := getattr(self, name)) is None else value[start:stop] for name in _ROW_FIELDS}
+        candidate_past = None
+        if self.candidate_past is not None:
+            candidate_past = tuple((keys[start:stop], values[start:stop]) for keys, values in self.candidate_past)
+        return LanguageModelState(
+            **fields,
+            past=tuple((keys[start:stop], values[start:stop]) for keys, values in self.past),
+            attention_mask=self.attention_mask[start:stop],
+            candidate_past=candidate_past,
+        )
+
     def with_new_rows(self, rows: torch.Tensor, fresh: LanguageModelState) -> LanguageModelState:
         """This state with rows ``rows`` ``(R,)`` int64 replaced by the R rows of ``fresh``.
 
