@@ -160,7 +160,7 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
         if not self._benchmark_queries:
             self._set_rows(problem.advance(rows, actions, active=stepping), [])
             return
-        benchmark = rows.rows_between(self.num_rows, rows.batch_size)  # (R rows)
+        benchmark = rows.select(slice(self.num_rows, None))  # the R benchmark rows (views)
         if stepping is None:
             stepping = torch.ones(self.num_rows, dtype=torch.bool, device=problem.device)
         joined_actions = torch.cat([actions, problem.greedy_choice(benchmark)])  # (B + R,)
@@ -261,7 +261,7 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
         if not self._benchmark_queries:
             return
         problem, rows = self.problem, self._started_rows()
-        benchmark = rows.rows_between(self.num_rows, rows.batch_size)
+        benchmark = rows.select(slice(self.num_rows, None))  # the R benchmark rows (views)
         live = (self._benchmark_live if queries is not None else self._benchmark_live & benchmark.finished).tolist()
         taken = [
             row
@@ -289,7 +289,7 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
     def _set_rows(self, rows: LanguageModelState, benchmark_queries: list[int]) -> None:
         """The stepped state ``rows`` (B rounds, then one row per query of ``benchmark_queries``)."""
         self._rows, self._benchmark_queries = rows, benchmark_queries
-        self._rounds = rows.rows_between(0, self.num_rows) if benchmark_queries else rows
+        self._rounds = rows.select(slice(self.num_rows)) if benchmark_queries else rows
 
     def _started(self) -> LanguageModelState:
         """The state of the B rounds, or ``ValueError`` before the first :meth:`restart`."""

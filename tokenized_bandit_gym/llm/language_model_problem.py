@@ -439,7 +439,11 @@ class LanguageModelProblem:
 
     def greedy_choice(self, state: LanguageModelState) -> torch.Tensor:
         """The allowed candidate of highest true utility ``u(x, y:tau)`` in each row ``(B,)`` (greedy's action)."""
-        return self.candidate_utilities(state).masked_fill(~self.action_mask(state), float("-inf")).argmax(dim=1)
+        return self._allowed_utilities(state).argmax(dim=1)
+
+    def _allowed_utilities(self, state: LanguageModelState) -> torch.Tensor:
+        """True ``u(x, y:tau)`` ``(B, k)`` of the allowed candidates, ``-inf`` for the masked ones."""
+        return self.candidate_utilities(state).masked_fill(~self.action_mask(state), float("-inf"))
 
     def greedy_continue(self, state: LanguageModelState) -> DecodedResponses:
         """Finish the responses of ``state`` greedily with the true utility (:meth:`greedy_decode` past a prefix).
@@ -461,7 +465,7 @@ class LanguageModelProblem:
         state = self.initial_state(torch.tensor([query], device=self.device))
         best_utility, best_response = float("-inf"), state.tokens[0]
         for _ in range(self.max_length):
-            scores = self.candidate_utilities(state).masked_fill(~self.action_mask(state), float("-inf"))  # (W, k)
+            scores = self._allowed_utilities(state)  # (W, k)
             flat = scores.reshape(-1)  # (W * k,)
             order = flat.argsort(descending=True)[:width]
             order = order[torch.isfinite(flat[order])]

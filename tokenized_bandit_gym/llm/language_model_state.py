@@ -74,8 +74,8 @@ class LanguageModelState:
         """Number of rounds B."""
         return int(self.queries.shape[0])
 
-    def select(self, rows: torch.Tensor) -> LanguageModelState:
-        """The sub-batch (or reordering, repeats allowed) at ``rows`` ``(B',)`` int64."""
+    def select(self, rows: torch.Tensor | slice) -> LanguageModelState:
+        """The sub-batch (or reordering, repeats allowed) at ``rows`` ``(B',)`` int64 (a copy), or a slice (views)."""
         fields = {name: None if (value := getattr(self, name)) is None else value[rows] for name in _ROW_FIELDS}
         candidate_past = None
         if self.candidate_past is not None:
@@ -84,19 +84,6 @@ class LanguageModelState:
             **fields,
             past=tuple((keys[rows], values[rows]) for keys, values in self.past),
             attention_mask=self.attention_mask[rows],
-            candidate_past=candidate_past,
-        )
-
-    def rows_between(self, start: int, stop: int) -> LanguageModelState:
-        """Rows ``start:stop`` as views of this state's tensors (nothing is copied)."""
-        fields = {name: None if (value := getattr(self, name)) is None else value[start:stop] for name in _ROW_FIELDS}
-        candidate_past = None
-        if self.candidate_past is not None:
-            candidate_past = tuple((keys[start:stop], values[start:stop]) for keys, values in self.candidate_past)
-        return LanguageModelState(
-            **fields,
-            past=tuple((keys[start:stop], values[start:stop]) for keys, values in self.past),
-            attention_mask=self.attention_mask[start:stop],
             candidate_past=candidate_past,
         )
 
