@@ -73,3 +73,40 @@ def test_figure2_rows_benchmark_times_every_layout_on_stories260k(capsys: pytest
     assert [row[0] for row in rows] == ["| sequential", "| agents", "| agents_x_seeds"]
     assert [int(row[1]) for row in rows] == [2, 6, 12]  # k, 3k, 3 x 2 seeds x k candidate rows a forward
     assert all(float(row[3]) > 0 and float(row[4]) > 0 for row in rows)
+
+
+def test_whole_run_floor_counts_the_queries_the_runs_play() -> None:
+    """The floor's benchmark decodes are the distinct queries the env itself plays over every seed's rounds."""
+    import gymnasium as gym
+
+    script = runpy.run_path(str(BENCHMARKS / "llm_whole_run_floor.py"))
+    reproduce_regret = script["reproduce_regret"]
+    options = reproduce_regret.parse_args(["--rounds", "4", "--seeds", "0,1", "--max-length", "3", "--top-k", "2"])
+    floor = script["command_floor"](options)
+    played = set()
+    env = gym.make(reproduce_regret.ENV_ID, **reproduce_regret.env_kwargs(options))
+    for seed in (0, 1):
+        _, info = env.reset(seed=seed)
+        for _ in range(options.rounds):
+            played.add(int(info["query_index"]))
+            terminated = False
+            while not terminated:
+                _, _, terminated, _, info = env.step(0)
+            _, info = env.reset()
+    env.close()
+    assert floor.benchmarks == len(played)
+    assert floor.runs == 2 * len(reproduce_regret.agent_names(options))
+    model = env.unwrapped.problem.model
+    decoder = sum(parameter.numel() for parameter in model.parameters()) - model.get_input_embeddings().weight.numel()
+    assert floor.flops_per_step >= options.top_k * 2 * decoder  # every decoder weight, each candidate
+    assert floor.flops == (floor.runs * 4 + floor.benchmarks) * 3 * floor.flops_per_step
+
+
+@pytest.mark.slow  # a fresh process runs the reproduction
+def test_whole_run_floor_times_the_command_against_its_floor() -> None:
+    script = runpy.run_path(str(BENCHMARKS / "llm_whole_run_floor.py"))
+    table = script["main"](["--rate-samples", "1", "--", "--rounds", "2", "--seeds", "0", "--max-length", "3"])
+    (row,) = _rows(table)
+    floor_seconds, wall_seconds, ratio = float(row[3]), float(row[4]), float(row[5].strip(" |*x"))
+    assert floor_seconds > 0 and wall_seconds > 0
+    assert ratio == pytest.approx(wall_seconds / floor_seconds, rel=0.05)  # printed to 0 decimals, 2 for the ratio
