@@ -12,17 +12,18 @@ The floor is the command's forward work at that rate: every step of every (agent
 distinct query's oracle-greedy benchmark forwards the k candidates through every decoder weight and the chosen
 row through the LM head, ``k x 2 x (decoder weights) + 2 x (LM head)`` FLOPs (``llm_step.step_flops``), L steps
 a round (the env's fixed length). Query prefills are not counted, so the floor is a little low; rows that
-several runs share are counted once per run, as the issue counts them. Prints the options and one markdown
-row::
+several runs share are counted once per run, as the issue counts them. ``--keep-results DIR`` copies the run's
+regret.json and regret.png there (T = 1000 is the paper's horizon). Prints the options and one markdown row::
 
     PYTHONPATH=. python benchmarks/llm_whole_run_floor.py -- --real-llm                 # T = 100, seeds 0, 1, 2
-    PYTHONPATH=. python benchmarks/llm_whole_run_floor.py -- --real-llm --rounds 1000   # the paper's horizon
+    PYTHONPATH=. python benchmarks/llm_whole_run_floor.py --keep-results runs/T1000 -- --real-llm --rounds 1000
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -88,6 +89,11 @@ def main(argv: list[str]) -> str:
     """Run the command, print and return the options line and the markdown row."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rate-samples", type=int, default=7, help="matmul rate samples before and after the run")
+    parser.add_argument(
+        "--keep-results",
+        default="",
+        help="a folder to copy the run's regret.json and regret.png into (the run writes to a new temporary one)",
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="reproduce_regret.py's options, after --")
     args = parser.parse_args(argv)
     command = [part for part in args.command if part != "--"]
@@ -107,6 +113,8 @@ def main(argv: list[str]) -> str:
             env=environment,
         )
         wall = time.perf_counter() - start
+        if args.keep_results:
+            shutil.copytree(out_dir, args.keep_results, dirs_exist_ok=True)
         after = rate_samples(args.rate_samples)
     samples = before + after
     rate = statistics.median(samples)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import runpy
 from pathlib import Path
 
@@ -103,10 +104,13 @@ def test_whole_run_floor_counts_the_queries_the_runs_play() -> None:
 
 
 @pytest.mark.slow  # a fresh process runs the reproduction
-def test_whole_run_floor_times_the_command_against_its_floor() -> None:
+def test_whole_run_floor_times_the_command_against_its_floor(tmp_path: Path) -> None:
     script = runpy.run_path(str(BENCHMARKS / "llm_whole_run_floor.py"))
-    table = script["main"](["--rate-samples", "1", "--", "--rounds", "2", "--seeds", "0", "--max-length", "3"])
+    options = ["--rounds", "2", "--seeds", "0", "--max-length", "3"]
+    table = script["main"](["--rate-samples", "1", "--keep-results", str(tmp_path), "--", *options])
     (row,) = _rows(table)
     floor_seconds, wall_seconds, ratio = float(row[3]), float(row[4]), float(row[5].strip(" |*x"))
     assert floor_seconds > 0 and wall_seconds > 0
     assert ratio == pytest.approx(wall_seconds / floor_seconds, rel=0.05)  # printed to 0 decimals, 2 for the ratio
+    kept = json.loads((tmp_path / "regret.json").read_text())
+    assert all(len(run["cumulative_regret"]) == 2 for run in kept["runs"].values())

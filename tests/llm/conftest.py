@@ -66,3 +66,15 @@ def tiny_gpt2() -> tuple[Any, Any]:
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, eos_token="<|endoftext|>", bos_token="<|endoftext|>")
     config = GPT2Config(vocab_size=50257, n_positions=256, n_embd=32, n_layer=2, n_head=2)
     return randomised(GPT2LMHeadModel(config), 2), tokenizer
+
+
+@pytest.fixture(params=["GenuineIntel", "AuthenticAMD"])
+def cpu_vendor(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each vendor's product path for large float32 CPU weights, whatever this machine's CPU is: MKL's packed
+    GEMM on Intel, oneDNN's linear on AMD (``native_decoder_forward.onednn_preferred``)."""
+    from tokenized_bandit_gym.llm import native_decoder_forward
+
+    monkeypatch.setattr(native_decoder_forward, "cpu_vendor", lambda: request.param)
+    if request.param != "GenuineIntel" and not native_decoder_forward.onednn_preferred():
+        pytest.skip("no oneDNN linear in this torch build, or not an x86 CPU")
+    return str(request.param)

@@ -99,18 +99,23 @@ def test_every_path_equals_the_no_cache_forward_or_is_refused(family: str, token
 
 @pytest.mark.parametrize("family", ["llama-bias-tied", "qwen2", "gpt2"])
 def test_packed_weights_equal_the_no_cache_forward(
-    family: str, tokenizer: Any, monkeypatch: pytest.MonkeyPatch
+    family: str, tokenizer: Any, monkeypatch: pytest.MonkeyPatch, cpu_vendor: str
 ) -> None:
-    """The native forward over MKL-packed weights (every weight packed, however small) steps as the model computes."""
+    """The native forward over MKL-packed weights (Intel) or oneDNN's linear (AMD), every weight so however small,
+    steps as the model computes."""
     monkeypatch.setattr(native_decoder_forward, "PACKED_MIN_WEIGHTS", 1)
-    if not native_decoder_forward.mkl_packs(torch.zeros(2, 2)):
+    prepared = (
+        native_decoder_forward.mkl_packs if cpu_vendor == "GenuineIntel" else native_decoder_forward.onednn_multiplies
+    )
+    if not prepared(torch.zeros(2, 2)):
         pytest.skip("torch has no MKL packed GEMM here")
     problem = LanguageModelProblem(
         tiny_family(family), tokenizer, QUERIES, max_length=5, top_k=3, forward_implementation="native"
     )
     layers = problem._forward._projections  # per layer: GPT-2's by name, Llama's as a named tuple
     projections = [linear for layer in layers for linear in (layer.values() if isinstance(layer, dict) else layer)]
-    assert all(linear.packed for linear in projections)  # a group is packed when all its weights are (one product)
+    flag = "packed" if cpu_vendor == "GenuineIntel" else "onednn"
+    assert all(getattr(linear, flag) for linear in projections)  # a group is so when all its weights are (one product)
     assert play_with_pauses(problem, seed=0) >= 3
 
 

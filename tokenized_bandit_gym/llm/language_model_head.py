@@ -14,17 +14,19 @@ from typing import Any
 
 import torch
 
-from tokenized_bandit_gym.llm.native_decoder_forward import FrozenLinear, mkl_packs
+from tokenized_bandit_gym.llm.native_decoder_forward import FrozenLinear, mkl_packs, onednn_multiplies
 
 
 class LanguageModelHead:
     """``log_softmax`` of the model's logits ``(B, n)`` float32 from last-layer hidden states ``(B, H)``.
 
     A plain ``torch.nn.Linear`` head whose weight :func:`mkl_packs` is multiplied through :class:`FrozenLinear`
-    over an MKL-packed copy of the weight. A step applies the head to one row per round, so the product streams
-    the whole ``(n, H)`` weight for a few rows; ``F.linear`` ran 2.4x slower than the packed product on
-    SmolLM2's 49,152 x 576 head at 9 rows (``benchmarks/RESULTS.md``, issue 28 item 4). The packed product
-    gives a row the same logits in any batch (``F.linear`` does not on that weight); both sum in float32, so
+    over an MKL-packed copy of the weight (through oneDNN's linear where :func:`onednn_multiplies` holds, on AMD
+    CPUs). A step applies the head to one row per round, so the product streams the whole ``(n, H)`` weight for
+    a few rows; ``F.linear`` ran 2.4x slower than the packed product on SmolLM2's 49,152 x 576 head at 9 rows
+    on an Intel Xeon, and 2.6x slower than oneDNN's on an AMD EPYC (``benchmarks/RESULTS.md``, issue 28 item 4).
+    On Intel Xeons the packed product gives a row the same logits in any batch (``F.linear`` does not; on an AMD
+    EPYC neither MKL's products nor oneDNN's do, to float32 rounding); all sum in float32, so
     the log-probs agree with the model's own to float32 rounding, within :attr:`tolerance`. Any other head
     (small, GPU, half precision, quantized, hooked) is the module's own call.
 
@@ -49,8 +51,9 @@ class LanguageModelHead:
         if isinstance(logit_scale, (int, float)):
             scale *= float(logit_scale)
         self.scale = scale
-        packed = _plain(self.linear) and mkl_packs(self.linear.weight)
-        self._product = FrozenLinear(self.linear.weight, self.linear.bias) if packed else self.linear
+        weight = self.linear.weight
+        prepared = _plain(self.linear) and (mkl_packs(weight) or onednn_multiplies(weight))
+        self._product = FrozenLinear(weight, self.linear.bias) if prepared else self.linear
         softcap = getattr(config, "final_logit_softcapping", None)  # Gemma-2/3: cap * tanh(logits / cap)
         self.softcap = float(softcap) if softcap else None
         # Relative tolerance of a comparison with the model's own forward: the rounding of the weights' dtype.

@@ -1,15 +1,20 @@
 """The base of the native forwards: each computes one architecture family and refuses any other model.
 
-Their projections go through :class:`FrozenLinear`: on a CPU with MKL, a float32 weight is packed
+Their projections go through :class:`FrozenLinear`: on an Intel CPU with MKL, a float32 weight is packed
 once into MKL's GEMM layout and every later product reads it packed. With the few rows of a step (the
 k candidates of each row), ``F.linear``'s unpacked GEMM runs far below the machine's matmul rate:
 SmolLM2-135M's 210 decoder products took 1.7x as long at 15 rows, and longer at 15 rows than at 30
-(``benchmarks/RESULTS.md``, issue 28 item 4).
+(``benchmarks/RESULTS.md``, issue 28 item 4). On other x86 CPUs (AMD) MKL's small products are slow,
+packed or not, and oneDNN's linear is used instead: on a 2-core AMD EPYC the same products ran at 182
+GFLOP/s through oneDNN at 135 rows, 141 packed and 154 through ``F.linear``, against 195 for a 1024^3
+matmul (``benchmarks/RESULTS.md``, "An AMD CPU").
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
+import platform
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, NamedTuple
@@ -87,21 +92,76 @@ PACKED_MIN_WEIGHTS = 2**16
 fixed cost outweighs what it saves; such small CPU weights are kept transposed instead (stories260K)."""
 
 _prepared_weights = WeakIdKeyDictionary()
-"""A stored weight -> (its :func:`weight_state` when prepared, its MKL-packed or ``(in, out)`` copy), shared by
-every forward."""
+"""A stored weight -> (its :func:`weight_state` when prepared, the path, its MKL-packed, ``(out, in)`` or ``(in, out)``
+copy), shared by every forward."""
 
 
-def mkl_packs(weight: torch.Tensor) -> bool:
-    """Whether :class:`FrozenLinear` packs ``weight``: float32 on an MKL CPU, >= :data:`PACKED_MIN_WEIGHTS` entries."""
+@functools.cache
+def cpu_vendor() -> str:
+    """The CPU's vendor as Linux names it (``GenuineIntel``, ``AuthenticAMD``, ...); ``""`` where it is unknown."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("vendor_id"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def onednn_preferred() -> bool:
+    """Whether large float32 CPU products go through oneDNN's linear instead of MKL's packed GEMM.
+
+    True on an x86 CPU whose vendor is known and is not Intel (AMD, Hygon, ...), where torch has oneDNN's
+    linear: MKL's small GEMMs ran there at 0.6-0.75x the 1024^3 matmul rate at the 15-180 rows of a step,
+    packed or not, oneDNN's at 0.93x. Elsewhere (Intel, or a vendor that cannot be read) MKL's packed GEMM,
+    measured at or above that rate on Intel Xeons. A fixed rule, not a timing, so a machine always takes the
+    same path and a seed the same trajectory.
+    """
+    return (
+        platform.machine().lower() in ("x86_64", "amd64")
+        and cpu_vendor() not in ("", "GenuineIntel")
+        and torch.backends.mkldnn.is_available()
+        and hasattr(torch.ops.mkldnn, "_linear_pointwise")
+    )
+
+
+def _large_float32_on_cpu(weight: torch.Tensor) -> bool:
+    """A float32 CPU matrix of >= :data:`PACKED_MIN_WEIGHTS` entries: one :class:`FrozenLinear` prepares."""
     return (
         weight.device.type == "cpu"
         and weight.dtype == torch.float32
         and weight.dim() == 2
         and weight.numel() >= PACKED_MIN_WEIGHTS
+    )
+
+
+def mkl_packs(weight: torch.Tensor) -> bool:
+    """Whether :class:`FrozenLinear` packs ``weight`` for MKL's packed GEMM.
+
+    Float32 on the CPU, >= :data:`PACKED_MIN_WEIGHTS` entries, where torch has the packed GEMM and
+    :func:`onednn_preferred` does not hold.
+    """
+    return (
+        _large_float32_on_cpu(weight)
         and torch.backends.mkl.is_available()
         and hasattr(torch.ops.mkl, "_mkl_linear")
         and hasattr(torch.ops.mkl, "_mkl_reorder_linear_weight")
+        and not onednn_preferred()
     )
+
+
+def onednn_multiplies(weight: torch.Tensor) -> bool:
+    """Whether :class:`FrozenLinear` multiplies ``weight`` through oneDNN's linear.
+
+    Float32 on the CPU, >= :data:`PACKED_MIN_WEIGHTS` entries, where :func:`onednn_preferred` holds.
+    """
+    return _large_float32_on_cpu(weight) and onednn_preferred()
+
+
+def _onednn_linear(inputs: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``inputs @ weight.T + bias`` ``(..., out)`` through oneDNN, ``weight`` ``(out, in)`` contiguous."""
+    return torch.ops.mkldnn._linear_pointwise(inputs, weight, bias, "none", [None], "")
 
 
 def kept_transposed(weight: torch.Tensor) -> bool:
@@ -125,6 +185,8 @@ class FrozenLinear:
 
     * where :func:`mkl_packs` holds, MKL's packed GEMM over a packed copy of ``W`` (one more copy of
       the weights in memory);
+    * where :func:`onednn_multiplies` holds (a large float32 weight on an AMD CPU), oneDNN's linear over ``W``
+      ``(out, in)`` contiguous (a copy only when stored transposed);
     * a smaller weight as ``W.T`` ``(in, out)`` contiguous (a copy unless stored so, as ``Conv1D`` does),
       multiplied by ``torch.matmul`` (``addmm`` with a bias): ``F.linear``'s transposed view and dispatch
       cost more than the product of a 64-wide layer;
@@ -146,6 +208,8 @@ class FrozenLinear:
         self.stored_weight, self.bias, self.transposed = weight, bias, transposed
         self.packed = False
         """Whether the products read an MKL-packed copy of the weight (decided again when the weight changes)."""
+        self.onednn = False
+        """Whether the products go through oneDNN's linear (decided again when the weight changes)."""
         self._version: tuple[int, int] = (-1, 0)  # the weight's (version, storage) the prepared copy is of
         self._prepared: torch.Tensor | None = None
         self._prepare()
@@ -167,32 +231,42 @@ class FrozenLinear:
             # the op reads the packed copy only when ``rows`` equals its last argument; MKL's packed layout serves any
             rows = inputs.numel() // inputs.shape[-1]
             return torch.ops.mkl._mkl_linear(inputs, self._prepared, self.weight, self.bias, rows)
+        if self.onednn:
+            return _onednn_linear(inputs, self._prepared, self.bias)
         return _times_transposed(inputs, self._prepared, self.bias)
 
     def _prepare(self) -> None:
         """Take the shared prepared copy of the weight as it is now, preparing it if none is current.
 
-        Which copy (packed, ``W.T``, or none: ``F.linear``) is decided here from the weight's dtype, device and
-        size, so a weight moved to another dtype or device after construction gets the path that fits it.
+        Which copy (packed, ``W`` for oneDNN, ``W.T``, or none: ``F.linear``) is decided here from the weight's
+        dtype, device and size, so a weight moved to another dtype or device after construction gets the path
+        that fits it.
         """
         stored = self.stored_weight
         version = weight_state(stored)
         self.packed = mkl_packs(stored)
-        if not (self.packed or kept_transposed(stored)):
+        self.onednn = onednn_multiplies(stored)
+        if not (self.packed or self.onednn or kept_transposed(stored)):
             self._version, self._prepared = version, None
             return
-        if not self.packed and self.weight.t().is_contiguous():  # stored (in, out): used as it is
+        if self.onednn and self.weight.is_contiguous():  # stored (out, in): used as it is
             self._version, self._prepared = version, stored
             return
+        if not (self.packed or self.onednn) and self.weight.t().is_contiguous():  # stored (in, out): used as it is
+            self._version, self._prepared = version, stored
+            return
+        path = "packed" if self.packed else "onednn" if self.onednn else "transposed"
         entry = _prepared_weights.get(stored)
-        if entry is None or entry[0] != version:
+        if entry is None or entry[:2] != (version, path):
             with torch.no_grad():
                 if self.packed:
                     prepared = torch.ops.mkl._mkl_reorder_linear_weight(self.weight.contiguous(), PACKED_ROWS_HINT)
+                elif self.onednn:
+                    prepared = self.weight.contiguous()  # (out, in)
                 else:
                     prepared = self.weight.t().contiguous()  # (in, out)
-            entry = _prepared_weights[stored] = (version, prepared)
-        self._version, self._prepared = entry
+            entry = _prepared_weights[stored] = (version, path, prepared)
+        self._version, _, self._prepared = entry
 
 
 def _times_transposed(inputs: torch.Tensor, transposed: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
@@ -213,7 +287,8 @@ class FrozenLinears:
     On the CPU they are multiplied as one product over one prepared copy of the concatenated weight
     ``W`` ``(sum out_i, in)``, then split into views: where :func:`mkl_packs` holds for every weight, MKL's
     packed GEMM over a packed copy of ``W`` (the layer's q, k, v products one GEMM, as its gate and up:
-    fewer, wider products than one each); where every weight is small, ``addmm`` over ``W.T`` ``(in, sum out_i)``.
+    fewer, wider products than one each); where :func:`onednn_multiplies` holds for every weight, oneDNN's
+    linear over ``W``; where every weight is small, ``addmm`` over ``W.T`` ``(in, sum out_i)``.
     Any other weights (GPU, half precision, mixed sizes) get one :class:`FrozenLinear` each, and ``F.linear``
     runs whenever gradients are recorded. A prepared copy is shared by every group over the same weights and
     made again when any weight or bias changes in place; each product sums in float32, as
@@ -242,6 +317,8 @@ class FrozenLinears:
         """Widths of the returned tensors."""
         self.packed = False
         """Whether the product reads an MKL-packed copy of the concatenated weight (decided again on a change)."""
+        self.onednn = False
+        """Whether the product goes through oneDNN's linear over the concatenated weight (decided again on a change)."""
         self.parts: list[FrozenLinear] | None = None
         self._fused: _FusedWeights | None = None
         self._fuse()
@@ -260,6 +337,8 @@ class FrozenLinears:
             rows = inputs.numel() // inputs.shape[-1]
             product = torch.ops.mkl._mkl_linear(inputs, fused.weight, fused.shape, fused.bias, rows)
             return product.split(self.sizes, dim=-1)  # (..., out_i) views
+        if self.onednn:
+            return _onednn_linear(inputs, fused.weight, fused.bias).split(self.sizes, dim=-1)
         return _times_transposed(inputs, fused.weight, fused.bias).split(self.sizes, dim=-1)
 
     def _unfused(self, inputs: torch.Tensor, index: int) -> torch.Tensor:
@@ -284,26 +363,31 @@ class FrozenLinears:
         holds one :class:`FrozenLinear` each, used from then on.
         """
         self.packed = all(mkl_packs(weight) for weight in self.weights)
-        if not (self.packed or all(kept_transposed(weight) for weight in self.weights)):
+        self.onednn = all(onednn_multiplies(weight) for weight in self.weights)
+        if not (self.packed or self.onednn or all(kept_transposed(weight) for weight in self.weights)):
             self.parts = [FrozenLinear(weight, bias) for weight, bias in zip(self.weights, self.biases, strict=True)]
             self._fused = None
             return None
         versions = self._current_versions()
+        path = "packed" if self.packed else "onednn" if self.onednn else "transposed"
         fused = _fused_weights.get(self.weights[0])
-        if fused is None or fused.tensor_ids != self._tensor_ids or fused.versions != versions:
+        if fused is None or (fused.tensor_ids, fused.versions, fused.path) != (self._tensor_ids, versions, path):
             with torch.no_grad():
                 weight = torch.cat(self.weights, dim=0)  # (sum out_i, in)
-                prepared = (
-                    torch.ops.mkl._mkl_reorder_linear_weight(weight, PACKED_ROWS_HINT)
-                    if self.packed
-                    else weight.t().contiguous()  # (in, sum out_i)
-                )
+                if self.packed:
+                    prepared = torch.ops.mkl._mkl_reorder_linear_weight(weight, PACKED_ROWS_HINT)
+                elif self.onednn:
+                    prepared = weight
+                else:
+                    prepared = weight.t().contiguous()  # (in, sum out_i)
                 bias = None
                 if any(b is not None for b in self.biases):
                     parts = zip(self.weights, self.biases, strict=True)
                     bias = torch.cat([w.new_zeros(w.shape[0]) if b is None else b for w, b in parts])  # (sum out_i,)
             shape = weight.new_zeros(()).expand(weight.shape)  # (sum out_i, in), no storage: the op's sizes
-            fused = _fused_weights[self.weights[0]] = _FusedWeights(self._tensor_ids, versions, prepared, bias, shape)
+            fused = _fused_weights[self.weights[0]] = _FusedWeights(
+                self._tensor_ids, versions, path, prepared, bias, shape
+            )
         self._fused = fused
         return fused
 
@@ -313,10 +397,14 @@ class FrozenLinears:
 
 
 class _FusedWeights(NamedTuple):
-    """A prepared concatenation of a group's weights (packed, or ``(in, sum out_i)``), its bias, and its sizes."""
+    """A prepared concatenation of a group's weights, its bias, and its sizes.
+
+    The weight is MKL-packed, ``(sum out_i, in)`` for oneDNN or ``(in, sum out_i)``, as :attr:`path` names.
+    """
 
     tensor_ids: tuple[int, ...]
     versions: tuple[tuple[int, int], ...]
+    path: str
     weight: torch.Tensor
     bias: torch.Tensor | None
     shape: torch.Tensor
