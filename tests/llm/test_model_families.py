@@ -108,7 +108,7 @@ def test_packed_weights_equal_the_no_cache_forward(
         native_decoder_forward.mkl_packs if cpu_vendor == "GenuineIntel" else native_decoder_forward.onednn_multiplies
     )
     if not prepared(torch.zeros(2, 2)):
-        pytest.skip("torch has no MKL packed GEMM here")
+        pytest.skip(f"torch has no {'MKL packed GEMM' if cpu_vendor == 'GenuineIntel' else 'oneDNN linear'} here")
     problem = LanguageModelProblem(
         tiny_family(family), tokenizer, QUERIES, max_length=5, top_k=3, forward_implementation="native"
     )

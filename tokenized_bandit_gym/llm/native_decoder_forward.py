@@ -7,7 +7,7 @@ SmolLM2-135M's 210 decoder products took 1.7x as long at 15 rows, and longer at 
 (``benchmarks/RESULTS.md``, issue 28 item 4). On other x86 CPUs (AMD) MKL's small products are slow,
 packed or not, and oneDNN's linear is used instead: on a 2-core AMD EPYC the same products ran at 182
 GFLOP/s through oneDNN at 135 rows, 141 packed and 154 through ``F.linear``, against 195 for a 1024^3
-matmul (``benchmarks/RESULTS.md``, "An AMD CPU").
+matmul (``benchmarks/RESULTS.md``, "The whole runs against their floor").
 """
 
 from __future__ import annotations
@@ -169,6 +169,27 @@ def kept_transposed(weight: torch.Tensor) -> bool:
     return weight.device.type == "cpu" and weight.numel() < PACKED_MIN_WEIGHTS
 
 
+def _product_path(weights: Sequence[torch.Tensor]) -> str | None:
+    """How :class:`FrozenLinear` (one weight) or :class:`FrozenLinears` (a group) multiplies ``weights``.
+
+    ``"packed"`` (:func:`mkl_packs` for every weight), ``"onednn"`` (:func:`onednn_multiplies`), ``"transposed"``
+    (:func:`kept_transposed`), or None: ``F.linear``, one product per weight in a group.
+    """
+    for path, holds in (("packed", mkl_packs), ("onednn", onednn_multiplies), ("transposed", kept_transposed)):
+        if all(holds(weight) for weight in weights):
+            return path
+    return None
+
+
+def _prepared_copy(weight: torch.Tensor, path: str) -> torch.Tensor:
+    """The copy of ``W`` ``(out, in)`` that ``path`` multiplies: MKL-packed, or ``(out, in)`` or ``(in, out)``."""
+    if path == "packed":
+        return torch.ops.mkl._mkl_reorder_linear_weight(weight.contiguous(), PACKED_ROWS_HINT)
+    if path == "onednn":
+        return weight.contiguous()
+    return weight.t().contiguous()
+
+
 def weight_state(tensor: torch.Tensor) -> tuple[int, int]:
     """``(version, storage address)`` of a stored weight: a prepared copy of it is current while both are unchanged.
 
@@ -244,28 +265,20 @@ class FrozenLinear:
         """
         stored = self.stored_weight
         version = weight_state(stored)
-        self.packed = mkl_packs(stored)
-        self.onednn = onednn_multiplies(stored)
-        if not (self.packed or self.onednn or kept_transposed(stored)):
+        path = _product_path((stored,))
+        self.packed, self.onednn = path == "packed", path == "onednn"
+        if path is None:
             self._version, self._prepared = version, None
             return
-        if self.onednn and self.weight.is_contiguous():  # stored (out, in): used as it is
+        if (path == "onednn" and self.weight.is_contiguous()) or (
+            path == "transposed" and self.weight.t().is_contiguous()
+        ):  # stored as the product reads it: used as it is
             self._version, self._prepared = version, stored
             return
-        if not (self.packed or self.onednn) and self.weight.t().is_contiguous():  # stored (in, out): used as it is
-            self._version, self._prepared = version, stored
-            return
-        path = "packed" if self.packed else "onednn" if self.onednn else "transposed"
         entry = _prepared_weights.get(stored)
         if entry is None or entry[:2] != (version, path):
             with torch.no_grad():
-                if self.packed:
-                    prepared = torch.ops.mkl._mkl_reorder_linear_weight(self.weight.contiguous(), PACKED_ROWS_HINT)
-                elif self.onednn:
-                    prepared = self.weight.contiguous()  # (out, in)
-                else:
-                    prepared = self.weight.t().contiguous()  # (in, out)
-            entry = _prepared_weights[stored] = (version, path, prepared)
+                entry = _prepared_weights[stored] = (version, path, _prepared_copy(self.weight, path))
         self._version, _, self._prepared = entry
 
 
@@ -362,24 +375,18 @@ class FrozenLinears:
         None when the weights do not fit one fused copy (GPU, half precision, mixed sizes): :attr:`parts` then
         holds one :class:`FrozenLinear` each, used from then on.
         """
-        self.packed = all(mkl_packs(weight) for weight in self.weights)
-        self.onednn = all(onednn_multiplies(weight) for weight in self.weights)
-        if not (self.packed or self.onednn or all(kept_transposed(weight) for weight in self.weights)):
+        path = _product_path(self.weights)
+        self.packed, self.onednn = path == "packed", path == "onednn"
+        if path is None:
             self.parts = [FrozenLinear(weight, bias) for weight, bias in zip(self.weights, self.biases, strict=True)]
             self._fused = None
             return None
         versions = self._current_versions()
-        path = "packed" if self.packed else "onednn" if self.onednn else "transposed"
         fused = _fused_weights.get(self.weights[0])
         if fused is None or (fused.tensor_ids, fused.versions, fused.path) != (self._tensor_ids, versions, path):
             with torch.no_grad():
                 weight = torch.cat(self.weights, dim=0)  # (sum out_i, in)
-                if self.packed:
-                    prepared = torch.ops.mkl._mkl_reorder_linear_weight(weight, PACKED_ROWS_HINT)
-                elif self.onednn:
-                    prepared = weight
-                else:
-                    prepared = weight.t().contiguous()  # (in, sum out_i)
+                prepared = _prepared_copy(weight, path)
                 bias = None
                 if any(b is not None for b in self.biases):
                     parts = zip(self.weights, self.biases, strict=True)
