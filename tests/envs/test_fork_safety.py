@@ -171,3 +171,40 @@ def test_forked_workers_after_the_small_work_threads_limited_numpy_blas(torch_th
         timeout_s=120,
     )
     assert output.split() == ["child", "0", "stepped", "True", "torch", torch_threads or "1"]
+
+
+@pytest.mark.parametrize("vendor", ["GenuineIntel", "AuthenticAMD"])
+def test_forked_child_multiplies_on_each_vendors_product_path(vendor: str) -> None:
+    """The LLM's prepared products (MKL's packed GEMM on Intel, oneDNN's linear on AMD) in a forked child, after
+    the parent ran them on torch's default threads, and in the parent again after the fork.
+
+    The vendor the path rule reads is set in the script, so both paths run on any x86 CPU; where the build has
+    no such product the script says so and the test skips.
+    """
+    output = run_fresh(
+        f"""
+        import os, torch, tokenized_bandit_gym
+        from tokenized_bandit_gym.llm import native_decoder_forward as forward
+        forward.cpu_vendor = lambda: {vendor!r}
+        weight = torch.randn(512, 256, generator=torch.Generator().manual_seed(0))  # (out, in)
+        linear = forward.FrozenLinear(weight)
+        if not (linear.packed or linear.onednn):
+            print("unprepared")
+            raise SystemExit(0)
+        inputs = torch.randn(64, 256, generator=torch.Generator().manual_seed(1))  # (rows, in)
+        expected = inputs @ weight.T
+        close = lambda product: torch.allclose(product, expected, atol=1e-4, rtol=1e-5)
+        with torch.no_grad():
+            before = close(linear(inputs))  # the parent's thread pool has run the prepared product
+            child = os.fork()
+            if child == 0:
+                os._exit(0 if close(linear(inputs)) else 1)
+            status = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+            print("oneDNN", linear.onednn, "before", before, "child", status, "after", close(linear(inputs)))
+        """,
+        timeout_s=120,
+    )
+    if output.split() == ["unprepared"]:
+        pytest.skip(f"torch has no {'MKL packed GEMM' if vendor == 'GenuineIntel' else 'oneDNN linear'} here")
+    on_onednn = str(vendor != "GenuineIntel")
+    assert output.split() == ["oneDNN", on_onednn, "before", "True", "child", "0", "after", "True"]
