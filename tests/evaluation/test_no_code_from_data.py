@@ -6,6 +6,7 @@ resume path, and checks that the marker never appears (and that the run is what 
 
 from __future__ import annotations
 
+import io
 import os
 import pickle
 from pathlib import Path
@@ -220,3 +221,25 @@ def test_a_planted_ddmc_embedding_cache_is_never_unpickled(tmp_path: Path, capsy
     assert not (tmp_path / "marker").exists()
     said = capsys.readouterr().out.splitlines()
     assert len(said) == 2 and "batch-*.pt" in said[0] and "batch-planted.safetensors" in said[1]
+
+
+def test_a_damaged_or_foreign_state_file_is_refused_in_one_error(tmp_path: Path) -> None:
+    """Garbage, a truncated file, a lone ``.npy`` array and a state nested too deeply: a StateError each."""
+    write_state(tmp_path / "whole.npz", {"h": 1}, {"x": np.arange(3)})
+    whole = (tmp_path / "whole.npz").read_bytes()
+    deep = io.BytesIO()
+    nested = "[" * 100_000 + "]" * 100_000
+    np.savez(
+        deep, **{"header.json": np.frombuffer(b"{}", np.uint8), "state.json": np.frombuffer(nested.encode(), np.uint8)}
+    )
+    single = io.BytesIO()
+    np.save(single, np.arange(3))
+    for name, content in (
+        ("garbage", b"\x00not a file"),
+        ("truncated", whole[: len(whole) // 2]),
+        ("single", single.getvalue()),
+        ("deep", deep.getvalue()),
+    ):
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(StateError, match=name):
+            read_state(tmp_path / name)

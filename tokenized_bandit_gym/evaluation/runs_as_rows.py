@@ -19,7 +19,6 @@ decoded on its own when a round on it ends; the queries of rounds ``1..T`` of a 
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -90,7 +89,7 @@ def _saved_for_this_call(path: str, expected: dict[str, Any]) -> bool:
     (:func:`~tokenized_bandit_gym.evaluation.provenance.made_by_this_code`).
     """
     from tokenized_bandit_gym.evaluation import provenance
-    from tokenized_bandit_gym.evaluation.saved_state import StateError, read_header
+    from tokenized_bandit_gym.evaluation.saved_state import StateError, as_header, read_header
 
     if not os.path.exists(path):
         return False
@@ -101,7 +100,7 @@ def _saved_for_this_call(path: str, expected: dict[str, Any]) -> bool:
         return False
     if not isinstance(saved, dict):
         return False
-    settings = json.loads(json.dumps({key: value for key, value in expected.items() if key != "code_version"}))
+    settings = as_header({key: value for key, value in expected.items() if key != "code_version"})
     if {key: value for key, value in saved.items() if key != "code_version"} != settings:
         return False
     return provenance.made_by_this_code(saved.get("code_version"), path)

@@ -78,24 +78,31 @@ def write_state(
 
     Args:
         path: the file (its folder is created).
-        header: what the state is (settings, the code version): JSON values (tuples are read back as lists).
+        header: what the state is (settings, the code version): read back as :func:`as_header` gives it.
         document: the state.
         shared: objects saved by name only (``{name: object}``); the reader passes its own under the same names.
 
     Raises:
         StateError: ``document`` holds a value of a type this format does not hold (named in the message).
-        TypeError: ``header`` is not JSON.
     """
     from tokenized_bandit_gym.evaluation.progress import write_bytes_atomically
 
     encoder = _Encoder(shared or {})
-    tree = encoder.encode(document)
+    try:
+        tree = encoder.encode(document)
+    except RecursionError as error:
+        raise StateError(f"cannot save state nested this deeply ({error})") from error
     members = {f"a{index}": array for index, array in enumerate(encoder.arrays)}
     members[STATE_MEMBER] = np.frombuffer(json.dumps(tree).encode(), dtype=np.uint8)
-    members[HEADER_MEMBER] = np.frombuffer(json.dumps(header).encode(), dtype=np.uint8)
+    members[HEADER_MEMBER] = np.frombuffer(json.dumps(as_header(header)).encode(), dtype=np.uint8)
     stream = io.BytesIO()
     np.savez(stream, **members)
     write_bytes_atomically(path, stream.getvalue())
+
+
+def as_header(value: Any) -> Any:
+    """``value`` as a header is read back: JSON (tuples become lists; other values their ``repr``), for comparing."""
+    return json.loads(json.dumps(value, default=repr))
 
 
 def _members(path: str | os.PathLike[str], header_only: bool) -> dict[str, np.ndarray]:
@@ -118,7 +125,7 @@ def _members(path: str | os.PathLike[str], header_only: bool) -> dict[str, np.nd
 def _json_member(path: str | os.PathLike[str], member: np.ndarray) -> Any:
     try:
         return json.loads(member.tobytes().decode())
-    except (ValueError, UnicodeDecodeError) as error:
+    except (ValueError, RecursionError) as error:  # UnicodeDecodeError is a ValueError
         raise StateError(f"{os.fspath(path)} is not a saved-state file this code reads: {error}") from error
 
 
