@@ -20,8 +20,9 @@ partial response are forwarded once; each row plays what ``run_online`` plays on
 float rounding). Each round's oracle-greedy benchmark is decoded by one more row of the same forward (greedy
 decoding with the true utility; while an agent chooses as greedy does, its row and that one are one row), not
 on its own. ``--threads`` sets torch's threads (``--real-llm``: every core). Each
-finished group of runs is saved at once, and a group in progress keeps a checkpoint (``checkpoint.pkl``, every
-``--checkpoint-every`` rounds), so an interrupted call resumes there. Each file records the code that made it
+finished group of runs is saved at once, and a group in progress keeps a checkpoint (``checkpoint.npz``, every
+``--checkpoint-every`` rounds; it holds no pickle, and a ``checkpoint.pkl`` of older code is never loaded), so an
+interrupted call resumes there. Each file records the code that made it
 (package version and git commit); a file of other code is not reused (one printed line names both versions) and its
 runs are played again, so a figure never mixes two versions' numbers.
 
@@ -111,7 +112,7 @@ class Args:
     one seed; --real-llm: every run); each finished group is saved, so an interrupted call resumes from the last
     finished group"""
     checkpoint_every: int = 25
-    """rounds between two saves of the group in progress (out_dir/checkpoint.pkl: the agents, regrets and rounds
+    """rounds between two saves of the group in progress (out_dir/checkpoint.npz: the agents, regrets and rounds
     played), which an interrupted call with the same settings resumes from"""
     threads: int = 0
     """torch threads (0: one, or what OMP_NUM_THREADS says; --real-llm: every core)"""
@@ -351,7 +352,18 @@ RATIO_ATTRIBUTES = ("prefix_ratio_max", "prefix_ratio_mean", "prefix_inverse_rat
 
 def checkpoint_path(args: Args) -> str:
     """The group in progress's checkpoint file ('' without ``--out-dir``)."""
-    return os.path.join(args.out_dir, "checkpoint.pkl") if args.out_dir else ""
+    return os.path.join(args.out_dir, "checkpoint.npz") if args.out_dir else ""
+
+
+OLD_CHECKPOINT = "checkpoint.pkl"
+"""The checkpoint of older versions, a pickle: never loaded (unpickling a shared folder's file runs its code)."""
+
+
+def say_old_checkpoint_is_ignored(args: Args) -> None:
+    """Print one line when ``--out-dir`` holds an older version's pickled checkpoint, which is never read."""
+    old = os.path.join(args.out_dir, OLD_CHECKPOINT) if args.out_dir else ""
+    if old and os.path.exists(old):
+        print(f"ignoring {old}: a pickled checkpoint of an older version is never loaded; its group is played again")
 
 
 def play_rows(
@@ -417,6 +429,7 @@ def play_rows(
     label = ", ".join(f"{AGENT_LABELS.get(name, name)}/{seed}" for name, seed in runs)
     seeds = [seed for _, seed in runs]
     checkpoint = None
+    say_old_checkpoint_is_ignored(args)
     if settings is not None and checkpoint_path(args):
         identity = {"settings": settings, "runs": [list(run) for run in runs]}
         checkpoint = RowsCheckpoint(checkpoint_path(args), args.checkpoint_every, identity)

@@ -90,7 +90,7 @@ def test_a_checkpoint_of_other_code_is_played_again(
     """Stopped after round 4 with a checkpoint every 2 rounds: this code resumes, other code starts at round 1."""
     env = gym.make_vec("TokenizedLinearBandit-v0", 2, vectorization_mode="vector_entry_point")
     reference = play_rows(env, [agents.make("eoful"), agents.make("eoful")], [0, 1], 6, progress=False)
-    path = str(tmp_path / "checkpoint.pkl")
+    path = str(tmp_path / "checkpoint.npz")
 
     def stop(ended: np.ndarray, played: np.ndarray, *_: object) -> None:
         if played.min() >= 4:

@@ -151,11 +151,11 @@ def test_a_group_stopped_mid_run_resumes_from_its_checkpoint_and_plays_the_same(
         if played.min() >= 3:
             raise _Interrupt
 
-    checkpoint = RowsCheckpoint(str(tmp_path / "checkpoint.pkl"), every=2, identity={"runs": runs})
+    checkpoint = RowsCheckpoint(str(tmp_path / "checkpoint.npz"), every=2, identity={"runs": runs})
     env, agents = fresh()
     with pytest.raises(_Interrupt):
         play_rows(env, agents, seeds, args.rounds, on_rounds_ended=stop_after_round_3, checkpoint=checkpoint)
-    assert (tmp_path / "checkpoint.pkl").exists()
+    assert (tmp_path / "checkpoint.npz").exists()
 
     for identity, first_round in (({"runs": runs}, 3), ({"runs": runs[::-1]}, 1)):
         first_played: list[int] = []
@@ -183,7 +183,7 @@ def test_rows_checkpoint_refuses_a_bad_path_or_interval() -> None:
     with pytest.raises(ValueError, match="path"):
         RowsCheckpoint("")
     with pytest.raises(ValueError, match="got 0"):
-        RowsCheckpoint("x.pkl", every=0)
+        RowsCheckpoint("x.npz", every=0)
 
 
 def test_benchmarks_kept_in_a_file_are_not_decoded_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -201,7 +201,7 @@ def test_benchmarks_kept_in_a_file_are_not_decoded_again(tmp_path: Path, monkeyp
     from tokenized_bandit_gym.evaluation.runs_as_rows import queries_of_runs, warm_benchmarks
 
     args = Args(rounds=4, max_length=3, top_k=2, theta=0.5)
-    path = str(tmp_path / "benchmarks.pkl")
+    path = str(tmp_path / "benchmarks.npz")
     first = make_env(args, 2)
     warm_benchmarks(first, [0, 1], args.rounds, 3, False, path, {"settings": 1})
     expected = first.unwrapped.problem.cached_benchmarks().greedy

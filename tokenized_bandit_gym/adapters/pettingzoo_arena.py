@@ -14,6 +14,7 @@ from gymnasium.utils import seeding
 from pettingzoo import ParallelEnv
 
 from tokenized_bandit_gym.core.round_streams import RoundStreams
+from tokenized_bandit_gym.core.validation import check_reset_seed
 from tokenized_bandit_gym.envs.env_contract import (
     check_action,
     observation_row,
@@ -152,8 +153,10 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
         """Start a round for every agent: one query and one noise draw, shared.
 
         ``seed`` reseeds the query and noise streams exactly as ``env.reset(seed=...)`` does
-        (the first reset without one draws it).
+        (the first reset without one draws it), with the same check
+        (:func:`~tokenized_bandit_gym.core.validation.check_reset_seed`).
         """
+        seed = check_reset_seed(seed)
         if seed is None and self._streams is None:
             seed = int(np.random.SeedSequence().generate_state(1)[0])
         if seed is not None:

@@ -29,6 +29,19 @@ def check_int(name: str, value: object, minimum: int | None = None, maximum: int
     return int(value)
 
 
+def check_reset_seed(seed: object, name: str = "seed") -> int | None:
+    """Return ``reset``'s ``seed`` as a Python ``int`` (NumPy integers included), None as None, or raise naming it.
+
+    One rule for every env's ``reset`` (single, vector, arena): what the constructors take for ``instance_seed``,
+    without its upper bound (reset seeds go to ``np.random.SeedSequence``, which takes any non-negative integer).
+
+    Raises:
+        TypeError: a bool (``seed=True`` is not ``seed=1``), a float, a string or any other non-integer.
+        ValueError: a negative integer.
+    """
+    return None if seed is None else check_int(name, seed, minimum=0)
+
+
 def seeded_generator(seed: object, name: str = "instance_seed") -> torch.Generator:
     """A CPU ``torch.Generator`` seeded with ``seed``, an integer in ``[0, 2**64 - 1]``, or raise naming it."""
     return torch.Generator().manual_seed(check_int(name, seed, minimum=0, maximum=MAX_SEED))

@@ -12,7 +12,7 @@ import torch
 from gymnasium import spaces
 
 from tokenized_bandit_gym.core.round_streams import RoundStreams
-from tokenized_bandit_gym.core.validation import check_choice, check_int
+from tokenized_bandit_gym.core.validation import check_choice, check_int, check_reset_seed
 from tokenized_bandit_gym.envs.env_contract import (
     check_action,
     observation_row,
@@ -158,8 +158,14 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
     ) -> tuple[Observation, dict[str, Any]]:
         """Start a round: draw the query x_t and the round's noise from their own streams.
 
-        ``seed`` reseeds both streams (never the instance, which the constructor fixes).
+        ``seed`` reseeds both streams (never the instance, which the constructor fixes): a non-negative integer,
+        NumPy integers included (:func:`~tokenized_bandit_gym.core.validation.check_reset_seed`).
+
+        Raises:
+            TypeError: ``seed`` is a bool or not an integer.
+            ValueError: ``seed`` is negative.
         """
+        seed = check_reset_seed(seed)
         super().reset(seed=seed)
         self._streams = RoundStreams.on_reset(self._streams, seed, self.np_random)
         self._query, self._noise = self._streams.draw(self.problem.num_queries, self.noise_model)

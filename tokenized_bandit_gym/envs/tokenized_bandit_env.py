@@ -12,6 +12,7 @@ from gymnasium import spaces
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.round_streams import RoundStreams
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
+from tokenized_bandit_gym.core.validation import check_reset_seed
 from tokenized_bandit_gym.envs.env_contract import (
     check_action,
     observation_space,
@@ -104,8 +105,14 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
     ) -> tuple[Observation, dict[str, Any]]:
         """Start a round: draw the query x_t and the round's noise from their own streams.
 
-        ``seed`` reseeds both streams (never the instance, which ``instance_seed`` fixes).
+        ``seed`` reseeds both streams (never the instance, which ``instance_seed`` fixes): a non-negative integer,
+        NumPy integers included (:func:`~tokenized_bandit_gym.core.validation.check_reset_seed`).
+
+        Raises:
+            TypeError: ``seed`` is a bool or not an integer.
+            ValueError: ``seed`` is negative.
         """
+        seed = check_reset_seed(seed)
         super().reset(seed=seed)
         streams = self._streams
         if seed is not None or streams is None:  # else the streams go on (no call, no np_random lookup)

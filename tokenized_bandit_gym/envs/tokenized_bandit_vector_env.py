@@ -14,7 +14,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from tokenized_bandit_gym.core.round_buffer import RoundBuffer
-from tokenized_bandit_gym.core.validation import check_choice, check_int, check_memory
+from tokenized_bandit_gym.core.validation import check_choice, check_int, check_memory, check_reset_seed
 from tokenized_bandit_gym.envs.env_contract import forced_and_refused
 from tokenized_bandit_gym.envs.pairwise_feedback import PairwiseRows
 from tokenized_bandit_gym.envs.round_batch import HostRoundBatch, RoundBatch
@@ -186,7 +186,8 @@ class TokenizedBanditVectorEnv(VectorEnv):
         Args:
             seed: ``None`` (continue each sub-env's streams; draw fresh seeds from
                 :attr:`np_random` the first time), an ``int`` s (sub-env i gets ``s + i``, as
-                in ``SyncVectorEnv``) or a sequence of N ints or Nones. With a reset mask only
+                in ``SyncVectorEnv``), a sequence of N ints or Nones, or a 1-D integer array of N
+                seeds; NumPy integers count as ints, bools are refused. With a reset mask only
                 the masked sub-envs' seeds are read.
             options: ``{"reset_mask": (N,) bool}`` resets only the masked sub-envs (what
                 ``autoreset_mode=DISABLED`` asks for, as in Gymnasium's own vector envs); other
@@ -203,7 +204,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
         reset_rows = self._reset_mask(options)
         seeds = self._row_seeds(seed)
         if reset_rows is None:
-            super().reset(seed=seed if isinstance(seed, Integral) else None)
+            super().reset(seed=seeds[0] if isinstance(seed, Integral) else None)
             reset_rows = np.ones(self.num_envs, dtype=bool)
         fresh_rows: list[int] = []
         fresh_seeds: list[int] = []
@@ -455,25 +456,27 @@ class TokenizedBanditVectorEnv(VectorEnv):
             raise ValueError(f"options['reset_mask'] must hold at least one True entry, got {mask}")
         return mask.copy()
 
-    def _row_seeds(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
-        """Per-sub-env seeds from ``reset``'s ``seed`` argument, validated."""
-        if seed is None:
-            return [None] * self.num_envs
-        if isinstance(seed, Integral) and not isinstance(seed, bool):
-            return [int(seed) + row for row in range(self.num_envs)]
+    def _row_seeds(self, seed: int | Sequence[int | None] | np.ndarray | None) -> list[int | None]:
+        """Per-sub-env seeds from ``reset``'s ``seed`` argument, each checked by ``check_reset_seed``."""
+        if seed is None or isinstance(seed, (bool, np.bool_, Integral)):
+            first = check_reset_seed(seed)
+            return [None if first is None else first + row for row in range(self.num_envs)]
+        if isinstance(seed, np.ndarray):
+            if seed.ndim != 1 or seed.dtype.kind not in "iu":
+                raise TypeError(f"a seed array must be 1-D of integers, got dtype {seed.dtype}, shape {seed.shape}")
+            seed = seed.tolist()
         if isinstance(seed, (str, bytes)) or not isinstance(seed, Sequence):
             raise TypeError(f"seed must be None, an int or a sequence of {self.num_envs} ints, got {seed!r}")
         if len(seed) != self.num_envs:
             raise ValueError(f"seed must have one entry per sub-env ({self.num_envs}), got {len(seed)}: {seed!r}")
-        for row, value in enumerate(seed):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, Integral) or value < 0):
-                raise ValueError(f"seed[{row}] must be None or a non-negative int, got {value!r}")
-        return [None if value is None else int(value) for value in seed]
+        return [check_reset_seed(value, f"seed[{row}]") for row, value in enumerate(seed)]
 
     def _action_tensor(self, actions: Any) -> torch.Tensor:
         """``actions`` as an ``(N,)`` int64 tensor on the device; raises on shape or dtype."""
         if not isinstance(actions, torch.Tensor):
             return torch.from_numpy(self._action_array(actions)).to(self.device)
+        if actions.dtype == getattr(torch, "uint64", None):  # NumPy checks its range
+            return torch.from_numpy(self._action_array(actions.cpu().numpy())).to(self.device)
         if actions.dtype == torch.bool or actions.dtype.is_floating_point or actions.dtype.is_complex:
             raise TypeError(f"actions must be integer token indices, got a tensor of dtype {actions.dtype}")
         self._check_action_shape(tuple(actions.shape))
@@ -485,10 +488,13 @@ class TokenizedBanditVectorEnv(VectorEnv):
             return self._action_tensor(actions).cpu().numpy()
         array = np.asarray(actions)
         if array.dtype.kind not in "iu":
+            if isinstance(actions, (list, tuple)) and all(_is_integer(value) for value in actions):
+                self._check_action_shape((len(actions),))  # Python ints beyond int64: NumPy made them floats
+                self._raise_out_of_range(list(actions))
             raise TypeError(f"actions must be integer token indices, got dtype {array.dtype}: {actions!r}")
-        if array.dtype == np.uint64:
-            array = np.minimum(array, np.iinfo(np.int64).max)
         self._check_action_shape(array.shape)
+        if array.dtype == np.uint64 and array.size and int(array.max()) > np.iinfo(np.int64).max:
+            self._raise_out_of_range(array.tolist())  # named as passed, not as int64 would hold it
         return np.ascontiguousarray(array, dtype=np.int64)
 
     def _check_action_shape(self, shape: tuple[int, ...]) -> None:
@@ -499,19 +505,23 @@ class TokenizedBanditVectorEnv(VectorEnv):
     def _raise_invalid(self, tokens: Any, out_of_range: Any, refused: Any) -> None:
         """Raise ``ValueError`` naming the first invalid action and its sub-env (``(N,)`` arrays or tensors)."""
         tokens, out_of_range, refused = (as_host_array(value) for value in (tokens, out_of_range, refused))
-        bad_range = np.flatnonzero(out_of_range).tolist()
-        if bad_range:
-            row = bad_range[0]
-            raise ValueError(
-                f"action {int(tokens[row])} of sub-env {row} is out of range: it must lie in [0, {self._num_actions}) "
-                f"({len(bad_range)} sub-env(s) out of range: {bad_range[:10]})"
-            )
+        if out_of_range.any():
+            self._raise_out_of_range(tokens.tolist())
         row = int(np.flatnonzero(refused)[0])
         allowed = np.flatnonzero(as_host_array(self.rounds.mask)[row]).tolist()
         length = int(as_host_array(self.rounds.lengths)[row])
         raise ValueError(
             f"action {int(tokens[row])} of sub-env {row} is masked at position {length + 1}: "
             f"allowed actions are {allowed}"
+        )
+
+    def _raise_out_of_range(self, actions: list[int]) -> None:
+        """Raise ``ValueError`` naming the first action outside ``[0, k)`` (Python ints, as the caller passed them)."""
+        bad_range = [row for row, action in enumerate(actions) if not 0 <= action < self._num_actions]
+        row = bad_range[0]
+        raise ValueError(
+            f"action {int(actions[row])} of sub-env {row} is out of range: it must lie in [0, {self._num_actions}) "
+            f"({len(bad_range)} sub-env(s) out of range: {bad_range[:10]})"
         )
 
     def _to_backend(self, value: Any) -> Any:
@@ -545,3 +555,8 @@ def _autoreset_mode(mode: object) -> AutoresetMode:
     except ValueError:
         choices = [member.value for member in AutoresetMode]
         raise ValueError(f"autoreset_mode must be an AutoresetMode or one of {choices}, got {mode!r}") from None
+
+
+def _is_integer(value: object) -> bool:
+    """Whether ``value`` is an integer (Python or NumPy), not a bool."""
+    return isinstance(value, Integral) and not isinstance(value, (bool, np.bool_))

@@ -19,9 +19,7 @@ decoded on its own when a round on it ends; the queries of rounds ``1..T`` of a 
 
 from __future__ import annotations
 
-import io
 import os
-import pickle
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -38,14 +36,17 @@ rows' indices ``(E,)``; ``played``, the rounds recorded per row so far ``(N,)`` 
 class RowsCheckpoint:
     """Where and how often :func:`play_rows` saves the rows' state, and what the saved state must match.
 
-    The file is a pickle (agents with their random generators, the regret so far, the rounds played), written
-    atomically; it is read back only when its ``identity``, seeds, rounds and agent types are this call's, so a
-    checkpoint of other settings is ignored (and replaced at the next save), and when this code made it (the
+    The file holds no pickle (:mod:`~tokenized_bandit_gym.evaluation.saved_state`: a NumPy ``.npz`` of the agents
+    with their random generators, the regret so far and the rounds played, read with ``allow_pickle=False``),
+    written atomically; it is read back only when its ``identity``, seeds, rounds and agent types are this call's,
+    so a checkpoint of other settings is ignored (and replaced at the next save), and when this code made it (the
     package version and git commit, :func:`~tokenized_bandit_gym.evaluation.provenance.code_version`, saved with
-    it): a checkpoint of other code is not resumed, and one printed line names both versions. Load only
-    checkpoints you wrote: unpickling runs code. The env's problem and the agents' task are not saved: they are
-    this call's own objects again after a resume (each agent must keep them, or what it derives from them, as
-    attributes).
+    it): a checkpoint of other code is not resumed, and one printed line names both versions. A file that is not
+    such a checkpoint (a pickle of older code, whatever its name) is never unpickled: one printed line says it is
+    ignored. An agent is rebuilt only as the classes of this call's agents; an agent whose state the file cannot
+    hold (an SB3 model, say) is not checkpointed (one printed line), and an interrupted group starts again. The
+    env's problem and the agents' task are not saved: they are this call's own objects again after a resume (each
+    agent must keep them, or what it derives from them, as attributes).
 
     Attributes:
         path: the checkpoint file (created with its folder; removed by the caller when the runs are saved).
@@ -67,28 +68,6 @@ class RowsCheckpoint:
             )
 
 
-class _KeepOut(pickle.Pickler):
-    """A pickler that saves the given objects (the task, the problem) by name: a resume supplies its own."""
-
-    def __init__(self, stream: io.BytesIO, shared: dict[str, Any]) -> None:
-        super().__init__(stream, protocol=pickle.HIGHEST_PROTOCOL)
-        self._names = {id(value): name for name, value in shared.items()}
-
-    def persistent_id(self, obj: Any) -> str | None:
-        return self._names.get(id(obj))
-
-
-class _PutBack(pickle.Unpickler):
-    """The unpickler of :class:`_KeepOut`: each name is this call's object."""
-
-    def __init__(self, stream: io.BytesIO, shared: dict[str, Any]) -> None:
-        super().__init__(stream)
-        self._shared = shared
-
-    def persistent_load(self, pid: Any) -> Any:
-        return self._shared[pid]
-
-
 def _checkpoint_header(checkpoint: RowsCheckpoint, agents: Sequence[Any], seeds: Sequence[int], rounds: int) -> dict:
     from tokenized_bandit_gym.evaluation import provenance
 
@@ -101,17 +80,27 @@ def _checkpoint_header(checkpoint: RowsCheckpoint, agents: Sequence[Any], seeds:
     }
 
 
-def _saved_for_this_call(saved: Any, expected: dict[str, Any], path: str) -> bool:
-    """Whether a file's header ``saved`` is ``expected``, this call's (both with their ``code_version``).
+def _saved_for_this_call(path: str, expected: dict[str, Any]) -> bool:
+    """Whether the saved-state file ``path`` exists and its header is ``expected``, this call's (with ``code_version``).
 
-    Other settings: False, silently (the file is of other runs). The same settings made by other code: False,
-    with one printed line naming both versions (:func:`~tokenized_bandit_gym.evaluation.provenance.made_by_this_code`).
+    No file, or one that is not a saved-state file (a pickle left by older code, whatever its name, is never
+    unpickled: one printed line says it is ignored): False. Other settings: False, silently (the file is of other
+    runs). The same settings made by other code: False, with one printed line naming both versions
+    (:func:`~tokenized_bandit_gym.evaluation.provenance.made_by_this_code`).
     """
     from tokenized_bandit_gym.evaluation import provenance
+    from tokenized_bandit_gym.evaluation.saved_state import StateError, as_header, read_header
 
+    if not os.path.exists(path):
+        return False
+    try:
+        saved = read_header(path)
+    except StateError as error:
+        print(f"ignoring {error} (never unpickled; replaced at the next save)", flush=True)
+        return False
     if not isinstance(saved, dict):
         return False
-    settings = {key: value for key, value in expected.items() if key != "code_version"}
+    settings = as_header({key: value for key, value in expected.items() if key != "code_version"})
     if {key: value for key, value in saved.items() if key != "code_version"} != settings:
         return False
     return provenance.made_by_this_code(saved.get("code_version"), path)
@@ -124,21 +113,31 @@ def _save_checkpoint(
     agents: Sequence[Any],
     regret: np.ndarray,
     played: np.ndarray,
-) -> None:
-    from tokenized_bandit_gym.evaluation.progress import write_bytes_atomically
+) -> bool:
+    """Write the checkpoint; False, with one printed line, when an agent holds state the file cannot hold."""
+    from tokenized_bandit_gym.evaluation.saved_state import StateError, write_state
 
-    stream = io.BytesIO()
-    _KeepOut(stream, shared).dump({"header": header, "agents": list(agents), "regret": regret, "played": played})
-    write_bytes_atomically(checkpoint.path, stream.getvalue())
+    try:
+        write_state(checkpoint.path, header, {"agents": list(agents), "regret": regret, "played": played}, shared)
+    except StateError as error:
+        print(f"not checkpointing to {checkpoint.path}: {error}; an interrupted group starts again", flush=True)
+        return False
+    return True
 
 
-def _load_checkpoint(checkpoint: RowsCheckpoint, header: dict, shared: dict[str, Any]) -> dict | None:
-    """The saved state when the file exists and matches ``header``, else None."""
-    if not os.path.exists(checkpoint.path):
+def _load_checkpoint(
+    checkpoint: RowsCheckpoint, header: dict, shared: dict[str, Any], agents: Sequence[Any]
+) -> dict | None:
+    """The saved state when the file exists and matches ``header``, else None (one printed line if unreadable)."""
+    from tokenized_bandit_gym.evaluation.saved_state import StateError, classes_of, read_state
+
+    if not _saved_for_this_call(checkpoint.path, header):
         return None
-    with open(checkpoint.path, "rb") as handle:
-        saved = _PutBack(io.BytesIO(handle.read()), shared).load()
-    return saved if _saved_for_this_call(saved.get("header"), header, checkpoint.path) else None
+    try:
+        return read_state(checkpoint.path, shared, classes_of(*agents))
+    except StateError as error:
+        print(f"not resuming from {checkpoint.path}: {error}", flush=True)
+        return None
 
 
 def _restore_agents(agents: Sequence[Any], saved: Sequence[Any]) -> None:
@@ -181,8 +180,8 @@ def warm_benchmarks(
     Queries already cached are skipped. ``chunk * k`` candidate rows go through each forward. With
     ``cache_path``, the problem's benchmarks are read from that file first when its ``identity`` is this one
     (the settings that define the problem) and this code wrote it (else one printed line names both versions), and
-    written back atomically after each chunk, so a resumed call decodes none of them again (a pickle: load only
-    files you wrote).
+    written back atomically after each chunk, so a resumed call decodes none of them again. The file holds no
+    pickle (:mod:`~tokenized_bandit_gym.evaluation.saved_state`); one that is not such a file is ignored (one line).
 
     Args:
         env: an LLM env or vector env.
@@ -199,25 +198,28 @@ def warm_benchmarks(
     import torch
 
     from tokenized_bandit_gym.evaluation import provenance
-    from tokenized_bandit_gym.evaluation.progress import ProgressCounter, write_bytes_atomically
+    from tokenized_bandit_gym.evaluation.progress import ProgressCounter
+    from tokenized_bandit_gym.evaluation.saved_state import StateError, read_state, write_state
+    from tokenized_bandit_gym.llm.language_model_problem import BenchmarkCache
 
     if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
         raise ValueError(f"chunk (queries decoded together) must be a positive integer, got {chunk!r}")
     problem = env.unwrapped.problem
     header = {"identity": identity, "code_version": provenance.code_version()}
-    if cache_path and os.path.exists(cache_path):
-        with open(cache_path, "rb") as handle:
-            saved = pickle.load(handle)
-        if _saved_for_this_call({key: saved.get(key) for key in header}, header, cache_path):
-            problem.keep_benchmarks(saved["benchmarks"])
+    if cache_path and _saved_for_this_call(cache_path, header):
+        try:
+            saved = read_state(cache_path)
+            problem.keep_benchmarks(BenchmarkCache(saved["greedy"], saved["beam"]))
+        except (StateError, TypeError, KeyError, AttributeError, ValueError) as error:
+            print(f"not reusing the benchmarks of {cache_path}: {error}", flush=True)
     queries = [query for query in queries_of_runs(env, seeds, rounds) if not problem.has_oracle_greedy(query)]
     bar = ProgressCounter(len(queries), "oracle greedy, every query ahead", "benchmark", enabled=progress, leave=False)
     for start in range(0, len(queries), chunk):
         part = queries[start : start + chunk]
         problem.oracle_greedy(torch.tensor(part, device=problem.device))
         if cache_path:
-            document = {**header, "benchmarks": problem.cached_benchmarks()}
-            write_bytes_atomically(cache_path, pickle.dumps(document, protocol=pickle.HIGHEST_PROTOCOL))
+            cached = problem.cached_benchmarks()
+            write_state(cache_path, header, {"greedy": cached.greedy, "beam": cached.beam})
         bar.update(len(part))
     bar.close()
 
@@ -282,7 +284,7 @@ def play_rows(
     played = np.zeros(num_rows, dtype=np.int64)  # (N,) rounds recorded per row
     shared = {"task": task, "problem": task.problem}
     header = _checkpoint_header(checkpoint, agents, seeds, rounds) if checkpoint is not None else {}
-    saved = _load_checkpoint(checkpoint, header, shared) if checkpoint is not None else None
+    saved = _load_checkpoint(checkpoint, header, shared, agents) if checkpoint is not None else None
     observations, infos = env.reset(seed=list(seeds))
     if saved is not None:
         _restore_agents(agents, saved["agents"])
@@ -316,7 +318,8 @@ def play_rows(
             on_rounds_ended(ended, played, ended_observations, final)
         reached = int(played.min())
         if checkpoint is not None and ended.size == num_rows and reached - last_save >= checkpoint.every:
-            _save_checkpoint(checkpoint, header, shared, agents, regret, played)
+            if not _save_checkpoint(checkpoint, header, shared, agents, regret, played):
+                checkpoint = None
             last_save = reached
     bar.close()
     return regret

@@ -73,7 +73,7 @@ def test_resume_dir_reuses_the_kept_embeddings_and_embeds_only_what_is_missing(t
         prefix_pair_table.build_prefix_pair_table(pairs, embedder, cache_dir=tmp_path)
     except KeyboardInterrupt:
         pass
-    assert len(list(tmp_path.glob("batch-*.pt"))) == 1
+    assert len(list(tmp_path.glob("batch-*.safetensors"))) == 1
     resumed = prefix_pair_table.build_prefix_pair_table(pairs, embedder, cache_dir=tmp_path)
     assert embedded[1] == embedded[0] - 4  # only the texts the interrupted run had not embedded
     # The same texts are embedded in batches of other row counts, and a BLAS product's float32 rounding depends

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from safetensors.torch import load_file, save_file
 
 from tokenized_bandit_gym.evaluation.ddmc.answer_pair import AnswerPair
 from tokenized_bandit_gym.evaluation.ddmc.common_suffix import common_suffix_lengths
@@ -109,12 +110,8 @@ def _embedded(
     from tokenized_bandit_gym.evaluation.progress import ProgressCounter
 
     keys = [_sequence_key(embedder, sequence) for sequence in tokens]
-    found: dict[str, torch.Tensor] = {}
     folder = Path(cache_dir) if cache_dir is not None else None
-    if folder is not None:
-        folder.mkdir(parents=True, exist_ok=True)
-        for batch_file in sorted(folder.glob("batch-*.pt")):
-            found |= torch.load(batch_file, map_location="cpu", weights_only=True)
+    found = _cached_embeddings(folder) if folder is not None else {}
     missing = [index for index, key in enumerate(keys) if key not in found]
     bar = ProgressCounter(len(tokens), "embedding texts", "text", enabled=progress)
     bar.update(len(tokens) - len(missing))
@@ -125,14 +122,40 @@ def _embedded(
             return
         entries = {keys[missing[i]]: embedding.clone() for i, embedding in zip(batch, batch_embeddings, strict=True)}
         name = hashlib.blake2b("".join(sorted(entries)).encode(), digest_size=12).hexdigest()
-        target = folder / f"batch-{name}.pt"
-        torch.save(entries, f"{target}.tmp")
+        target = folder / f"batch-{name}{CACHE_SUFFIX}"
+        save_file({key: value.contiguous() for key, value in entries.items()}, f"{target}.tmp")
         os.replace(f"{target}.tmp", target)  # atomic: a killed run leaves whole batches only
 
     computed = embedder.prefix_embeddings([tokens[index] for index in missing], on_batch=keep)
     bar.close()
     found |= {keys[index]: embedding for index, embedding in zip(missing, computed, strict=True)}
     return [found[key] for key in keys]
+
+
+CACHE_SUFFIX = ".safetensors"
+"""The embedding cache's batch files: safetensors, which hold tensors only (no pickle, no code)."""
+
+
+def _cached_embeddings(folder: Path) -> dict[str, torch.Tensor]:
+    """The embeddings kept in ``folder`` (created if missing), by key.
+
+    Only ``batch-*.safetensors`` files are read. The ``batch-*.pt`` files of older versions are pickles and are
+    never loaded (one printed line; their texts are embedded again), and a batch file that is not safetensors
+    is skipped with one printed line.
+    """
+    from safetensors import SafetensorError
+
+    folder.mkdir(parents=True, exist_ok=True)
+    found: dict[str, torch.Tensor] = {}
+    old = sorted(folder.glob("batch-*.pt"))
+    if old:
+        print(f"ignoring {len(old)} batch-*.pt files in {folder}: pickles of an older version are never loaded")
+    for batch_file in sorted(folder.glob(f"batch-*{CACHE_SUFFIX}")):
+        try:
+            found |= load_file(batch_file, device="cpu")
+        except (SafetensorError, OSError, ValueError) as error:
+            print(f"ignoring {batch_file}: not a safetensors file ({error}); its texts are embedded again")
+    return found
 
 
 def _sequence_key(embedder: PrefixEmbedder, sequence: list[int]) -> str:
