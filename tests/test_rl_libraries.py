@@ -9,6 +9,7 @@ Each library's test is skipped where it is not installed (``.[tianshou]``, ``.[m
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
@@ -31,6 +32,24 @@ def env_kwargs(env_id: str) -> dict[str, Any]:
     return dict(SMALL_LLM) if env_id in LLM_ENVS else {}
 
 
+YARDSTICK = re.compile(
+    r"^yardstick, (?P<env_id>\S+), (?P<rounds>\d+) rounds, seed (?P<seed>\d+): cumulative regret (?P<learner>.+) "
+    r"(?P<regret>-?[\d.]+) \| Random (?P<random>-?[\d.]+) \| (?P<reference>EOFUL|GreedyETC|UCT) (?P<eoful>-?[\d.]+)"
+)
+
+
+def check_yardstick(printed: str, summary: dict[str, float], env_id: str, seed: int = 0) -> None:
+    """The script's last line is the yardstick over the rounds it played, with its own regret in it."""
+    found = YARDSTICK.match(printed.strip().splitlines()[-1])
+    assert found is not None, printed.strip().splitlines()[-1]
+    assert (found["env_id"], int(found["seed"])) == (env_id, seed)
+    assert int(found["rounds"]) == summary["rounds"] > 0
+    assert float(found["regret"]) == pytest.approx(summary["cumulative_regret"], abs=0.005)
+    assert found["reference"] == {"TokenizedDecoding-v0": "UCT"}.get(
+        env_id, "GreedyETC" if "MultiArmed" in env_id else "EOFUL"
+    )
+
+
 def test_action_mask_alias_copies_the_mask_under_tianshous_key() -> None:
     env = ActionMaskAlias(gym.make("TokenizedLinearBandit-v0"))
     observation, _ = env.reset(seed=0)
@@ -50,13 +69,14 @@ def test_action_mask_alias_copies_the_mask_under_tianshous_key() -> None:
 @pytest.mark.parametrize("algorithm", ["dqn", "ppo"])
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_tianshou_trainers_run_on_every_id_with_no_wrapper(
-    load_script: Callable[[str], ModuleType], env_id: str, algorithm: str
+    load_script: Callable[[str], ModuleType], env_id: str, algorithm: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     pytest.importorskip("tianshou", reason="Tianshou is not installed (pip install '.[tianshou]')")
     example = load_script("examples/tianshou_dqn.py")
     args = example.Args(env_id=env_id, algorithm=algorithm, steps=64, num_envs=2, mask=False)
     summary = example.main(args)  # the trainer raises MalformedBufferError on a NaN or a missing entry
     assert summary["rounds"] > 0 and np.isfinite(summary["mean_regret"])
+    check_yardstick(capsys.readouterr().out, summary, env_id)
 
 
 @pytest.mark.slow
@@ -117,15 +137,45 @@ def test_torchrl_gym_wrapper_takes_the_native_vector_env(env_id: str) -> None:
     assert not rewards[~done].any()  # the reward comes at a round's last step only
 
 
-def test_cleanrl_style_ppo_example_never_plays_a_masked_token(load_script: Callable[[str], ModuleType]) -> None:
+def test_cleanrl_style_ppo_example_never_plays_a_masked_token(
+    load_script: Callable[[str], ModuleType], capsys: pytest.CaptureFixture[str]
+) -> None:
     example = load_script("examples/cleanrl_ppo.py")
     summary = example.main(example.Args(num_envs=4, num_steps=16, num_updates=2))
     assert summary["forced_eos"] == 0 and np.isfinite(summary["last_mean_reward"])
+    check_yardstick(capsys.readouterr().out, summary, example.Args.env_id)
+
+
+@pytest.mark.parametrize(("env_id", "agent"), [("TokenizedLinearBandit-v0", "eoful"), (ENV_IDS[-1], "random")])
+def test_minari_example_reads_back_exactly_what_the_agent_played(
+    load_script: Callable[[str], ModuleType],
+    env_id: str,
+    agent: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pytest.importorskip("minari", reason="Minari is not installed (pip install '.[minari]')")
+    monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
+    example = load_script("examples/minari_dataset.py")
+    args = example.Args(env_id=env_id, agent=agent, rounds=12, seed=2)
+    for _ in range(2):  # the second run replaces the first's dataset
+        summary = example.main(args)
+    assert summary["episodes"] == 12
+    assert summary["recorded_cumulative_regret"] == pytest.approx(summary["played_cumulative_regret"], rel=1e-12)
+    printed = capsys.readouterr().out
+    found = YARDSTICK.match(printed.strip().splitlines()[-1])
+    assert found is not None and int(found["rounds"]) == 12 and found["learner"] == f"{agent} (read back from Minari)"
+    same_agent = found["random"] if agent == "random" else found["eoful"]
+    assert found["regret"] == same_agent  # the reference agent replayed on the same seed played the same rounds
 
 
 @pytest.mark.slow
-def test_torchrl_ppo_example_trains_on_the_native_vector_env(load_script: Callable[[str], ModuleType]) -> None:
+def test_torchrl_ppo_example_trains_on_the_native_vector_env(
+    load_script: Callable[[str], ModuleType], capsys: pytest.CaptureFixture[str]
+) -> None:
     pytest.importorskip("torchrl", reason="TorchRL is not installed (pip install '.[torchrl]')")
     example = load_script("examples/torchrl_ppo.py")
     summary = example.main(example.Args(num_envs=4, frames_per_batch=128, total_frames=256))
     assert summary["batches"] == 2 and np.isfinite(summary["last_mean_reward"])
+    check_yardstick(capsys.readouterr().out, summary, example.Args.env_id)
