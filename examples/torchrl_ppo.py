@@ -3,7 +3,9 @@
 ``gym.make_vec(env_id, N, autoreset_mode=AutoresetMode.DISABLED)`` is what TorchRL's
 ``GymWrapper`` wants from a Gymnasium vector env (TorchRL resets the finished sub-envs itself,
 through ``reset(options={"reset_mask": ...})``), so the native vector env's speed is kept;
-``categorical_action_encoding=True`` keeps actions (and ``length``) as indices. The
+``categorical_action_encoding=True`` keeps actions (and ``length``) as indices; ``SAME_STEP`` works too
+with it (with TorchRL's default one-hot encoding, its reader of ``final_obs`` cannot one-hot the
+``Discrete`` entries ``length`` and ``query_length``, and ``check_env_specs`` fails "at root"). The
 env's ``action_mask`` is ``MultiBinary`` int8, Gymnasium's convention; TorchRL's
 ``MaskedCategorical`` wants a bool mask, which is the one-line cast ``action_mask.bool()``
 below. With the mask, PPO samples only allowed tokens and never triggers the forced EOS.

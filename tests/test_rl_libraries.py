@@ -2,7 +2,8 @@
 
 Tianshou's trainers store every step's info in their replay buffer and Minari records every
 step's info: both need the info schema (the same keys, dtypes and shapes in every step, no
-strings). TorchRL's ``GymWrapper`` takes the native vector env with ``autoreset_mode=DISABLED``.
+strings). TorchRL's ``GymWrapper`` takes the native vector env (and Gymnasium's ``SyncVectorEnv``) in both
+autoreset modes it accepts, ``DISABLED`` and ``SAME_STEP``, with ``categorical_action_encoding=True``.
 Each library's test is skipped where it is not installed (``.[tianshou]``, ``.[minari]``,
 ``.[torchrl]``); the trainers and the TorchRL example are slow and run in ``.ci/run``.
 """
@@ -115,17 +116,16 @@ def test_minari_records_every_step_info(env_id: str, tmp_path: Path, monkeypatch
         assert episode.infos["response"].shape == (steps + 1, env.unwrapped.problem.max_length)
 
 
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_torchrl_gym_wrapper_takes_the_native_vector_env(env_id: str) -> None:
+def check_torchrl_wraps(vector_env: gym.vector.VectorEnv) -> None:
+    """``GymWrapper`` + ``check_env_specs`` + a rollout of the first allowed token: rounds end and restart."""
     pytest.importorskip("torchrl", reason="TorchRL is not installed (pip install '.[torchrl]')")
     from torchrl.envs import GymWrapper
     from torchrl.envs.utils import check_env_specs
 
-    vector_env = gym.make_vec(env_id, 3, autoreset_mode=AutoresetMode.DISABLED, **env_kwargs(env_id))
-    env = GymWrapper(vector_env, categorical_action_encoding=True)
+    env = GymWrapper(vector_env, categorical_action_encoding=True)  # SAME_STEP: also checks specs as it wraps
     check_env_specs(env)
     env.set_seed(0)
-    max_length = vector_env.unwrapped.problem.max_length
+    max_length = vector_env.single_observation_space["length"].n - 1
 
     def first_allowed(tensordict: Any) -> Any:  # an allowed token per sub-env: the first one
         return tensordict.set("action", tensordict["action_mask"].argmax(-1))
@@ -133,8 +133,53 @@ def test_torchrl_gym_wrapper_takes_the_native_vector_env(env_id: str) -> None:
     rollout = env.rollout(3 * max_length, policy=first_allowed, break_when_any_done=False)  # (N, T)
     done = rollout["next", "done"].squeeze(-1)
     rewards = rollout["next", "reward"].squeeze(-1)
-    assert done.sum(dim=1).min() >= 2  # every sub-env ended rounds and TorchRL reset it through reset_mask
+    assert done.sum(dim=1).min() >= 2  # every sub-env ended rounds and was reset (by TorchRL or by itself)
     assert not rewards[~done].any()  # the reward comes at a round's last step only
+    assert (rewards[done] != 0).any()
+
+
+@pytest.mark.parametrize("mode", [AutoresetMode.DISABLED, AutoresetMode.SAME_STEP])  # what TorchRL accepts
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_torchrl_gym_wrapper_takes_the_native_vector_env(env_id: str, mode: AutoresetMode) -> None:
+    check_torchrl_wraps(gym.make_vec(env_id, 3, autoreset_mode=mode, **env_kwargs(env_id)))
+
+
+@pytest.mark.parametrize("env_id", [env_id for env_id in ENV_IDS if env_id not in LLM_ENVS])
+def test_torchrl_gym_wrapper_takes_gymnasiums_sync_vector_env_under_same_step(env_id: str) -> None:
+    mode = AutoresetMode.SAME_STEP
+    check_torchrl_wraps(gym.make_vec(env_id, 3, vectorization_mode="sync", vector_kwargs={"autoreset_mode": mode}))
+
+
+def test_torchrl_one_hot_encoding_under_same_step_fails_on_any_discrete_observation_entry() -> None:
+    """Why ``categorical_action_encoding=True`` is needed under SAME_STEP (TorchRL 0.11's ``terminal_obs_reader``).
+
+    With one-hot encoding a ``Discrete`` entry of a ``Dict`` observation (our ``length`` and ``query_length``)
+    becomes a ``OneHot`` spec, and the reader of ``info["final_obs"]`` fills ``("final", key)`` with
+    ``spec.zero()`` (all zeros, not a one-hot) where no round ended and writes the raw integer where one did,
+    so ``check_env_specs`` fails "at root". Any env with a ``Discrete`` entry fails the same way: a toy one
+    does here; CartPole passes only because it has none. When this starts passing, TorchRL fixed its reader.
+    """
+    pytest.importorskip("torchrl", reason="TorchRL is not installed (pip install '.[torchrl]')")
+    from torchrl.envs import GymWrapper
+
+    class DiscreteEntry(gym.Env[dict[str, Any], int]):
+        observation_space = gym.spaces.Dict({"count": gym.spaces.Discrete(4)})
+        action_space = gym.spaces.Discrete(2)
+
+        def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict]:
+            self.count = 0
+            return {"count": 0}, {}
+
+        def step(self, action: int) -> tuple[Any, float, bool, bool, dict]:
+            self.count += 1
+            return {"count": self.count}, 1.0, self.count == 3, False, {}
+
+    toy = gym.vector.SyncVectorEnv([DiscreteEntry] * 2, autoreset_mode=AutoresetMode.SAME_STEP)
+    ours = gym.make_vec("TokenizedLinearBandit-v0", 2, autoreset_mode=AutoresetMode.SAME_STEP)
+    for vector_env in (toy, ours):
+        with pytest.raises(AssertionError, match="spec check failed at root"):
+            GymWrapper(vector_env)  # one-hot encoding (the default)
+        GymWrapper(vector_env, categorical_action_encoding=True)  # indices: fine
 
 
 def test_cleanrl_style_ppo_example_never_plays_a_masked_token(
