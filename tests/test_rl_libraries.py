@@ -191,7 +191,9 @@ def test_cleanrl_style_ppo_example_never_plays_a_masked_token(
     check_yardstick(capsys.readouterr().out, summary, example.Args.env_id)
 
 
-@pytest.mark.parametrize(("env_id", "agent"), [("TokenizedLinearBandit-v0", "eoful"), (ENV_IDS[-1], "random")])
+@pytest.mark.parametrize(
+    ("env_id", "agent"), [("TokenizedLinearBandit-v0", "eoful"), ("TokenizedMultiArmedBanditRandomTable-v0", "random")]
+)
 def test_minari_example_reads_back_exactly_what_the_agent_played(
     load_script: Callable[[str], ModuleType],
     env_id: str,

@@ -73,8 +73,9 @@ def measure_yardstick(
 ) -> Yardstick:
     """Play each of :data:`REFERENCE_AGENTS` online for ``rounds`` rounds on ``env_id``, once per seed.
 
-    Each run is :func:`~tokenized_bandit_gym.evaluation.run_online.run_online` on a fresh single env,
-    so the agents see the same queries and noise (common random numbers). A reference agent that cannot
+    Each run is :func:`~tokenized_bandit_gym.evaluation.run_online.run_online` on the single env (made
+    once: each run's ``reset(seed)`` reseeds its streams), so the agents see the same queries and noise
+    (common random numbers). A reference agent that cannot
     play the env (its ``reset`` refuses it, as ``tbg list`` reports) is replaced by the first of its
     :data:`STAND_INS` that can.
 
@@ -103,29 +104,25 @@ def measure_yardstick(
     kwargs = dict(env_kwargs or {})
     regret: dict[str, float] = {}
     stand_ins: dict[str, str] = {}
-    for name in REFERENCE_AGENTS:
-        env = gym.make(env_id, **kwargs)
+    env = gym.make(env_id, **kwargs)  # one instance for every run: reset(seed) reseeds its streams, as a fresh env's
+    try:
         task = Task.from_env(env, rounds)
-        refusals = []
-        for candidate in (name, *STAND_INS.get(name, ())):
-            try:
-                reset_as_a_run_does(make_agent(candidate), task, seeds[0])
-                break
-            except (TypeError, ValueError) as error:
-                refusals.append(f"{candidate}: {one_line(error)}")
-        else:
-            env.close()
-            raise ValueError(f"no reference agent for {name!r} plays {env_id!r} ({'; '.join(refusals)})")
+        for name in REFERENCE_AGENTS:
+            refusals = []
+            for candidate in (name, *STAND_INS.get(name, ())):
+                try:
+                    reset_as_a_run_does(make_agent(candidate), task, seeds[0])
+                    break
+                except (TypeError, ValueError) as error:
+                    refusals.append(f"{candidate}: {one_line(error)}")
+            else:
+                raise ValueError(f"no reference agent for {name!r} plays {env_id!r} ({'; '.join(refusals)})")
+            if candidate != name:
+                stand_ins[name] = candidate
+            finals = [run_online(env, make_agent(candidate), rounds, seed=seed).cumulative_regret[-1] for seed in seeds]
+            regret[candidate] = float(sum(finals) / len(finals))
+    finally:
         env.close()
-        if candidate != name:
-            stand_ins[name] = candidate
-        player = candidate
-        finals = []
-        for seed in seeds:
-            env = gym.make(env_id, **kwargs)
-            finals.append(float(run_online(env, make_agent(player), rounds, seed=seed).cumulative_regret[-1]))
-            env.close()
-        regret[player] = sum(finals) / len(finals)
     return Yardstick(env_id, kwargs, rounds, seeds, regret, stand_ins)
 
 
