@@ -10,6 +10,9 @@ What a CleanRL script needs to change for these envs, and nothing more:
 * the ``Dict`` observation is read by key (here the mask and the one-hot length), instead of
   ``FlattenObservation``.
 
+It ends with the yardstick line: PPO's cumulative regret over the rounds it played, beside Random's
+and EOFUL's over as many rounds on the same seed (:mod:`tokenized_bandit_gym.evaluation.yardstick`).
+
 Run: ``python examples/cleanrl_ppo.py`` (a minute on a CPU).
 """
 
@@ -22,6 +25,7 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 import tokenized_bandit_gym  # noqa: F401  (registers the env ids)
+from tokenized_bandit_gym.evaluation.yardstick import yardstick_line
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 
 
@@ -29,7 +33,7 @@ from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 class Args:
     """Command-line arguments."""
 
-    env_id: str = "TokenizedMultiArmedBandit-v0"
+    env_id: str = "TokenizedLinearBandit-v0"
     """a registered env id"""
     num_envs: int = 8
     """sub-envs of the native vector env"""
@@ -80,7 +84,7 @@ def main(args: Args) -> dict[str, float]:
     lengths, actions = torch.zeros(shape, dtype=torch.int64), torch.zeros(shape, dtype=torch.int64)
     log_probs, rewards, dones, values = (torch.zeros(shape) for _ in range(4))
     observation, _ = envs.reset(seed=args.seed)
-    mean_rewards, forced = [], 0
+    mean_rewards, forced, regrets = [], 0, []  # regrets: one per ended round, in the order they end
     for _ in range(args.num_updates):
         for step in range(args.num_steps):
             masks[step] = torch.as_tensor(observation["action_mask"])
@@ -88,7 +92,10 @@ def main(args: Args) -> dict[str, float]:
             with torch.no_grad():
                 actions[step], log_probs[step], _, values[step] = agent.act(masks[step], lengths[step])
             observation, reward, terminated, truncated, info = envs.step(actions[step].numpy())
-            forced += int(info["final_info"]["forced_eos"].sum()) if "final_info" in info else 0
+            if "final_info" in info:  # the rounds that ended in this step (SAME_STEP: their info is final_info)
+                ended = terminated | truncated
+                forced += int(info["final_info"]["forced_eos"][ended].sum())
+                regrets.extend(info["final_info"]["regret"][ended].tolist())
             forced += int(info["forced_eos"].sum())
             rewards[step], dones[step] = (
                 torch.as_tensor(reward, dtype=torch.float32),
@@ -123,7 +130,14 @@ def main(args: Args) -> dict[str, float]:
                 optimizer.step()
         print(f"{args.env_id}: mean reward per round {mean_rewards[-1]:.4f}")
     envs.close()
-    return {"first_mean_reward": mean_rewards[0], "last_mean_reward": mean_rewards[-1], "forced_eos": float(forced)}
+    print(yardstick_line("PPO (CleanRL-style)", sum(regrets), args.env_id, rounds=len(regrets), seeds=[args.seed]))
+    return {
+        "first_mean_reward": mean_rewards[0],
+        "last_mean_reward": mean_rewards[-1],
+        "forced_eos": float(forced),
+        "rounds": float(len(regrets)),
+        "cumulative_regret": float(sum(regrets)),
+    }
 
 
 if __name__ == "__main__":

@@ -3,8 +3,10 @@
 Every agent learns online on the same stream of queries and noise (same seed: common random
 numbers), its regret counted from round 1: the SB3 agents get no pre-training. EOFUL plays the
 tokenized linear bandit (TLB), GreedyETC the tokenized multi-armed bandit (TMAB); the random agent
-is the floor every learner must beat. The script prints each agent's cumulative regret and saves a
-plot of cumulative regret against rounds.
+is the floor every learner must beat. The script prints each agent's cumulative regret, saves a
+plot of cumulative regret against rounds, and ends with the yardstick line of each SB3 agent: its
+cumulative regret beside Random's and EOFUL's over the same rounds and seed
+(:mod:`tokenized_bandit_gym.evaluation.yardstick`; GreedyETC stands in for EOFUL on the TMAB).
 
     PYTHONPATH=. python examples/sb3_vs_eoful.py --rounds 300
     PYTHONPATH=. python examples/sb3_vs_eoful.py --arena   # all agents side by side in the PettingZoo arena
@@ -31,6 +33,7 @@ from tokenized_bandit_gym.adapters.pettingzoo_arena import TokenizedBanditArena 
 from tokenized_bandit_gym.evaluation.online_result import OnlineResult  # noqa: E402
 from tokenized_bandit_gym.evaluation.run_arena import run_arena  # noqa: E402
 from tokenized_bandit_gym.evaluation.run_online import run_online  # noqa: E402
+from tokenized_bandit_gym.evaluation.yardstick import REFERENCE_AGENTS, STAND_INS, measure_yardstick  # noqa: E402
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments  # noqa: E402
 from tokenized_bandit_gym.threads import use_small_work_threads
 
@@ -104,6 +107,13 @@ def main(args: Args) -> dict[str, dict[str, OnlineResult]]:
         figure.savefig(args.plot, dpi=120)
         plt.close(figure)
         print(f"\nsaved {args.plot}")
+    for env_id, by_agent in results.items():
+        references = {*REFERENCE_AGENTS, *(name for stand_ins in STAND_INS.values() for name in stand_ins)}
+        learners = [name for name in by_agent if name not in references and not name.startswith("oracle")]
+        if learners:
+            yardstick = measure_yardstick(env_id, args.rounds, [args.seed])
+            for name in learners:
+                print(yardstick.line(f"{name} (SB3)", float(by_agent[name].cumulative_regret[-1])))
     return results
 
 

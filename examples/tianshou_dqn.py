@@ -6,6 +6,10 @@ key Tianshou reads, ``obs.mask`` (``ActionMaskAlias``): with it the DQN's greedy
 epsilon-greedy actions are always allowed; without it masked tokens become the forced EOS at
 position L. PPO's actor here ignores the mask (the forced EOS stands in).
 
+It ends with the yardstick line: the learner's cumulative regret over the rounds it played (read
+from Tianshou's buffer), beside Random's and EOFUL's over as many rounds on the same seed
+(:mod:`tokenized_bandit_gym.evaluation.yardstick`).
+
 Run: ``python examples/tianshou_dqn.py`` (``--algorithm ppo``; ``pip install "tokenized-bandit-gym[tianshou]"``).
 """
 
@@ -28,6 +32,7 @@ from tianshou.utils.net.common import ModuleWithVectorOutput
 from tianshou.utils.net.discrete import DiscreteActor, DiscreteCritic
 
 import tokenized_bandit_gym  # noqa: F401  (registers the env ids)
+from tokenized_bandit_gym.evaluation.yardstick import yardstick_line
 from tokenized_bandit_gym.registration import LLM_ENVS
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 from tokenized_bandit_gym.wrappers import ActionMaskAlias
@@ -39,7 +44,7 @@ SMALL_LLM = {"max_length": 4, "top_k": 4}  # the LLM ids at a small size: short 
 class Args:
     """Command-line arguments."""
 
-    env_id: str = "TokenizedMultiArmedBandit-v0"
+    env_id: str = "TokenizedLinearBandit-v0"
     """a registered env id"""
     algorithm: str = "dqn"
     """"dqn" or "ppo\""""
@@ -69,8 +74,12 @@ class RoundFeatures(ModuleWithVectorOutput):
         return self.layers(torch.cat([mask, position], dim=1)), state
 
 
+def env_kwargs(args: Args) -> dict[str, int]:
+    return SMALL_LLM if args.env_id in LLM_ENVS else {}
+
+
 def make_env(args: Args) -> gym.Env:
-    env = gym.make(args.env_id, **(SMALL_LLM if args.env_id in LLM_ENVS else {}))
+    env = gym.make(args.env_id, **env_kwargs(args))
     return ActionMaskAlias(env) if args.mask else env
 
 
@@ -105,12 +114,16 @@ def main(args: Args) -> dict[str, float]:
     algorithm.run_training(params)
     stored = collector.buffer.info  # every step's info, as Tianshou stored it
     ended = np.asarray(stored.round_ended, dtype=bool)
+    regrets = np.asarray(stored.regret)[ended]  # one per ended round
     summary = {
         "rounds": float(ended.sum()),
         "forced_eos": float(np.asarray(stored.forced_eos).sum()),
-        "mean_regret": float(np.asarray(stored.regret)[ended].mean()),
+        "mean_regret": float(regrets.mean()),
+        "cumulative_regret": float(regrets.sum()),
     }
     print(f"{args.env_id} {args.algorithm}: {summary}")
+    learner = f"{args.algorithm.upper()} (Tianshou)"
+    print(yardstick_line(learner, float(regrets.sum()), args.env_id, len(regrets), [args.seed], env_kwargs(args)))
     return summary
 
 

@@ -18,12 +18,17 @@ module`` imports a module that does so), or listed by an installed distribution 
 
 from __future__ import annotations
 
+import ast
 import importlib
+import importlib.util
+import re
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from gymnasium.envs.registration import register, registry
+
+from tokenized_bandit_gym.suggestions import did_you_mean
 
 if TYPE_CHECKING:
     from tokenized_bandit_gym.agent import Agent
@@ -262,7 +267,10 @@ def load_agent_class(name: str) -> type:
         problem = _entry_point_problems.get(name)
         if problem is not None:
             raise AgentLoadError(f"agent {name!r} could not be registered: {problem}")
-        raise ValueError(f"unknown agent {name!r}; registered agents: {list_agents()} (or give 'package.module:Class')")
+        raise ValueError(
+            f"unknown agent {name!r}{did_you_mean(name, list_agents())}; registered agents: {list_agents()} "
+            "(or give 'package.module:Class')"
+        )
     module_name, class_name = parts
     source = repr(name) if entry_point == name else f"{name!r} ({entry_point!r})"
     try:
@@ -284,6 +292,49 @@ def load_agent_class(name: str) -> type:
             "or reset, act_batch and update_batch)"
         )
     return agent_class
+
+
+def _class_docstring_in_source(module_name: str, class_name: str) -> str | None:
+    """The docstring of ``class_name`` in the source of ``module_name``, read without running the module."""
+    try:
+        module_spec = importlib.util.find_spec(module_name)
+        if module_spec is None or module_spec.origin is None or not module_spec.origin.endswith(".py"):
+            return None
+        with open(module_spec.origin, encoding="utf-8") as source:
+            tree = ast.parse(source.read())
+    except (ImportError, ValueError, OSError, SyntaxError):
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            return ast.get_docstring(node)
+    return None
+
+
+def _plain_text(text: str) -> str:
+    """``text`` without reStructuredText markup: ``:class:`~a.B``` -> ``B``, ````x```` -> ``x``."""
+    text = re.sub(r":\w+:`~[\w.]*?(\w+)`", r"\1", text)
+    text = re.sub(r":\w+:`([^`]*)`", r"\1", text)
+    return text.replace("``", "")
+
+
+def agent_description(name: str) -> str:
+    """The first line of the agent's class docstring, as plain text ("" when there is none to read).
+
+    A module not imported yet is read, not imported (so ``tbg list`` imports no agent, hence no torch);
+    a module already imported (``--import``) gives its class's ``__doc__``.
+    """
+    _load_installed_entry_points()
+    parts = _split_entry_point(AGENT_ENTRY_POINTS.get(name, name))
+    if parts is None:
+        return ""
+    module_name, class_name = parts
+    module = sys.modules.get(module_name)
+    if module is not None:
+        docstring = getattr(getattr(module, class_name, None), "__doc__", None)
+    else:
+        docstring = _class_docstring_in_source(module_name, class_name)
+    lines = (docstring or "").strip().splitlines()
+    return _plain_text(lines[0].strip()) if lines else ""
 
 
 def make_agent(name: str, **kwargs: Any) -> Agent:

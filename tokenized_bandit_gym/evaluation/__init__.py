@@ -29,6 +29,9 @@ _LAZY = {
     "markdown_report": "leaderboard_report",
     "write_report": "leaderboard_report",
     "code_version": "provenance",
+    "Yardstick": "yardstick",
+    "measure_yardstick": "yardstick",
+    "yardstick_line": "yardstick",
 }
 
 __all__ = list(_LAZY)

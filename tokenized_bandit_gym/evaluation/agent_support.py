@@ -80,7 +80,8 @@ class AgentSupport:
         return [kind for kind, reason in self.reasons.items() if reason is None]
 
 
-def _one_line(error: BaseException) -> str:
+def one_line(error: BaseException) -> str:
+    """``"TypeName: first line of the message"`` of ``error``."""
     lines = str(error).strip().splitlines()
     return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__
 
@@ -115,18 +116,38 @@ def agent_support(name: str) -> AgentSupport:
     except AgentLoadError as error:
         return AgentSupport(name, {}, problem=str(error))
     except Exception as error:  # noqa: BLE001  (a user's agent may raise anything when built)
-        return AgentSupport(name, {}, problem=f"cannot be built without arguments ({_one_line(error)})")
+        return AgentSupport(name, {}, problem=f"cannot be built without arguments ({one_line(error)})")
     reasons: dict[str, str | None] = {}
     for kind, task in representative_tasks().items():
         try:
-            if callable(getattr(agent, "act_batch", None)):
-                agent.reset(task, 1, 0)
-            else:
-                agent.reset(task, 0)
+            reset_as_a_run_does(agent, task, 0)
             reasons[kind] = None
         except Exception as error:  # noqa: BLE001  (whatever the agent raises on this kind is the reason)
-            reasons[kind] = _one_line(error)
+            reasons[kind] = one_line(error)
     return AgentSupport(name, reasons)
+
+
+def reset_as_a_run_does(agent: Any, task: Any, seed: int | None) -> None:
+    """Start ``agent`` on ``task`` as a run does, then close it if it can be closed.
+
+    The run loops check the agent's feedback channel against the task's, then reset it: an Agent with
+    ``(task, seed)``, a BatchedAgent with its ``batch_size`` sub-envs (the vector env a run gives it).
+
+    Raises:
+        Exception: whatever the agent's check or ``reset`` raises: the reason it does not play ``task``.
+    """
+    from tokenized_bandit_gym.agent import check_feedback
+
+    check_feedback(agent, task)
+    try:
+        if callable(getattr(agent, "act_batch", None)):
+            agent.reset(task, getattr(agent, "batch_size", 1), seed)
+        else:
+            agent.reset(task, seed)
+    finally:
+        close = getattr(agent, "close", None)
+        if callable(close):
+            close()
 
 
 def declared_support(name: str) -> AgentSupport | None:

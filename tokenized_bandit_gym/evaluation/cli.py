@@ -238,10 +238,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     listing = commands.add_parser(
         "list",
-        help="registered env ids, and agents with the kinds of task they play",
+        help="registered env ids, and agents with what each does and the kinds of task it plays",
         description="Print the registered env ids, then every agent (built in, registered by --import, or "
         f"installed under the entry-point group {AGENT_ENTRY_POINT_GROUP}) with the kinds of task it plays "
-        "(linear, TMAB, LLM) and, for the others, why not (what the agent's reset raises on that kind's task).",
+        "(linear, TMAB, LLM), a line on what it does (its class docstring's first line) and, for the other kinds, "
+        "why not (what the agent's reset raises on that kind's task).",
     )
     _add_import_argument(listing)
     listing.add_argument(
@@ -265,7 +266,7 @@ def _command_list(args: argparse.Namespace) -> int:
 
     import tokenized_bandit_gym
     from tokenized_bandit_gym.evaluation.agent_support import TASK_KINDS, agent_support_table
-    from tokenized_bandit_gym.registration import entry_point_problems, list_agents
+    from tokenized_bandit_gym.registration import agent_description, entry_point_problems, list_agents
 
     import_user_modules(args.imports)
     ours = tokenized_bandit_gym.registered_ids()
@@ -282,6 +283,9 @@ def _command_list(args: argparse.Namespace) -> int:
             print(f"  {support.name:<{width}}  not usable: {support.problem}")
             continue
         print(f"  {support.name:<{width}}  {', '.join(support.supported) or 'none'}")
+        description = agent_description(support.name)
+        if description:
+            print(f"  {'':<{width}}    {description}")
         for kind, reason in support.reasons.items():
             if reason is not None:
                 print(f"  {'':<{width}}    not {kind}: {reason}")

@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from tokenized_bandit_gym.evaluation.leaderboard_spec import LeaderboardSpec, as_runs
 from tokenized_bandit_gym.evaluation.progress import ProgressCounter
 from tokenized_bandit_gym.evaluation.results_store import LeaseHolder, ResultsStore, StoreError
 from tokenized_bandit_gym.evaluation.run_failure import RunFailure
@@ -139,7 +140,7 @@ def pending_runs(runs: Sequence[RunSpec], store: ResultsStore) -> list[RunSpec]:
 
 
 def run_leaderboard(
-    runs: Sequence[RunSpec],
+    runs: Sequence[RunSpec] | LeaderboardSpec,
     store: ResultsStore,
     backend: str = "local",
     workers: int | None = None,
@@ -156,7 +157,8 @@ def run_leaderboard(
     played, so they split the work. Stored runs take the labels of ``runs``.
 
     Args:
-        runs: typically ``spec.runs()``.
+        runs: typically ``spec.runs()``, or the
+            :class:`~tokenized_bandit_gym.evaluation.leaderboard_spec.LeaderboardSpec` itself (all its runs).
         store: where results go.
         backend: ``"local"`` (worker processes) or ``"ray"``.
         workers: local worker processes (default: chosen by the local backend from the idle
@@ -172,7 +174,12 @@ def run_leaderboard(
 
     Raises:
         StoreError: the store fails its check (:meth:`ResultsStore.verify`); nothing is written to it.
+        TypeError: ``runs`` is not RunSpecs or a spec (``spec.runs`` without the call, say), or ``store`` is
+            not a :class:`ResultsStore`.
     """
+    runs = as_runs(runs)
+    if not isinstance(store, ResultsStore):
+        raise TypeError(f"store must be a ResultsStore (e.g. ResultsStore('results.sqlite')), got {store!r}")
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     log = log if log is not None else sys.stderr

@@ -37,15 +37,17 @@ before any run.
 
 from __future__ import annotations
 
+import inspect
 import math
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tokenized_bandit_gym.evaluation.run_record import ARRAY_NAMES
 from tokenized_bandit_gym.evaluation.run_spec import RunSpec, canonical_json
+from tokenized_bandit_gym.suggestions import did_you_mean
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -156,6 +158,25 @@ class LeaderboardSpec:
             return ""
 
 
+def as_runs(runs: object) -> list[RunSpec]:
+    """The runs of ``runs``: a :class:`LeaderboardSpec` (its :meth:`~LeaderboardSpec.runs`) or RunSpecs.
+
+    Raises:
+        TypeError: anything else, named (``spec.runs`` without the call is the usual slip).
+    """
+    if isinstance(runs, LeaderboardSpec):
+        return runs.runs()
+    if callable(runs):
+        raise TypeError(f"runs must be a list of RunSpec, got the callable {runs!r}: call it (spec.runs())")
+    if isinstance(runs, (str, bytes, Mapping)) or not hasattr(runs, "__iter__"):
+        raise TypeError(f"runs must be a list of RunSpec (e.g. spec.runs()) or a LeaderboardSpec, got {runs!r}")
+    listed = list(runs)  # type: ignore[call-overload]
+    for position, run in enumerate(listed):
+        if not isinstance(run, RunSpec):
+            raise TypeError(f"runs[{position}] must be a RunSpec (e.g. from spec.runs()), got {run!r}")
+    return listed
+
+
 def load_spec(path: str | Path, check_registry: bool = True) -> LeaderboardSpec:
     """Read and validate a TOML spec file.
 
@@ -184,7 +205,8 @@ def load_spec(path: str | Path, check_registry: bool = True) -> LeaderboardSpec:
         text = path.read_text(encoding="utf-8")
     except OSError as error:
         raise SpecError(
-            f"cannot read spec file {str(path)!r}: {error} (shipped specs, run by name: {shipped_spec_names()})"
+            f"cannot read spec file {str(path)!r}: {error}{did_you_mean(path.stem, shipped_spec_names())} "
+            f"(shipped specs, run by name: {shipped_spec_names()})"
         ) from error
     except UnicodeDecodeError as error:
         raise SpecError(
@@ -247,7 +269,9 @@ def _check_keys(where: str, table: Mapping[str, Any], allowed: set[str]) -> None
     for key in table:
         if key not in allowed:
             name = f"{where}.{key}" if where else key
-            raise SpecError(f"unknown field {name!r} (value {table[key]!r}); allowed: {sorted(allowed)}")
+            raise SpecError(
+                f"unknown field {name!r} (value {table[key]!r}){did_you_mean(key, allowed)}; allowed: {sorted(allowed)}"
+            )
 
 
 def _default_label(name: str, kwargs: Mapping[str, Any]) -> str:
@@ -367,7 +391,8 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>", check_registry: 
             for position, task_label in enumerate(only):
                 if task_label not in task_labels:
                     raise SpecError(
-                        f"{where}.tasks[{position}] {task_label!r} is not a task label; labels: {task_labels}"
+                        f"{where}.tasks[{position}] {task_label!r} is not a task label"
+                        f"{did_you_mean(task_label, task_labels)}; labels: {task_labels}"
                     )
             only = tuple(only)
         reference = entry.get("reference")
@@ -401,24 +426,87 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>", check_registry: 
     return spec
 
 
-# canonical JSON of (env id, kwargs) already built successfully in this process
+# canonical JSON of what was checked successfully in this process: (env id, kwargs) built, and
+# (task, agent, first seed) started as a run starts
 _VALID_ENVS: set[str] = set()
+_VALID_PLAYERS: set[str] = set()
+
+
+def _check_keywords(where: str, kwargs: Mapping[str, Any], target: Callable[..., Any], owner: str) -> None:
+    """Refuse a keyword that ``target`` does not take (unless it takes ``**kwargs``), naming the closest ones."""
+    try:
+        parameters = inspect.signature(target).parameters.values()
+    except (TypeError, ValueError):  # no signature to read (a builtin): the call itself will tell
+        return
+    if any(parameter.kind is inspect.Parameter.VAR_KEYWORD for parameter in parameters):
+        return
+    keyword = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    accepted = sorted(parameter.name for parameter in parameters if parameter.kind in keyword)
+    for key in kwargs:
+        if key not in accepted:
+            raise SpecError(
+                f"{where} {dict(kwargs)!r} are invalid for {owner}: {key!r} is not one of its keywords"
+                f"{did_you_mean(key, accepted)}; it takes {accepted}"
+            )
+
+
+def _named(label: str, name: str) -> str:
+    return repr(label) if label == name else f"{label!r} ({name!r})"
 
 
 def _check_against_registries(spec: LeaderboardSpec) -> None:
-    """Check names against the registries and build every env and agent once."""
+    """Check names against the registries, build every env and agent once, and start each agent on its tasks.
+
+    Starting an agent on a task (its feedback check and ``reset``, as a run begins) is what refuses an
+    agent that cannot play a task (EOFUL on a TMAB) here, before any run.
+    """
     import gymnasium as gym
+    from gymnasium.envs.registration import load_env_creator
 
     import tokenized_bandit_gym
     from tokenized_bandit_gym.core.tokenized_problem import TokenizedBanditProblem
+    from tokenized_bandit_gym.evaluation.agent_support import one_line, reset_as_a_run_does
     from tokenized_bandit_gym.registration import AgentLoadError, is_agent_reference, list_agents, load_agent_class
+    from tokenized_bandit_gym.task import Task
 
+    agent_classes = []
+    for index, entry in enumerate(spec.agents):
+        if not is_agent_reference(entry.name):
+            raise SpecError(
+                f"agent[{index}].name {entry.name!r} is not a registered agent{did_you_mean(entry.name, list_agents())}"
+                f"; registered: {list_agents()} (or give 'package.module:Class')"
+            )
+        try:
+            agent_class = load_agent_class(entry.name)
+        except AgentLoadError as error:
+            raise SpecError(f"agent[{index}].name {entry.name!r} cannot be used: {error}") from error
+        _check_keywords(f"agent[{index}].kwargs", entry.kwargs, agent_class, repr(entry.name))
+        try:
+            agent_class(**entry.kwargs)
+        except (TypeError, ValueError) as error:
+            raise SpecError(
+                f"agent[{index}].kwargs {entry.kwargs!r} are invalid for {entry.name!r}: {error}"
+            ) from error
+        agent_classes.append(agent_class)
     for index, task in enumerate(spec.tasks):
         if task.id not in gym.registry:
             known = sorted(tokenized_bandit_gym.registered_ids())
-            raise SpecError(f"task[{index}].id {task.id!r} is not a registered env id; registered: {known}")
+            raise SpecError(
+                f"task[{index}].id {task.id!r} is not a registered env id{did_you_mean(task.id, gym.registry)}; "
+                f"registered: {known}"
+            )
+        entry_point = gym.spec(task.id).entry_point
+        if isinstance(entry_point, str):
+            entry_point = load_env_creator(entry_point)
+        if callable(entry_point):
+            _check_keywords(f"task[{index}].kwargs", task.kwargs, entry_point, repr(task.id))
         identity = canonical_json([task.id, task.kwargs])
-        if identity in _VALID_ENVS:
+        players = []  # (agent index, agent entry, identity) of each agent playing this task not checked yet
+        for agent_index, agent in enumerate(spec.agents):
+            first_run = [task.id, task.kwargs, task.rounds, task.horizons, agent.name, agent.kwargs, spec.seeds[0]]
+            if (agent.tasks is None or task.label in agent.tasks) and canonical_json(first_run) not in _VALID_PLAYERS:
+                players.append((agent_index, agent, canonical_json(first_run)))
+        if identity in _VALID_ENVS and not players:
             continue
         try:
             env = gym.make(task.id, **task.kwargs)
@@ -438,22 +526,19 @@ def _check_against_registries(spec: LeaderboardSpec) -> None:
                     f"task[{index}].kwargs.render_mode {render_mode!r} is not supported by {task.id!r}: "
                     f"it renders {render_modes} (runs never render; leave render_mode out)"
                 )
+            _VALID_ENVS.add(identity)
+            for agent_index, agent, identity_of_player in players:
+                for horizon in (task.rounds, *task.horizons):
+                    try:
+                        reset_as_a_run_does(
+                            agent_classes[agent_index](**agent.kwargs), Task.from_env(env, horizon), spec.seeds[0]
+                        )
+                    except Exception as error:  # noqa: BLE001  (what the agent raises here, its first run would raise)
+                        raise SpecError(
+                            f"agent[{agent_index}] {_named(agent.label, agent.name)} cannot play task[{index}] "
+                            f"{_named(task.label, task.id)}: {one_line(error)}. `tbg list` shows the kinds of task "
+                            f"each agent plays; name the tasks it can play in agent[{agent_index}].tasks"
+                        ) from error
+                _VALID_PLAYERS.add(identity_of_player)
         finally:
             env.close()
-        _VALID_ENVS.add(identity)
-    for index, entry in enumerate(spec.agents):
-        if not is_agent_reference(entry.name):
-            raise SpecError(
-                f"agent[{index}].name {entry.name!r} is not a registered agent; registered: {list_agents()} "
-                "(or give 'package.module:Class')"
-            )
-        try:
-            agent_class = load_agent_class(entry.name)
-        except AgentLoadError as error:
-            raise SpecError(f"agent[{index}].name {entry.name!r} cannot be used: {error}") from error
-        try:
-            agent_class(**entry.kwargs)
-        except (TypeError, ValueError) as error:
-            raise SpecError(
-                f"agent[{index}].kwargs {entry.kwargs!r} are invalid for {entry.name!r}: {error}"
-            ) from error

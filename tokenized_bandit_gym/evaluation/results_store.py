@@ -633,8 +633,8 @@ class ResultsStore:
         query = "SELECT part, checksum FROM run_checksums WHERE run_key = ?"
         return dict(self._connection.execute(query, (key,)).fetchall())
 
-    def records(self, keys: Iterable[str] | None = None) -> Iterator[RunRecord]:
-        """Every sound stored run (or those with ``keys``), in insertion order.
+    def records(self, keys: Iterable[str | RunSpec] | None = None) -> Iterator[RunRecord]:
+        """Every sound stored run (or those with ``keys``: run keys, or the RunSpecs themselves), in insertion order.
 
         Each run is checked against its checksums as it is read. A damaged run is left out and
         listed in :attr:`damaged` (``run_key -> what is wrong``), as is a run that the checksum
@@ -642,8 +642,9 @@ class ResultsStore:
 
         Raises:
             StoreError: SQLite cannot read the file (a damaged page in the store's structure).
+            TypeError: ``keys`` holds something that is neither a run key nor a RunSpec.
         """
-        wanted = None if keys is None else set(keys)
+        wanted = None if keys is None else {_run_key(key) for key in keys}
         self.damaged = {}
         try:
             rows, names, checksums = self._snapshot()
@@ -725,6 +726,15 @@ class ResultsStore:
         runs = self._connection.execute("SELECT * FROM runs ORDER BY run_key").fetchall()
         arrays = self._connection.execute("SELECT * FROM run_arrays ORDER BY run_key, name").fetchall()
         return runs + arrays
+
+
+def _run_key(key: object) -> str:
+    """The run key of ``key``: a run key itself, or a RunSpec's."""
+    if isinstance(key, RunSpec):
+        return key.key
+    if not isinstance(key, str):
+        raise TypeError(f"records() takes run keys or RunSpecs (e.g. spec.runs()), got {key!r}")
+    return key
 
 
 def _damage(
