@@ -28,10 +28,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tokenized_bandit_gym.evaluation.leaderboard import (
     BENCHMARKS,
     GROWTH_WINDOW_START,
+    HorizonPoints,
     Leaderboard,
+    RegretCurve,
     TaskAgentRow,
 )
 from tokenized_bandit_gym.evaluation.regret_plots import BAND, close_figure, plot_all, plot_horizons, plot_task
@@ -403,6 +407,53 @@ def _json_value(value: Any) -> Any:
     return value
 
 
+# JSON key -> attribute of the plotted series: horizon points (HorizonPoints) and regret curves (RegretCurve).
+HORIZON_SERIES = {"horizons": "horizons", "mean": "mean", "ci_low": "low", "ci_high": "high"}
+CURVE_SERIES = {"rounds": "rounds", "mean": "mean", "ci_low": "low", "ci_high": "high"}
+
+
+def _series(points: HorizonPoints | RegretCurve, keys: dict[str, str]) -> dict[str, list[Any]]:
+    return {key: [_json_value(value) for value in getattr(points, name).tolist()] for key, name in keys.items()}
+
+
+def _arrays(entry: dict[str, Any], keys: dict[str, str]) -> dict[str, np.ndarray]:
+    return {
+        name: np.array([math.nan if value is None else value for value in entry[key]]) for key, name in keys.items()
+    }
+
+
+def plotted_leaderboard(document: dict[str, Any]) -> Leaderboard:
+    """What the plots need of a leaderboard, read back from its ``leaderboard.json`` (``document``).
+
+    The curves, horizon points, roles and theory exponents come back; the tables do not (``rows``,
+    ``aggregate`` and ``records`` are empty), so the result can be drawn (:func:`plot_all`) but not reported.
+    """
+    return Leaderboard(
+        title=document["title"],
+        tasks=list(document["tasks"]),
+        agents=list(document["agents"]),
+        rows=[],
+        aggregate=[],
+        improvement={},
+        curves={
+            task: {agent: RegretCurve(**_arrays(entry, CURVE_SERIES)) for agent, entry in by_agent.items()}
+            for task, by_agent in document["curves"].items()
+        },
+        records=[],
+        task_seeds={task: list(seeds) for task, seeds in document["task_seeds"].items()},
+        reference_agents=set(document["reference_agents"]),
+        theory_exponents=dict(document["theory_exponents"]),
+        horizon_points={
+            task: {
+                agent: HorizonPoints(**_arrays(entry, HORIZON_SERIES), seeds=int(entry["seeds"]))
+                for agent, entry in by_agent.items()
+            }
+            for task, by_agent in document["horizons"].items()
+        },
+        theory_tasks=set(document["theory_tasks"]),
+    )
+
+
 def write_report(leaderboard: Leaderboard, out_dir: str | Path) -> dict[str, Path]:
     """Write every output (see the module docstring) into ``out_dir``; returns name -> path."""
     out = Path(out_dir)
@@ -488,18 +539,14 @@ def write_report(leaderboard: Leaderboard, out_dir: str | Path) -> dict[str, Pat
         "provenance": leaderboard.provenance,
         "horizons": {
             task: {
-                agent: {
-                    name: [_json_value(value) for value in values.tolist()]
-                    for name, values in (
-                        ("horizons", points.horizons),
-                        ("mean", points.mean),
-                        ("ci_low", points.low),
-                        ("ci_high", points.high),
-                    )
-                }
-                for agent, points in by_agent.items()
+                agent: {**_series(points, HORIZON_SERIES), "seeds": points.seeds} for agent, points in by_agent.items()
             }
             for task, by_agent in leaderboard.horizon_points.items()
+        },
+        "task_seeds": leaderboard.task_seeds,
+        "curves": {
+            task: {agent: _series(curve, CURVE_SERIES) for agent, curve in by_agent.items()}
+            for task, by_agent in leaderboard.curves.items()
         },
         "spec": leaderboard.spec_text,
         "summary": summary,
