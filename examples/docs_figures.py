@@ -123,6 +123,27 @@ def draw_ratio_summary(results: dict[str, Any], path: Path) -> None:
     plt.close(figure)
 
 
+def draw_ddmc(results: dict[str, Any], path: Path) -> None:
+    """The DDMC diagnostics (``tbg ddmc --json``): each distance against the common-suffix length."""
+    from tokenized_bandit_gym.evaluation.ddmc import plot_ddmc_report
+    from tokenized_bandit_gym.evaluation.ddmc.ddmc_report import DDMCReport
+
+    plot_ddmc_report(DDMCReport.from_dict(results), path, dpi=DPI)
+
+
+def ddmc_compute(arguments: list[str]) -> Callable[[Path, bool], Path]:
+    """A ``compute`` that runs ``tbg ddmc`` with ``arguments`` (small: 3 items, 10 resamples, stories260K)."""
+
+    def compute(out: Path, small: bool) -> Path:
+        chosen = ["--max-items", "3", "--num-bootstrap", "10"] if small else arguments
+        command = [sys.executable, "-m", "tokenized_bandit_gym.evaluation.cli", "ddmc", *chosen]
+        _run([*command, "--json", str(out / "ddmc.json")], ROOT)
+        return out / "ddmc.json"
+
+    compute.__doc__ = f"tbg ddmc {' '.join(arguments)} --json FILE"
+    return compute
+
+
 def _run(command: list[str], cwd: Path) -> None:
     completed = subprocess.run(
         command, cwd=cwd, capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg"}
