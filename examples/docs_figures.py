@@ -218,7 +218,7 @@ def script_compute(script: str, arguments: list[str], small_arguments: list[str]
         _run([sys.executable, str(ROOT / "examples" / f"{script}.py"), *chosen, "--out-dir", str(out)], ROOT)
         return out / output
 
-    compute.__doc__ = f"python examples/{script}.py {' '.join(arguments)} --out-dir DIR (writes DIR/{output})"
+    compute.__doc__ = " ".join(["python", f"examples/{script}.py", *arguments, f"--out-dir DIR (writes DIR/{output})"])
     return compute
 
 
@@ -260,6 +260,11 @@ def _ratio(name: str, arguments: list[str]) -> DocsFigure:
     return DocsFigure(name, draw_ratio, script_compute("reproduce_ratio", arguments, SMALL_LLM, "ratio.json"))
 
 
+def _ddmc(name: str, model: str, dataset: str, items: str, resamples: str) -> DocsFigure:
+    arguments = ["--model", model, "--dataset", dataset, "--max-items", items, "--num-bootstrap", resamples]
+    return DocsFigure(name, draw_ddmc, ddmc_compute(arguments))
+
+
 TABLES = "the numbers of docs/REPRODUCTION.md's table (the run's per-round JSON was not kept)"
 NOT_STORED = "numbers not stored in the repository: recompute with the command, then store its JSON here"
 
@@ -299,41 +304,10 @@ FIGURES: dict[str, DocsFigure] = {
             note=TABLES,
             command="python examples/reproduce_ratio.py --from-regret runs/regret_smollm2_T1000/regret.json",
         ),
-        DocsFigure(
-            "ddmc_truthfulqa_stories260K",
-            None,
-            None,
-            results_stored=False,
-            note=NOT_STORED,
-            command="python examples/validate_ddmc.py --max-items 300 --num-bootstrap 1000 --plot FILE",
-        ),
-        DocsFigure(
-            "ddmc_hh-rlhf_stories260K",
-            None,
-            None,
-            results_stored=False,
-            note=NOT_STORED,
-            command="python examples/validate_ddmc.py --dataset hh-rlhf --max-items 300 --num-bootstrap 200 "
-            "--plot FILE",
-        ),
-        DocsFigure(
-            "ddmc_truthfulqa_smollm2",
-            None,
-            None,
-            results_stored=False,
-            note=NOT_STORED,
-            command="tbg ddmc --model smollm2-135m-instruct --dataset truthfulqa --max-items 50 --num-bootstrap 200 "
-            "--plot FILE --json FILE",
-        ),
-        DocsFigure(
-            "ddmc_hh-rlhf_smollm2",
-            None,
-            None,
-            results_stored=False,
-            note=NOT_STORED,
-            command="tbg ddmc --model smollm2-135m-instruct --dataset hh-rlhf --max-items 50 --num-bootstrap 200 "
-            "--plot FILE --json FILE",
-        ),
+        _ddmc("ddmc_truthfulqa_stories260K", "stories260K", "truthfulqa", "300", "1000"),
+        _ddmc("ddmc_hh-rlhf_stories260K", "stories260K", "hh-rlhf", "300", "200"),
+        _ddmc("ddmc_truthfulqa_smollm2", "smollm2-135m-instruct", "truthfulqa", "50", "200"),
+        _ddmc("ddmc_hh-rlhf_smollm2", "smollm2-135m-instruct", "hh-rlhf", "50", "200"),
         DocsFigure(
             "alignment_smollm2",
             None,
