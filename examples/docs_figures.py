@@ -86,6 +86,11 @@ def draw_ratio(results: dict[str, Any], path: Path) -> None:
     example("reproduce_ratio").plot(results, str(path))
 
 
+def draw_pairwise(results: dict[str, Any], path: Path) -> None:
+    """Pairwise feedback (``pairwise_alignment.py``'s ``pairwise.json``): regret and preference rates."""
+    example("pairwise_alignment").plot(results, str(path))
+
+
 def draw_ratio_summary(results: dict[str, Any], path: Path) -> None:
     """Assumption 4's ratio per seed, both norms: the largest and the mean ratio over the rounds, and the threshold.
 
@@ -223,6 +228,7 @@ def script_compute(script: str, arguments: list[str], small_arguments: list[str]
 
 
 SMALL_LLM = ["--rounds", "4", "--max-length", "3", "--top-k", "3"]
+SMALL_PAIRWISE = [*SMALL_LLM, "--tlb-rounds", "10"]
 
 
 @dataclass(frozen=True)
@@ -318,11 +324,8 @@ FIGURES: dict[str, DocsFigure] = {
         ),
         DocsFigure(
             "pairwise_stories260K",
-            None,
-            None,
-            results_stored=False,
-            note=NOT_STORED,
-            command="python examples/pairwise_alignment.py --rounds 30 --figure FILE",
+            draw_pairwise,
+            script_compute("pairwise_alignment", ["--rounds", "30"], SMALL_PAIRWISE, "pairwise.json"),
         ),
         DocsFigure(
             "pairwise_smollm2",
