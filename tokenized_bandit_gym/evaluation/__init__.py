@@ -26,8 +26,10 @@ _LAZY = {
     "run_leaderboard": "leaderboard_runner",
     "Leaderboard": "leaderboard",
     "build_leaderboard": "leaderboard",
+    "Claim": "leaderboard_claims",
     "markdown_report": "leaderboard_report",
     "write_report": "leaderboard_report",
+    "plotted_leaderboard": "leaderboard_report",
     "code_version": "provenance",
 }
 
