@@ -273,10 +273,12 @@ def plot(results: dict[str, Any], path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    for name, run in results["runs"].items():
+    figure, (left, right) = plt.subplots(1, 2, figsize=(12, 5))
+    colours = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00")  # Okabe-Ito: colour-blind safe
+    for index, (name, run) in enumerate(results["runs"].items()):
         rounds = np.arange(1, len(run["regret"]) + 1)
-        line = left.plot(rounds, np.cumsum(run["regret"]), label=AGENTS[name][0])[0]
+        colour = colours[index % len(colours)]
+        line = left.plot(rounds, np.cumsum(run["regret"]), color=colour, linewidth=2, label=AGENTS[name][0])[0]
         if AGENTS[name][1] == "pairwise":
             left.plot(
                 rounds,
@@ -285,24 +287,26 @@ def plot(results: dict[str, Any], path: str) -> None:
                 color=line.get_color(),
                 label=f"{AGENTS[name][0]}: first response",
             )
-    left.set_xlabel("round t")
-    left.set_ylabel("cumulative regret")
-    left.set_title("Regret (pairwise: dueling regret; dashed: first response)")
-    left.legend(fontsize=7)
+    left.set_xlabel("round t", fontsize=11)
+    left.set_ylabel("cumulative regret", fontsize=11)
+    left.set_title("Regret\n(pairwise: dueling regret; dashed: first response)", fontsize=11)
+    left.legend(fontsize=10)
+    left.tick_params(labelsize=10)
     names = list(results["summary"])
     right.bar(
-        [AGENTS[name][0] for name in names],
+        [AGENTS[name][0].replace(" (", "\n(") for name in names],
         [results["summary"][name]["preference_probability_over_misaligned"] for name in names],
+        color="#0072B2",
     )
     right.axhline(0.5, color="gray", linestyle="--", linewidth=1)
-    right.set_ylabel("P(preferred over Misaligned greedy)")
-    right.set_title("Bradley-Terry preference over Misaligned greedy's response")
-    right.tick_params(axis="x", labelsize=7)
+    right.set_ylabel("P(preferred over Misaligned greedy)", fontsize=11)
+    right.set_title("Bradley-Terry preference\nover Misaligned greedy's response", fontsize=11)
+    right.tick_params(labelsize=10)
     settings = results["settings"]
     figure.suptitle(
         f"{settings['model']}, L = {settings['max_length']} (fixed), top-{settings['top_k']}, "
         f"T = {settings['rounds']}, tau = {settings['preference_temperature']}",
-        fontsize=9,
+        fontsize=12,
     )
     figure.tight_layout()
     figure.savefig(path, dpi=100)

@@ -193,9 +193,8 @@ def main(args: Args) -> dict[str, Any]:
         agent, formatting = run_eoful(args)
     summary: dict[str, Any] = {"settings": dataclasses.asdict(args), "code_version": made_by, "formatting": formatting}
     print(f"queries: {summary['formatting']}")
-    series = {}
     for norm in NORMS:
-        ratio_max, ratio_mean = series[norm] = ratio_series(agent, norm)
+        ratio_max, ratio_mean = ratio_series(agent, norm)
         stats = summarize(ratio_max, ratio_mean, args.threshold)
         summary[norm] = {"ratio_max": ratio_max.tolist(), "ratio_mean": ratio_mean.tolist(), **stats}
         print(
@@ -205,7 +204,7 @@ def main(args: Args) -> dict[str, Any]:
         )
     if args.out_dir:
         os.makedirs(args.out_dir, exist_ok=True)
-        plot(series, args, os.path.join(args.out_dir, "ratio.png"))
+        plot(summary, os.path.join(args.out_dir, "ratio.png"))
         path = os.path.join(args.out_dir, "ratio.json")
         write_json_atomically(path, summary)
         print(f"wrote {args.out_dir}/ratio.png and ratio.json")
@@ -252,30 +251,38 @@ def run_eoful(args: Args) -> tuple[Any, str]:
     return agent, env.unwrapped.problem.prompt_formatting
 
 
-def plot(series: dict[str, tuple[np.ndarray, np.ndarray]], args: Args, path: str) -> None:
-    """One panel per norm: the per-round max and mean ratio over positions, and the paper's threshold."""
+def plot(summary: dict[str, Any], path: str) -> None:
+    """One panel per norm: the per-round max and mean ratio over positions, and the paper's threshold; 1,100 px wide.
+
+    ``summary`` is ratio.json's content (``main``'s return value).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(1, len(series), figsize=(4.2 * len(series), 3.2), squeeze=False)
-    for axis, (norm, (ratio_max, ratio_mean)) in zip(axes[0], series.items(), strict=True):
+    settings = summary["settings"]
+    threshold = settings["threshold"]
+    figure, axes = plt.subplots(1, len(NORMS), figsize=(11.0, 4.4), squeeze=False)
+    for axis, norm in zip(axes[0], NORMS, strict=True):
+        ratio_max, ratio_mean = np.asarray(summary[norm]["ratio_max"]), np.asarray(summary[norm]["ratio_mean"])
         t = np.arange(1, ratio_max.shape[0] + 1)
-        axis.plot(t, ratio_max, label="Max Ratio", linewidth=0.8)
-        axis.plot(t, ratio_mean, label="Mean Ratio", linewidth=0.8)
-        axis.axhline(args.threshold, color="k", linestyle="--", linewidth=0.8, label=f"{args.threshold} (paper)")
-        axis.set_xlabel("round t")
-        axis.set_ylabel("ratio over positions l")
-        axis.set_title(NORM_LABELS[norm], fontsize=8)
-        axis.legend(fontsize=7)
+        axis.plot(t, ratio_max, color="#0072B2", label="max ratio", linewidth=1.4)
+        axis.plot(t, ratio_mean, color="#E69F00", label="mean ratio", linewidth=1.4)
+        axis.axhline(threshold, color="k", linestyle="--", linewidth=1.0, label=f"{threshold} (paper)")
+        axis.set_xlabel("round t", fontsize=11)
+        axis.set_ylabel("ratio over positions l", fontsize=11)
+        axis.tick_params(labelsize=11)
+        axis.set_title(NORM_LABELS[norm], fontsize=11)
+        axis.legend(fontsize=10)
     figure.suptitle(
-        f"EOFUL on {args.model}, L={args.max_length}, top-{args.top_k}, gamma={args.gamma}, "
-        f"value map {args.value_map}; one run, seed {args.seed}; max and mean over positions l per round",
-        fontsize=9,
+        f"Assumption 4's ratio: EOFUL on {settings['model']}, L = {settings['max_length']}, top-{settings['top_k']}, "
+        f"gamma = {settings['gamma']}, value map {settings['value_map']}; one run, seed {settings['seed']}\n"
+        "max and mean over positions l in each round",
+        fontsize=12,
     )
     figure.tight_layout()
-    figure.savefig(path, dpi=72)
+    figure.savefig(path, dpi=100)
     plt.close(figure)
 
 

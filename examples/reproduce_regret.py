@@ -337,7 +337,7 @@ def main(args: Args) -> dict[str, Any]:
     print(f"{args.bound_scale} x bound c L sqrt(d T log T) at T={args.rounds}: {bound[-1]:.1f}")
     if args.out_dir:
         os.makedirs(args.out_dir, exist_ok=True)
-        plot(results, t, bound, os.path.join(args.out_dir, "regret.png"))
+        plot(results, os.path.join(args.out_dir, "regret.png"))
         write_json_atomically(json_path, results)
         print(f"wrote {args.out_dir}/regret.png and regret.json")
     return results
@@ -439,7 +439,14 @@ def play_rows(
     return [(np.cumsum(regret[row]), agent) for row, agent in enumerate(agents)]
 
 
-def plot(results: dict[str, Any], t: np.ndarray, bound: np.ndarray, path: str) -> None:
+def plot(results: dict[str, Any], path: str) -> None:
+    """Each agent's mean cumulative regret (band: min-max over seeds) and the scaled bound, 1,100 px wide.
+
+    ``results`` is regret.json's content; where it has ``rounds`` (the rounds its curves are given at, as
+    in docs/results/ where only a table's checkpoints were kept) the curves are drawn at those rounds,
+    else at every round. The y-range is set by the agents: the scaled bound, far above them at this
+    scale, is drawn clipped and its legend entry says where it ends.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -447,23 +454,64 @@ def plot(results: dict[str, Any], t: np.ndarray, bound: np.ndarray, path: str) -
 
     settings = results["settings"]
     seeds = settings["seeds"]
-    figure, axis = plt.subplots(figsize=(4.5, 3.2))
-    for name, entry in results["agents"].items():
-        (line,) = axis.plot(t, entry["cumulative_regret"], label=AGENT_LABELS.get(name, name))
-        if len(seeds) > 1:
+    agents = results["agents"]
+    first = next(iter(agents.values()))["cumulative_regret"]
+    t = np.asarray(results.get("rounds", np.arange(1, len(first) + 1)), dtype=np.float64)
+    shape = np.sqrt(np.maximum(t, 2.0) * np.log(np.maximum(t, 2.0)))  # c L sqrt(d t log t) up to its constant
+    bound = results["scaled_bound_final"] * shape / shape[-1]
+    figure, axis = plt.subplots(figsize=(10.0, 5.0))
+    marker = "o" if "rounds" in results else None
+    colours = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00")
+    values = []
+    for index, (name, entry) in enumerate(agents.items()):
+        colour = colours[index % len(colours)]
+        axis.plot(
+            t,
+            entry["cumulative_regret"],
+            marker=marker,
+            color=colour,
+            linewidth=2.2,
+            label=AGENT_LABELS.get(name, name),
+        )
+        values.append(entry["cumulative_regret"])
+        if len(seeds) > 1 and "cumulative_regret_min" in entry:
             low, high = entry["cumulative_regret_min"], entry["cumulative_regret_max"]
-            axis.fill_between(t, low, high, color=line.get_color(), alpha=0.2)
-    axis.plot(t, bound, "k--", label=f"{settings['bound_scale']} x bound")
-    axis.set_xlabel("round t")
-    axis.set_ylabel("cumulative regret vs oracle greedy")
-    runs = f"mean of seeds {seeds} (band: min-max)" if len(seeds) > 1 else f"one run, seed {seeds[0]}"
-    axis.set_title(
-        f"{settings['model']}, L={settings['max_length']}, top-{settings['top_k']}, gamma={settings['gamma']}; {runs}",
-        fontsize=8,
+            axis.fill_between(t, low, high, color=colour, alpha=0.15, linewidth=0)
+            values += [low, high]
+        if "final_cumulative_regret_per_seed" in entry:
+            finals = entry["final_cumulative_regret_per_seed"]
+            axis.scatter([t[-1]] * len(finals), finals, color=colour, marker="x", s=40, zorder=3)
+            values.append(finals)
+    low, high = (
+        float(np.min(np.concatenate([np.ravel(v) for v in values]))),
+        float(np.max(np.concatenate([np.ravel(v) for v in values]))),
     )
-    axis.legend(fontsize=7)
+    span = max(high - min(low, 0.0), 1e-9)
+    top = high + 0.1 * span
+    off_scale = bound[-1] > top
+    bound_label = f"{settings['bound_scale']} x bound c L sqrt(d T log T)"
+    bound_label += f" (off scale: {bound[-1]:,.0f} at T = {int(t[-1]):,})" if off_scale else ""
+    axis.plot(t, bound, "k--", linewidth=1.2, label=bound_label)
+    axis.set_ylim(min(low, 0.0) - 0.1 * span, top)
+    axis.axhline(0.0, color="#999999", linewidth=0.8)
+    axis.set_xlabel("round t", fontsize=12)
+    axis.set_ylabel("cumulative regret vs oracle greedy", fontsize=12)
+    axis.tick_params(labelsize=11)
+    axis.grid(alpha=0.3)
+    banded = any("cumulative_regret_min" in entry for entry in agents.values())
+    runs = (
+        f"mean of seeds {', '.join(str(s) for s in seeds)} ({'band: min-max; ' if banded else ''}x: each seed's R(T))"
+    )
+    runs = runs if len(seeds) > 1 else f"one run, seed {seeds[0]}"
+    source = f"\n{results['source']}" if results.get("source") else ""
+    axis.set_title(
+        f"Regret on {settings['model']}, L = {settings['max_length']}, top-{settings['top_k']}, "
+        f"gamma = {settings['gamma']}\n{runs}{source}",
+        fontsize=12,
+    )
+    axis.legend(fontsize=11, loc="best")
     figure.tight_layout()
-    figure.savefig(path, dpi=80)
+    figure.savefig(path, dpi=110)
     plt.close(figure)
 
 

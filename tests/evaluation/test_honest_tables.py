@@ -11,7 +11,7 @@ import pytest
 
 from tests.evaluation.records import make_record
 from tokenized_bandit_gym.evaluation.leaderboard import BENCHMARKS, build_leaderboard
-from tokenized_bandit_gym.evaluation.leaderboard_report import markdown_report, write_report
+from tokenized_bandit_gym.evaluation.leaderboard_report import CLAIMS_TITLE, markdown_report, write_report
 from tokenized_bandit_gym.evaluation.leaderboard_spec import parse_spec
 
 SEEDS = (0, 1, 2)
@@ -122,7 +122,10 @@ def test_the_page_opens_with_a_three_line_headline(tmp_path: Path) -> None:
     paths = write_report(board, tmp_path)
     html = paths["html"].read_text(encoding="utf-8")
     body = html[html.index("<body>") :]
-    assert body.index('class="headline"') < body.index('class="note"')  # before the definitions
-    assert markdown_report(board).splitlines()[2] == leader + "  "
+    # The claims block opens the page; the headline follows it, before the definitions and any table.
+    assert body.index('id="claims"') < body.index('class="headline"') < body.index('class="note"')
+    lines = markdown_report(board).splitlines()
+    assert lines[2] == f"## {CLAIMS_TITLE}" and "These runs test none of the paper's claims" in lines[4]
+    assert lines[6] == leader + "  " and all(not line.startswith("| ") for line in lines[:6])
     document = json.loads(paths["json"].read_text(encoding="utf-8"))
     assert document["headline"] == board.headline and document["benchmarks"] == {"A": "exact"}

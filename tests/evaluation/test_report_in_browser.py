@@ -1,7 +1,8 @@
 """The HTML leaderboard rendered by a real headless Chromium (Debian's ``chromium``; skipped without one).
 
 ``.ci/run`` installs the browser, so this runs in CI. The page must stand alone (copied where no other
-report file is), show the reference rows and the exponent columns, and draw its plots.
+report file is), show the reference rows and the exponent columns, and draw its plots; the paper's claims fill
+its first screen at 1400 and 800 px, and the legends are at least 10 px at 1400.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from tests.evaluation.records import make_record
 from tokenized_bandit_gym.evaluation.leaderboard import build_leaderboard
 from tokenized_bandit_gym.evaluation.leaderboard_report import write_report
 from tokenized_bandit_gym.evaluation.leaderboard_spec import parse_spec
+from tokenized_bandit_gym.evaluation.regret_plots import LEGEND_POINTS, TICK_POINTS
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 
@@ -85,9 +87,13 @@ def test_page_renders_reference_rows_exponents_and_plots(tmp_path: Path) -> None
         timeout=120,
         check=True,
     ).stdout
-    assert dom.count("<table") == 4  # all tasks, A, B, probability of improvement
-    # The page opens with the three-line headline (leader, margin, confidence), before any definition.
-    headline = re.search(r'<h1>[^<]*</h1><p class="headline">(.*?)</p>', dom)
+    assert dom.count("<table") == 5  # the claims, A, B, all tasks, probability of improvement
+    # The page opens with the claims block, then the three-line headline (leader, margin, confidence).
+    claims = re.search(r'<h1>[^<]*</h1><section id="claims">(.*?)</section><p class="headline">(.*?)</p>', dom)
+    assert claims is not None
+    assert "the spec's theory exponent: learner's regret grows like sqrt(T) up to logs" in claims.group(1)
+    assert re.search(r"<td>(consistent|not consistent|not settled)</td>", claims.group(1))
+    headline = re.search(r'<p class="headline">(.*?)</p>', dom)
     assert headline is not None
     lines = headline.group(1).split("<br>")
     assert [line.split(":")[0] for line in lines] == ["Leader", "Margin", "Confidence"]
@@ -119,3 +125,38 @@ def test_page_renders_reference_rows_exponents_and_plots(tmp_path: Path) -> None
     assert colourful.mean() > 0.002
     # The overview figure sits near the top: coloured pixels within the first 1,200 rows.
     assert colourful[:1200].mean() > 0.002
+
+
+# Reports where the claims block sits and how much each inline figure is scaled, once the page is laid out.
+LAYOUT_PROBE = """<script>
+const claims = document.getElementById("claims").getBoundingClientRect();
+const scales = Array.from(document.querySelectorAll("figure svg")).map(
+  (svg) => svg.getBoundingClientRect().width / svg.width.baseVal.value);
+document.body.dataset.claimsTop = claims.top;
+document.body.dataset.claimsBottom = claims.bottom;
+document.body.dataset.viewport = window.innerHeight;
+document.body.dataset.overviewScale = scales[0];
+document.body.dataset.smallestScale = Math.min(...scales);
+</script>"""
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_the_claims_block_is_in_the_first_screen_and_legends_are_readable(tmp_path: Path, width: int) -> None:
+    executable = browser()
+    page = report_page(tmp_path)
+    probed = page.with_name("probed.html")
+    probed.write_text(page.read_text(encoding="utf-8").replace("</body>", LAYOUT_PROBE + "</body>"), encoding="utf-8")
+    dom = subprocess.run(
+        [executable, *flags(tmp_path / "profile"), f"--window-size={width},900", "--dump-dom", probed.as_uri()],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    layout = dict(re.findall(r'data-([a-z-]+)="([0-9.e+-]+)"', dom))
+    # The whole claims table, not only its heading, is on the first screen (the window less the browser's frame).
+    assert 0 < float(layout["claims-top"]) < float(layout["claims-bottom"]) <= float(layout["viewport"]) <= 900, layout
+    if width == 1400:
+        # At the page's default width the overview's legends and tick labels are at least 10 CSS px (1 pt = 4/3 px).
+        assert min(LEGEND_POINTS, TICK_POINTS) * 4 / 3 * float(layout["overview-scale"]) >= 10, layout
+        assert float(layout["smallest-scale"]) >= float(layout["overview-scale"]) - 1e-6  # the others are larger

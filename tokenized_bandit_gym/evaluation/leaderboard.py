@@ -35,9 +35,11 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
+from tokenized_bandit_gym.evaluation.leaderboard_claims import Claim, claim_task_order, measure_claims
 from tokenized_bandit_gym.evaluation.regret_statistics import (
     growth_exponent,
     iqm,
+    loglog_slopes,
     pointwise_bootstrap_band,
     pooled_iqm,
     pooled_mean,
@@ -142,13 +144,17 @@ class RegretCurve:
 
 @dataclass(frozen=True)
 class HorizonPoints:
-    """Mean final regret R(T) over seeds at several horizons T, with 95% bootstrap CIs of the mean."""
+    """Mean final regret R(T) over seeds at several horizons T, with 95% bootstrap CIs of the mean.
+
+    ``finals`` holds each horizon's final regrets, one value per seed.
+    """
 
     horizons: np.ndarray
     mean: np.ndarray
     low: np.ndarray
     high: np.ndarray
     seeds: int
+    finals: tuple[np.ndarray, ...] = ()
 
 
 @dataclass
@@ -161,7 +167,8 @@ class Leaderboard:
     report's three opening lines (leader, margin, confidence); ``theta_sources`` maps each task whose
     runs recorded it (the LLM alignment tasks) to where its theta came from (the env's
     ``problem.theta_source``: the paper's 0.5 * 1, a random direction, or a Bradley-Terry fit with its
-    held-out accuracy).
+    held-out accuracy); ``claims`` are the paper's claims the runs test (:mod:`leaderboard_claims`), and
+    ``tasks`` lists the tasks of those claims first, in the claims' order.
     """
 
     title: str
@@ -187,6 +194,7 @@ class Leaderboard:
     aggregate_note: str = ""
     headline: list[str] = field(default_factory=list)
     theta_sources: dict[str, str] = field(default_factory=dict)
+    claims: list[Claim] = field(default_factory=list)
 
     def theory_exponent(self, task: str, agent: str) -> float | None:
         """Theory's exponent of ``agent`` on ``task``, or None where none is known or the theorem does not apply."""
@@ -286,6 +294,7 @@ def build_leaderboard(
 
     rows: list[TaskAgentRow] = []
     curves: dict[str, dict[str, RegretCurve]] = {}
+    seed_curves: dict[tuple[str, str], np.ndarray] = {}
     for task in tasks:
         task_rows = []
         for (name, agent), runs in groups.items():
@@ -293,6 +302,7 @@ def build_leaderboard(
                 continue
             values = finals[(name, agent)]
             cumulative = np.stack([np.cumsum(record.arrays["regret"]) for record in runs])  # (S, T)
+            seed_curves[(name, agent)] = cumulative
             curves.setdefault(task, {})[agent] = _curve(cumulative, resamples=max(200, resamples // 2), seed=seed)
             low, high = stratified_bootstrap_ci([values], pooled_mean, resamples=resamples, seed=seed)
             per_round = np.concatenate([record.arrays["wall_time"] for record in runs])
@@ -365,6 +375,22 @@ def build_leaderboard(
                 improvement[(first, second)] = float(
                     np.mean([probability_of_improvement(finals[(t, first)], finals[(t, second)]) for t in shared])
                 )
+    claims = measure_claims(
+        tasks,
+        {agent: _agent_name(runs) for (_, agent), runs in groups.items()},
+        theory,
+        theory_tasks,
+        seed_curves,
+        {
+            (task, agent): (points.horizons, list(points.finals))
+            for task, by_agent in horizon_points.items()
+            for agent, points in by_agent.items()
+        },
+        GROWTH_WINDOW_START,
+        resamples=resamples,
+        seed=seed,
+    )
+    tasks = claim_task_order(tasks, claims)
     return Leaderboard(
         title=title,
         tasks=tasks,
@@ -394,6 +420,7 @@ def build_leaderboard(
         theta_sources={
             task: source for (task, _), runs in groups.items() if (source := _theta_source(runs)) is not None
         },
+        claims=claims,
     )
 
 
@@ -538,6 +565,7 @@ def _horizon_points(
             low=np.array([low for low, _ in intervals]),
             high=np.array([high for _, high in intervals]),
             seeds=min(len(by_horizon[h]) for h in horizons),
+            finals=tuple(np.array(by_horizon[h], dtype=np.float64) for h in horizons),
         )
     return points
 
@@ -546,7 +574,7 @@ def _loglog_slope(horizons: np.ndarray, values: np.ndarray) -> float:
     """Least-squares slope of log value against log horizon; NaN with < 2 points or a value <= 0."""
     if horizons.size < 2 or np.any(values <= 0):
         return math.nan
-    return float(np.polyfit(np.log(horizons), np.log(values), 1)[0])
+    return float(loglog_slopes(horizons, values))
 
 
 def _caveats(spec: LeaderboardSpec | None, groups: dict[tuple[str, str], list[RunRecord]]) -> dict[str, str]:

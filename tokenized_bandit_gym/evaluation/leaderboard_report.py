@@ -1,13 +1,17 @@
 """Leaderboard outputs: a Markdown table, a self-contained HTML page, plots, CSV and JSON.
 
+Every output opens with the paper's claims the runs test, each beside what was measured and a
+verdict (:mod:`leaderboard_claims`); the tasks follow in the order of those claims.
 ``write_report(leaderboard, out_dir)`` writes::
 
-    leaderboard.md      the Markdown tables (also what ``tbg run`` prints)
-    leaderboard.html    one self-contained page: provenance, the overview figure, tables, caveats and
-                        inline SVG plots, no external files
+    leaderboard.md      the claims table, then the Markdown tables (also what ``tbg run`` prints)
+    leaderboard.html    one self-contained page: the claims, the headline, each task's table, caveat and
+                        inline SVG plots, the overview figure, the cross-task tables, then the
+                        provenance; no external files
     regret_curves.png   the overview: every task's curves (also .svg), and regret_<task>.png/.svg per
                         task (horizons_<task>.png/.svg for a task run at several horizons)
-    summary.csv         one row per agent and task; aggregate.csv one row per agent
+    summary.csv         one row per agent and task; aggregate.csv one row per agent; claims.csv one row per
+                        claim
     runs.csv            one row per run with its metadata
     leaderboard.json    all of the above as data
 """
@@ -24,10 +28,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from tokenized_bandit_gym.evaluation.leaderboard import (
     BENCHMARKS,
     GROWTH_WINDOW_START,
+    HorizonPoints,
     Leaderboard,
+    RegretCurve,
     TaskAgentRow,
 )
 from tokenized_bandit_gym.evaluation.regret_plots import BAND, close_figure, plot_all, plot_horizons, plot_task
@@ -116,9 +124,12 @@ def _benchmark_note(leaderboard: Leaderboard, task: str) -> str:
 
 
 def _tables(leaderboard: Leaderboard) -> list[Table]:
-    """(title, note, header, rows, row kinds) of every table, shared by the Markdown and HTML outputs."""
+    """(title, note, header, rows, row kinds) of every table, shared by the Markdown and HTML outputs.
+
+    The tasks' tables come first (in the leaderboard's task order: the claims' order), then the rankings.
+    """
     tables: list[Table] = []
-    tables.append(
+    rankings: list[Table] = [
         (
             "All tasks (normalised regret: 0 = optimal, 1 = the task's normalising agent)",
             "Ranked by IQM; 'ref' rows are reference agents, not ranked; '-': no rank. Normalising agent per task: "
@@ -142,7 +153,7 @@ def _tables(leaderboard: Leaderboard) -> list[Table]:
             ],
             [_row_kind(row.reference, row.rank) for row in leaderboard.aggregate],
         )
-    )
+    ]
     for task in leaderboard.tasks:
         rows = leaderboard.rows_for(task)
         seeds = leaderboard.task_seeds.get(task, [])
@@ -170,7 +181,7 @@ def _tables(leaderboard: Leaderboard) -> list[Table]:
             note += f" Horizon exponent fitted over T = {', '.join(str(h) for h in horizons)}."
         tables.append((task, note, header, body, [_row_kind(row.reference, row.rank) for row in rows]))
     if len(leaderboard.agents) > 1:
-        tables.append(
+        rankings.append(
             (
                 "Probability of improvement",
                 "P(row agent has lower final regret than column agent) over pairs of runs (ties count 1/2), "
@@ -187,7 +198,64 @@ def _tables(leaderboard: Leaderboard) -> list[Table]:
                 ["reference" if agent in leaderboard.reference_agents else "" for agent in leaderboard.agents],
             )
         )
-    return tables
+    return tables + rankings
+
+
+CLAIMS_TITLE = "The paper's claims, measured"
+
+
+def _claims_table(leaderboard: Leaderboard) -> Table:
+    """(title, note, header, rows, row kinds) of the claims block; a row's kind is its verdict's CSS class."""
+    note = (
+        "Each claim of the paper these runs can test, beside what they measured (95% intervals: bootstrap over "
+        "seeds). A bound is an upper bound: an exponent below it is consistent. Verdict: consistent (the whole "
+        "interval agrees), not consistent (the whole interval contradicts it), not settled (it straddles)."
+    )
+    if not leaderboard.claims:
+        note = (
+            "These runs test none of the paper's claims: no task says that a theorem applies (the spec's "
+            "theorem_applies) for an agent with a theory exponent, and no task sets EOFUL beside the paper's "
+            "alignment baselines."
+        )
+    header = ["claim", "task", "measured", "value [95% CI]", "theory", "verdict"]
+    body = [
+        [f"{claim.source}: {claim.statement}", claim.task, claim.quantity, claim.measured_text, claim.expected]
+        + [claim.verdict]
+        for claim in leaderboard.claims
+    ]
+    return CLAIMS_TITLE, note, header, body, [claim.verdict.replace(" ", "-") for claim in leaderboard.claims]
+
+
+def _claims_markdown(leaderboard: Leaderboard) -> list[str]:
+    """The claims block as Markdown lines: heading, note and table."""
+    title, note, header, body, _ = _claims_table(leaderboard)
+    lines = [f"## {title}", "", note]
+    if body:
+        lines.extend(["", _markdown(header, body)])
+    return lines
+
+
+def _claims_html(leaderboard: Leaderboard) -> str:
+    """The claims block as one ``<section id="claims">``: table, note, and how each number was measured."""
+    title, note, header, body, kinds = _claims_table(leaderboard)
+    parts = [f'<section id="claims"><h2>{html.escape(title)}</h2>']
+    if body:
+        parts.append(_html_table(header, body, kinds))
+        details = "".join(
+            f"<li>{html.escape(claim.task)}, {html.escape(claim.statement)}: {html.escape(claim.detail)}.</li>"
+            for claim in leaderboard.claims
+        )
+        parts.append(f"<details><summary>how each claim was measured</summary><ul>{details}</ul></details>")
+    parts.append(f'<p class="claims-note">{html.escape(note)}</p></section>')
+    return "".join(parts)
+
+
+def _claim_rows(leaderboard: Leaderboard) -> list[dict[str, Any]]:
+    """One dict per claim (claims.csv and the JSON's ``claims``), with its measured text and verdict."""
+    return [
+        {**{key: _json_value(value) for key, value in asdict(claim).items()}, "measured_text": claim.measured_text}
+        for claim in leaderboard.claims
+    ]
 
 
 def _provenance_lines(leaderboard: Leaderboard) -> list[str]:
@@ -196,9 +264,11 @@ def _provenance_lines(leaderboard: Leaderboard) -> list[str]:
 
 
 def markdown_report(leaderboard: Leaderboard) -> str:
-    """The leaderboard as Markdown: the cross-task table, one table per task, P(improvement)."""
+    """The leaderboard as Markdown: the claims, one table per task, the cross-task table, P(improvement)."""
     parts = [
         f"# {markdown_line(leaderboard.title)}",
+        "",
+        *_claims_markdown(leaderboard),
         "",
         "  \n".join(markdown_line(line) for line in leaderboard.headline),
         "",
@@ -229,7 +299,8 @@ def _html_table(header: list[str], body: list[list[str]], kinds: list[str], matr
 
 
 _STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2rem auto; max-width: 1200px; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 1.5rem auto; padding: 0 1rem; max-width: 1200px; color: #222; }
+h1 { font-size: 1.7rem; margin: 0 0 0.6rem; }
 table { border-collapse: collapse; margin: 0.5rem 0 1.5rem; font-size: 0.9rem; }
 th, td { border: 1px solid #ccc; padding: 0.25rem 0.6rem; text-align: right; }
 th:first-child, td:first-child, th:nth-child(2), td:nth-child(2) { text-align: left; }
@@ -243,38 +314,33 @@ tr.reference td { color: #666; font-style: italic; background: #f7f7f7; }
 .caveat { border-left: 3px solid #d9a400; padding-left: 0.6rem; }
 figure { margin: 0 0 2rem; }
 figure svg { max-width: 100%; height: auto; }
+#claims table { font-size: 0.95rem; margin-bottom: 0.3rem; }
+#claims th, #claims td { text-align: left; }
+#claims h2 { margin: 0.4rem 0; font-size: 1.25rem; }
+#claims details, .claims-note { font-size: 0.85rem; color: #555; margin: 0.2rem 0 0.8rem; }
+tr.consistent td:last-child { background: #dcefe3; font-weight: 600; }
+tr.not-consistent td:last-child { background: #f6d8cf; font-weight: 600; }
+tr.not-settled td:last-child { background: #f3ecd0; font-weight: 600; }
 pre { background: #f6f6f6; padding: 0.6rem; overflow-x: auto; font-size: 0.8rem; }
 """
 
 
-def html_report(leaderboard: Leaderboard, svg_by_task: dict[str, str], overview_svg: str = "") -> str:
-    """One self-contained HTML page (no external files).
-
-    On top: the title, the explanation, the provenance of the runs (git commit, package, torch and
-    transformers versions, platform, device; the spec's text when known) and the overview figure.
-    Then every table, each task with its caveat and its inline SVG plots (``svg_by_task`` maps a
-    table title to one or more concatenated ``<svg>`` elements).
-    """
-    generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
+def _provenance_html(leaderboard: Leaderboard) -> str:
+    """The provenance section: one line per key (git commit, versions, platform, device), then the spec's text."""
     provenance = "".join(f"<li>{html.escape(line)}</li>" for line in _provenance_lines(leaderboard))
-    headline = "<br>".join(html.escape(line) for line in leaderboard.headline)
-    sections = [
-        f"<h1>{html.escape(leaderboard.title)}</h1>",
-        f'<p class="headline">{headline}</p>',
-        f'<p class="note">{leaderboard.runs_summary}, generated {generated}. {html.escape(_EXPLANATION)}</p>',
-    ]
-    if not leaderboard.spec_given:
-        sections.append(f'<p class="note caveat">{html.escape(_NO_SPEC)}</p>')
-    sections += [
-        f'<section id="provenance"><h2>Provenance</h2><ul>{provenance or "<li>not recorded</li>"}</ul>',
-    ]
-    if leaderboard.spec_text:
-        sections.append(
-            f"<details><summary>the spec</summary><pre>{html.escape(leaderboard.spec_text)}</pre></details>"
-        )
-    sections.append("</section>")
-    if overview_svg:
-        sections.append(f'<figure class="overview">{overview_svg}</figure>')
+    spec = (
+        f"<details><summary>the spec</summary><pre>{html.escape(leaderboard.spec_text)}</pre></details>"
+        if leaderboard.spec_text
+        else ""
+    )
+    return (
+        f'<section id="provenance"><h2>Provenance</h2><ul>{provenance or "<li>not recorded</li>"}</ul>{spec}</section>'
+    )
+
+
+def _table_sections(leaderboard: Leaderboard, svg_by_task: dict[str, str]) -> list[str]:
+    """Each table as HTML: its heading, note and caveat, the table, and the task's plots under it."""
+    sections = []
     for title, note, header, body, kinds in _tables(leaderboard):
         sections.append(f"<h2>{html.escape(title)}</h2>")
         caveat = leaderboard.caveats.get(title)
@@ -284,8 +350,34 @@ def html_report(leaderboard: Leaderboard, svg_by_task: dict[str, str], overview_
         sections.append(_html_table(header, body, kinds, matrix=header[0] == "agent"))
         if title in svg_by_task:
             sections.append(f'<figure class="regret-plot">{svg_by_task[title]}</figure>')
+    return sections
+
+
+def html_report(leaderboard: Leaderboard, svg_by_task: dict[str, str], overview_svg: str = "") -> str:
+    """One self-contained HTML page (no external files).
+
+    The page, in order: the title; the paper's claims beside what was measured; the three-line
+    headline (leader, margin, confidence); the overview figure; the explanation; every task's table
+    with its caveat and inline SVG plots (``svg_by_task`` maps a table title to one or more concatenated
+    ``<svg>`` elements), in the claims' order; the cross-task rankings; the provenance of the runs (git
+    commit, package, torch and transformers versions, platform, device; the spec's text when known).
+    """
+    generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    headline = "<br>".join(html.escape(line) for line in leaderboard.headline)
+    explanation = f'<p class="note">{leaderboard.runs_summary}, generated {generated}. {html.escape(_EXPLANATION)}</p>'
+    sections = [
+        f"<h1>{html.escape(leaderboard.title)}</h1>",
+        _claims_html(leaderboard),
+        f'<p class="headline">{headline}</p>',
+        f'<figure class="overview">{overview_svg}</figure>' if overview_svg else "",
+        explanation,
+        "" if leaderboard.spec_given else f'<p class="note caveat">{html.escape(_NO_SPEC)}</p>',
+        *_table_sections(leaderboard, svg_by_task),
+        _provenance_html(leaderboard),
+    ]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{html.escape(leaderboard.title)}</title><style>{_STYLE}</style></head>"
         f"<body>{''.join(sections)}</body></html>\n"
     )
@@ -313,6 +405,53 @@ def _json_value(value: Any) -> Any:
     if isinstance(value, float) and math.isnan(value):
         return None
     return value
+
+
+# JSON key -> attribute of the plotted series: horizon points (HorizonPoints) and regret curves (RegretCurve).
+HORIZON_SERIES = {"horizons": "horizons", "mean": "mean", "ci_low": "low", "ci_high": "high"}
+CURVE_SERIES = {"rounds": "rounds", "mean": "mean", "ci_low": "low", "ci_high": "high"}
+
+
+def _series(points: HorizonPoints | RegretCurve, keys: dict[str, str]) -> dict[str, list[Any]]:
+    return {key: [_json_value(value) for value in getattr(points, name).tolist()] for key, name in keys.items()}
+
+
+def _arrays(entry: dict[str, Any], keys: dict[str, str]) -> dict[str, np.ndarray]:
+    return {
+        name: np.array([math.nan if value is None else value for value in entry[key]]) for key, name in keys.items()
+    }
+
+
+def plotted_leaderboard(document: dict[str, Any]) -> Leaderboard:
+    """What the plots need of a leaderboard, read back from its ``leaderboard.json`` (``document``).
+
+    The curves, horizon points, roles and theory exponents come back; the tables do not (``rows``,
+    ``aggregate`` and ``records`` are empty), so the result can be drawn (:func:`plot_all`) but not reported.
+    """
+    return Leaderboard(
+        title=document["title"],
+        tasks=list(document["tasks"]),
+        agents=list(document["agents"]),
+        rows=[],
+        aggregate=[],
+        improvement={},
+        curves={
+            task: {agent: RegretCurve(**_arrays(entry, CURVE_SERIES)) for agent, entry in by_agent.items()}
+            for task, by_agent in document["curves"].items()
+        },
+        records=[],
+        task_seeds={task: list(seeds) for task, seeds in document["task_seeds"].items()},
+        reference_agents=set(document["reference_agents"]),
+        theory_exponents=dict(document["theory_exponents"]),
+        horizon_points={
+            task: {
+                agent: HorizonPoints(**_arrays(entry, HORIZON_SERIES), seeds=int(entry["seeds"]))
+                for agent, entry in by_agent.items()
+            }
+            for task, by_agent in document["horizons"].items()
+        },
+        theory_tasks=set(document["theory_tasks"]),
+    )
 
 
 def write_report(leaderboard: Leaderboard, out_dir: str | Path) -> dict[str, Path]:
@@ -377,9 +516,13 @@ def write_report(leaderboard: Leaderboard, out_dir: str | Path) -> dict[str, Pat
     _write_csv(paths["aggregate.csv"], aggregate)
     paths["runs.csv"] = out / "runs.csv"
     _write_csv(paths["runs.csv"], runs)
+    claims = _claim_rows(leaderboard)
+    paths["claims.csv"] = out / "claims.csv"
+    _write_csv(paths["claims.csv"], claims)
     paths["json"] = out / "leaderboard.json"
     document = {
         "title": leaderboard.title,
+        "claims": claims,
         "tasks": leaderboard.tasks,
         "agents": leaderboard.agents,
         "references": leaderboard.references,
@@ -396,18 +539,14 @@ def write_report(leaderboard: Leaderboard, out_dir: str | Path) -> dict[str, Pat
         "provenance": leaderboard.provenance,
         "horizons": {
             task: {
-                agent: {
-                    name: [_json_value(value) for value in values.tolist()]
-                    for name, values in (
-                        ("horizons", points.horizons),
-                        ("mean", points.mean),
-                        ("ci_low", points.low),
-                        ("ci_high", points.high),
-                    )
-                }
-                for agent, points in by_agent.items()
+                agent: {**_series(points, HORIZON_SERIES), "seeds": points.seeds} for agent, points in by_agent.items()
             }
             for task, by_agent in leaderboard.horizon_points.items()
+        },
+        "task_seeds": leaderboard.task_seeds,
+        "curves": {
+            task: {agent: _series(curve, CURVE_SERIES) for agent, curve in by_agent.items()}
+            for task, by_agent in leaderboard.curves.items()
         },
         "spec": leaderboard.spec_text,
         "summary": summary,

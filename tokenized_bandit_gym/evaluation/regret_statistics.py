@@ -160,3 +160,108 @@ def growth_exponent(cumulative_regret: np.ndarray, start_fraction: float = 0.5) 
         return math.nan
     slope, _ = np.polyfit(np.log(rounds[window]), np.log(curve[window]), 1)
     return float(slope)
+
+
+def bound_shape(rounds: np.ndarray, exponent: float) -> np.ndarray:
+    """``t^a (log t)^(1 - a)``, the shape of the paper's bounds, at each t in ``rounds`` ``(P,)``; returns ``(P,)``.
+
+    ``log t`` is floored at ``log 2`` so that the shape is positive from t = 1.
+    """
+    t = np.asarray(rounds, dtype=np.float64)
+    return t**exponent * np.log(np.maximum(t, 2.0)) ** (1.0 - exponent)
+
+
+def loglog_slopes(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Least-squares slope of ``log y`` against ``log x`` along the last axis, leaving out points with ``y <= 0``.
+
+    Args:
+        x: ``(P,)`` positive abscissae (rounds or horizons).
+        y: ``(..., P)`` values; each row is fitted on its own points with ``y > 0``.
+
+    Returns:
+        ``(...)`` slopes; NaN where a row has fewer than two usable points.
+    """
+    log_x = np.log(np.asarray(x, dtype=np.float64))  # (P,)
+    values = np.asarray(y, dtype=np.float64)
+    usable = values > 0  # (..., P)
+    log_y = np.log(np.where(usable, values, 1.0))  # (..., P)
+    weights = usable.astype(np.float64)
+    count = weights.sum(axis=-1)  # (...)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_x = (weights * log_x).sum(axis=-1) / count
+        mean_y = (weights * log_y).sum(axis=-1) / count
+        centred_x = log_x - mean_x[..., None]  # (..., P)
+        covariance = (weights * centred_x * (log_y - mean_y[..., None])).sum(axis=-1)
+        variance = (weights * centred_x**2).sum(axis=-1)
+        slopes = covariance / variance
+    return np.where((count >= 2) & (variance > 0), slopes, np.nan)
+
+
+# Points of the fitting window a bootstrap resample fits (evenly spaced); bounds its memory at T = 10^5.
+_WINDOW_POINTS = 200
+
+
+def growth_exponent_interval(
+    cumulative_regret: np.ndarray,
+    start_fraction: float = 0.5,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile bootstrap CI of :func:`growth_exponent` of the mean curve, resampling the runs (seeds).
+
+    Args:
+        cumulative_regret: ``(runs, T)``, ``R(t)`` of each run for ``t = 1 .. T``.
+        start_fraction: where the fitting window starts, as a fraction of T.
+        confidence: the confidence level.
+        resamples: bootstrap resamples.
+        seed: seeds the resampling.
+
+    Returns:
+        ``(low, high)``; ``(nan, nan)`` with fewer than two runs.
+    """
+    curves = np.asarray(cumulative_regret, dtype=np.float64)
+    if curves.ndim != 2 or curves.shape[0] == 0:
+        raise ValueError(f"cumulative_regret must have shape (runs, T) with runs >= 1, got {curves.shape}")
+    total = curves.shape[1]
+    first = min(total - 1, int(math.ceil(start_fraction * total)) - 1)
+    index = np.unique(np.linspace(max(first, 0), total - 1, _WINDOW_POINTS).round().astype(int))  # (P,)
+    window = curves[:, index]  # (runs, P)
+
+    def slope_of_mean(runs: np.ndarray, axis: int = -1) -> np.ndarray:
+        mean_curve = window[runs.astype(int)].mean(axis=-2)  # (..., P)
+        return loglog_slopes(index + 1.0, mean_curve)
+
+    return stratified_bootstrap_ci(
+        [np.arange(curves.shape[0])], slope_of_mean, confidence=confidence, resamples=resamples, seed=seed
+    )
+
+
+def horizon_exponent_interval(
+    horizons: np.ndarray,
+    finals: Sequence[np.ndarray],
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Stratified bootstrap CI of the slope of ``log mean R(T)`` against ``log T`` (seeds resampled per horizon).
+
+    Args:
+        horizons: ``(H,)`` the horizons T.
+        finals: H arrays, the final regret R(T) of each run (seed) at each horizon.
+        confidence: the confidence level.
+        resamples: bootstrap resamples.
+        seed: seeds the resampling.
+
+    Returns:
+        ``(low, high)``; ``(nan, nan)`` where no horizon has two runs.
+    """
+    horizons = np.asarray(horizons, dtype=np.float64)
+    if horizons.ndim != 1 or horizons.size != len(finals):
+        raise ValueError(f"need one array of final regrets per horizon, got {len(finals)} for {horizons.size}")
+
+    def slope_of_means(*samples: np.ndarray, axis: int = -1) -> np.ndarray:
+        means = np.stack([sample.mean(axis=-1) for sample in samples], axis=-1)  # (..., H)
+        return loglog_slopes(horizons, means)
+
+    return stratified_bootstrap_ci(finals, slope_of_means, confidence=confidence, resamples=resamples, seed=seed)

@@ -58,3 +58,42 @@ def test_shape_mismatch_raises():
         summarize_distances(np.zeros(3), np.zeros((4, 1)), np.zeros(3))
     with pytest.raises(ValueError, match="max_common"):
         summarize_distances(np.zeros(3), np.zeros((3, 1)), np.zeros(3), max_common=-1)
+
+
+def test_a_report_reads_back_from_its_json_file(tmp_path):
+    import json
+
+    from tokenized_bandit_gym.evaluation.ddmc.ddmc_report import DDMCReport
+
+    common, distances, items = make_data()
+    trend, flat = summarize_distances(common, distances, items, max_common=5, num_bootstrap=0)
+    report = DDMCReport(
+        summaries={"all": {"d1": trend, "d2": flat}},
+        num_items=40,
+        num_pairs=400,
+        num_prefix_pairs={"all": 400},
+        settings={"model": "stories260K"},
+    )
+    path = tmp_path / "ddmc.json"
+    report.save_json(path)  # NaN spearman intervals (no bootstrap) are written as null
+    again = DDMCReport.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    assert again.settings == report.settings and again.num_prefix_pairs == report.num_prefix_pairs
+    for name, summary in report.summaries["all"].items():
+        back = again.summaries["all"][name]
+        np.testing.assert_array_equal(back.common_suffix, summary.common_suffix)
+        np.testing.assert_allclose(back.mean, summary.mean)
+        assert np.isnan(back.spearman_low) == np.isnan(summary.spearman_low)
+
+
+def test_a_packaged_model_in_the_cache_is_labelled_by_its_name(tmp_path):
+    from tokenized_bandit_gym.evaluation.ddmc.ddmc_diagnostics import _model_label
+    from tokenized_bandit_gym.llm.packaged_models import packaged_model
+
+    model = packaged_model("smollm2-135m-instruct")
+    converted = tmp_path / f"smollm2-135m-instruct-{model.gguf_sha256[:16]}"
+    converted.mkdir()
+    assert _model_label(str(converted)) == "smollm2-135m-instruct"  # not the cache folder's name
+    other = tmp_path / "my-model-0123456789abcdef"
+    other.mkdir()
+    assert _model_label(str(other)) == "my-model-0123456789abcdef"
+    assert _model_label("org/hub-model") == "org/hub-model"

@@ -103,8 +103,18 @@ def run_ddmc_diagnostics(
 
 
 def _model_label(model_path: str) -> str:
-    """A local model directory's name (no local paths in reports), or the hub id."""
-    return Path(model_path).name if Path(model_path).exists() else model_path
+    """A local model directory's name (no local paths in reports), or the hub id.
+
+    A packaged model converted into the cache (``<name>-<digest>``) is named as the user names it (``<name>``).
+    """
+    from tokenized_bandit_gym.llm.packaged_models import packaged_model
+
+    path = Path(model_path)
+    if not path.exists():
+        return model_path
+    name, _, digest = path.name.rpartition("-")
+    packaged = packaged_model(name) if name else None
+    return name if packaged is not None and packaged.gguf_sha256.startswith(digest) else path.name
 
 
 def ddmc_command(args: argparse.Namespace) -> int:

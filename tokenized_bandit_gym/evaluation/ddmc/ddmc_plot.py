@@ -13,39 +13,39 @@ def plot_ddmc_report(
     path: str | os.PathLike[str],
     distances: tuple[str, ...] = DISTANCE_NAMES,
     title: str | None = None,
-    dpi: int = 80,
+    dpi: int = 100,
 ) -> None:
-    """Save a grid of panels (one column per distance), both groupings on each panel, as a small PNG.
+    """Save a row of panels (one per distance), both groupings on each panel, 1,600 px wide for five distances.
 
     Args:
         report: The diagnostics' result.
         path: Output file (PNG).
         distances: Distances to draw, one panel each.
         title: Figure title (default: the model and dataset from ``report.settings``).
-        dpi: Resolution; the default keeps the file small enough to commit.
+        dpi: Resolution (pixels per inch; each panel is 3.2 in wide).
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(1, len(distances), figsize=(3.0 * len(distances), 2.8), squeeze=False)
-    styles = {"all": ("tab:blue", "o"), "diverged": ("tab:red", "s")}
+    figure, axes = plt.subplots(1, len(distances), figsize=(3.2 * len(distances), 3.6), squeeze=False)
+    styles = {"all": ("#0072B2", "o"), "diverged": ("#D55E00", "s")}  # Okabe-Ito: colour-blind safe
     for axis, name in zip(axes[0], distances, strict=True):
         for grouping in GROUPINGS:
             summary = report.summaries[grouping][name]
             color, marker = styles[grouping]
-            axis.plot(summary.common_suffix, summary.mean, marker=marker, color=color, markersize=3, label=grouping)
+            axis.plot(summary.common_suffix, summary.mean, marker=marker, color=color, markersize=4, label=grouping)
             axis.fill_between(
                 summary.common_suffix, summary.mean - summary.std, summary.mean + summary.std, color=color, alpha=0.15
             )
-        axis.set_title(DISTANCE_LABELS[name], fontsize=9)
-        axis.set_xlabel("common tokens in suffix", fontsize=8)
-        axis.tick_params(labelsize=7)
-    axes[0][0].set_ylabel("distance (mean +/- std)", fontsize=8)
-    axes[0][0].legend(fontsize=7)
+        axis.set_title(DISTANCE_LABELS[name], fontsize=11)
+        axis.set_xlabel("common tokens in suffix", fontsize=11)
+        axis.tick_params(labelsize=10)
+    axes[0][0].set_ylabel("distance (mean +/- std)", fontsize=11)
+    axes[0][0].legend(fontsize=10)
     settings = report.settings
-    figure.suptitle(title or f"DDMC: {settings.get('model', '?')} on {settings.get('dataset', '?')}", fontsize=10)
+    figure.suptitle(title or f"DDMC: {settings.get('model', '?')} on {settings.get('dataset', '?')}", fontsize=12)
     figure.tight_layout()
     figure.savefig(path, dpi=dpi)
     plt.close(figure)

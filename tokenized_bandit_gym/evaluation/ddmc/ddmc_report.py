@@ -51,6 +51,32 @@ class DDMCReport:
             "summaries": {g: {d: s.to_dict() for d, s in by.items()} for g, by in self.summaries.items()},
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> DDMCReport:
+        """The report :meth:`to_dict` (or :meth:`save_json`'s file) describes; ``null`` reads back as NaN."""
+        arrays = ("common_suffix", "count", "mean", "std")
+
+        def summary(entry: dict[str, object]) -> DistanceSummary:
+            values = {
+                key: np.array(value, dtype=np.float64 if key in ("mean", "std") else np.int64)
+                if key in arrays
+                else (math.nan if value is None else float(value))  # type: ignore[arg-type]
+                for key, value in entry.items()
+            }
+            return DistanceSummary(**values)  # type: ignore[arg-type]
+
+        summaries = data["summaries"]
+        return cls(
+            summaries={
+                grouping: {name: summary(entry) for name, entry in by_distance.items()}
+                for grouping, by_distance in summaries.items()  # type: ignore[union-attr]
+            },
+            num_items=int(data["num_items"]),  # type: ignore[arg-type]
+            num_pairs=int(data["num_pairs"]),  # type: ignore[arg-type]
+            num_prefix_pairs=dict(data["num_prefix_pairs"]),  # type: ignore[arg-type]
+            settings=dict(data.get("settings", {})),  # type: ignore[arg-type]
+        )
+
     def save_json(self, path: str | os.PathLike[str]) -> None:
         """Write :meth:`to_dict` as JSON (NaN written as ``null``)."""
 
