@@ -51,3 +51,19 @@ def test_readme_links_the_architecture_document() -> None:
 
 def test_the_site_generates_the_reference_pages_its_documents_link() -> None:
     assert {REPO_ROOT / "docs" / "reference" / name for name in ("envs.md", "agents.md")} <= GENERATED
+
+
+def test_the_code_cites_only_documents_and_sections_that_exist() -> None:
+    """Docstrings cite ``docs/X.md, "Section"``: the file and its heading exist (no document outside the repository)."""
+    missing = []
+    for path in sorted([*(REPO_ROOT / "tokenized_bandit_gym").rglob("*.py"), *(REPO_ROOT / "agents").rglob("*.py")]):
+        text = path.read_text()
+        if "DESIGN.md" in text:
+            missing.append((str(path.relative_to(REPO_ROOT)), "DESIGN.md"))
+        for document, heading in re.findall(r"(docs/\w+\.md)(?:,\s+\"([^\"]+)\")?", text):
+            cited = REPO_ROOT / document
+            if not cited.is_file() or (
+                heading and heading not in re.findall(r"^#+ +(.+?) *$", cited.read_text(), re.M)
+            ):
+                missing.append((str(path.relative_to(REPO_ROOT)), f"{document} {heading}".strip()))
+    assert missing == []
