@@ -67,3 +67,19 @@ def test_the_code_cites_only_documents_and_sections_that_exist() -> None:
             ):
                 missing.append((str(path.relative_to(REPO_ROOT)), f"{document} {heading}".strip()))
     assert missing == []
+
+
+def quickstart_command_blocks() -> list[str]:
+    """The README Quickstart's fenced command blocks, cut as a new user's checker cuts them (a section ends at the
+    next ``## `` line; output is fenced with ``~~~``, so only commands are fenced with backticks)."""
+    section = re.search(r"^## Quickstart\s*$(.*?)(?=^## |\Z)", (REPO_ROOT / "README.md").read_text(), re.S | re.M)
+    assert section is not None, "README.md has no '## Quickstart' section"
+    return re.findall(r"```(?:bash|sh|console|shell)?\n(.*?)```", section.group(1), re.S)
+
+
+def test_the_quickstart_is_the_main_job_then_the_tests_and_ci_runs_the_same_test_command() -> None:
+    main, tests = quickstart_command_blocks()[:2]
+    assert main.split("\n")[:2] == ["pip install -e .", "tbg run leaderboard"]
+    install, command = tests.strip().split("\n")
+    assert install == 'pip install -e ".[dev,distributed]"' and command == "python -m pytest"
+    assert command in (REPO_ROOT / ".ci" / "run").read_text().splitlines()
