@@ -136,7 +136,7 @@ class SB3Agent:
 
     The agent is scored on exactly the rounds it plays: there is no pre-training, the policy is
     untrained in round 1 and learns from the same stream of queries and noise as a bandit
-    agent, so its cumulative regret is comparable with EOFUL's (DESIGN.md section 2).
+    agent, so its cumulative regret is comparable with EOFUL's (docs/ENVIRONMENTS.md, "The info entries and regret").
 
     How it runs SB3 online: SB3's ``learn()`` drives its own env loop, so :meth:`reset` starts
     ``learn()`` in a worker thread on an :class:`~tokenized_bandit_gym.adapters.sb3.proxy_env.SB3ProxyEnv`, and
@@ -159,7 +159,8 @@ class SB3Agent:
     algorithms sample all of ``Discrete(k)``; an action the mask forbids is replaced by the
     lowest allowed id (at position L that is EOS, what the env forces anyway) and counted in
     ``replaced_actions``, while SB3 learns from the action it chose. The reward of every step
-    but the last is 0 (DESIGN.md section 1); :meth:`update` ends the episode as terminated.
+    but the last is 0 (docs/ENVIRONMENTS.md, "Rounds, rewards and the forced EOS");
+    :meth:`update` ends the episode as terminated.
 
     Determinism: SB3 draws from the process-global ``random``, NumPy and torch generators.
     The agent keeps its own copy of their states, seeded from ``seed`` in :meth:`reset`, swaps

@@ -95,7 +95,7 @@ def load(name: str, device: str, dtype: str = "float32") -> tuple[Any, Any]:
 
     from tokenized_bandit_gym.llm.load_language_model import load_language_model, resolve_dtype
 
-    if name == "smollm2-135m-instruct":  # the packaged real instruct model (see the README)
+    if name == "smollm2-135m-instruct":  # the packaged real instruct model (see docs/LLM.md)
         return load_language_model(name, device=device, dtype=dtype)
     model, tokenizer = load_language_model(device=device, dtype=dtype)
     if name == "stories260K":

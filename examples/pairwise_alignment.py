@@ -76,7 +76,7 @@ class Args:
     """Command-line options (each field's docstring is its --help)."""
 
     model: str = "stories260K"
-    """the policy model: stories260K (shipped), smollm2-135m-instruct (see the README) or a local path"""
+    """the policy model: stories260K (shipped), smollm2-135m-instruct (see docs/LLM.md) or a local path"""
     queries: str = "default"
     """query source: default (the env's story openings), paper (the appendix-D generator, the paper's), stories, or
     a TruthfulQA/HH-RLHF file"""

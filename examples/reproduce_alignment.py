@@ -53,7 +53,7 @@ class Args:
     """Command-line options (each field's docstring is its --help)."""
 
     model: str = "smollm2-135m-instruct"
-    """the policy model: smollm2-135m-instruct (see the README), stories260K (shipped) or a local path"""
+    """the policy model: smollm2-135m-instruct (see docs/LLM.md), stories260K (shipped) or a local path"""
     queries: str = "paper"
     """query source of the env (paper: the appendix-D generator)"""
     rounds: int = 12

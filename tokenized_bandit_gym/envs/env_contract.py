@@ -1,6 +1,7 @@
 """The env contract, written once for every shell: the action check with the forced EOS, the round summary.
 
-DESIGN.md sections 1, 2 and 4. The single envs (synthetic and LLM, one round), the native vector
+What users read of it is in docs/ENVIRONMENTS.md, and how the shells share it in docs/ARCHITECTURE.md,
+"The env contract, written once". The single envs (synthetic and LLM, one round), the native vector
 envs (N rounds: the NumPy host batch and the torch path) and, through the single envs, the
 PettingZoo arena all call these functions, so a change to the contract is one edit here:
 
@@ -169,7 +170,9 @@ def observation_space(
     candidate_logprobs: bool = False,
     pairwise: bool = False,
 ) -> spaces.Dict:
-    """The observation space of one round (DESIGN.md section 4): a flat ``Dict`` an SB3 policy takes.
+    """The observation space of one round: a flat ``Dict`` an SB3 policy takes.
+
+    What each key holds: docs/ARCHITECTURE.md, "The env contract, written once".
 
     Args:
         vocab_size: n (token ids lie in ``[0, n)``).
@@ -260,7 +263,9 @@ def forced_and_refused(
 
 
 def check_action(action: object, mask: np.ndarray, length: int, max_length: int, strict: bool) -> tuple[int, bool]:
-    """The action check with the forced EOS (DESIGN.md section 1), for every single-row shell.
+    """The action check with the forced EOS, for every single-row shell.
+
+    What users are told of it: docs/ENVIRONMENTS.md, "Rounds, rewards and the forced EOS".
 
     Args:
         action: the agent's action (see :func:`validate_action`).
@@ -304,7 +309,9 @@ def round_summary(
     ended_rows: np.ndarray | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
-    """The info entries of rounds that ended (DESIGN.md section 2), keyed as every env reports them.
+    """The info entries of rounds that ended, keyed as every env reports them.
+
+    What users are told of them: docs/ENVIRONMENTS.md, "The info entries and regret".
 
     One round (``ended=None``): Python floats and ints, ``response``/``optimal_response`` ``(L,)``
     padded with EOS, ``round_ended`` True. N rounds: ``(N,)`` and ``(N, L)`` NumPy arrays or
@@ -387,7 +394,7 @@ _HOST_FILLS: dict[str, tuple[int, type[np.generic]]] = {
 def step_reward_and_info(
     query_index: int, forced_eos: bool, summary: dict[str, Any] | None, noise: float, schema: InfoSchema
 ) -> tuple[float, dict[str, Any]]:
-    """The reward and info of one round's step (DESIGN.md sections 1 and 2), for every one-round shell.
+    """The reward and info of one round's step (docs/ENVIRONMENTS.md), for every one-round shell.
 
     Until the round ends: reward 0, ``query_index``, ``forced_eos`` and the schema's fill values.
     The step that ends it: ``u(x_t, y_t) + eta_t`` and the round summary.

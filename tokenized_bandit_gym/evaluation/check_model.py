@@ -1,6 +1,7 @@
 """``tbg check-model``: does a causal LM step right in the LLM envs? Check it against its own forward.
 
-The LLM envs score the k candidates of a step with a KV cache, batched (DESIGN.md section 5). A
+The LLM envs score the k candidates of a step with a KV cache, batched (docs/PERFORMANCE.md,
+"The LLM envs: native forward"). A
 researcher bringing a new model runs this before trusting its numbers: over a few episodes with
 non-greedy (uniformly random allowed) actions, every observation of ``TokenizedAlignment-v0``,
 single and vector, is compared with an independent no-cache forward of ``x:y:tau`` for every

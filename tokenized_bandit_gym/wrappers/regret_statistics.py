@@ -11,7 +11,7 @@ class RegretStatistics(gym.Wrapper[Any, Any, Any, Any]):
     """Record what every finished round (episode) scored, like Gymnasium's ``RecordEpisodeStatistics``.
 
     At the last step of each episode ``info["regret_statistics"]`` holds the round's ``utility``,
-    ``optimal_utility`` and ``regret`` (DESIGN.md section 2) and the running sums
+    ``optimal_utility`` and ``regret`` (docs/ENVIRONMENTS.md, "The info entries and regret") and the running sums
     ``cumulative_utility``, ``cumulative_optimal_utility``, ``cumulative_regret`` and ``rounds``
     since the wrapper was made (they survive ``reset``, since learning spans episodes). The
     same numbers are attributes of the wrapper, and ``regrets`` lists every round's regret.

@@ -37,7 +37,8 @@ class CumulativeRegretCallback(BaseCallback):
     """Count the regret of every round an SB3 model plays and log it through ``model.logger``.
 
     Every finished episode's ``info`` from a tokenized bandit env holds ``regret``,
-    ``utility`` and ``optimal_utility`` (DESIGN.md section 2); this callback reads them from
+    ``utility`` and ``optimal_utility`` (docs/ENVIRONMENTS.md, "The info entries and regret");
+    this callback reads them from
     ``self.locals["infos"]`` at each step (every env of a ``VecEnv`` counts), keeps the running
     sums, and records ``regret/cumulative``, ``regret/mean``, ``regret/last`` and
     ``regret/rounds`` into SB3's logger, so they appear wherever the model logs (stdout with
