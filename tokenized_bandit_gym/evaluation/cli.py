@@ -312,6 +312,8 @@ def _report(store: object, runs: list[RunSpec] | None, title: str, out: Path, sp
         for record in store.records(wanted)  # type: ignore[attr-defined]
     ]
     damaged = _print_damaged(store.damaged)  # type: ignore[attr-defined]
+    if not store.has_checksums:  # type: ignore[attr-defined]
+        print(f"tbg: warning: {store.path}: {store.checksum_state()}", file=sys.stderr)  # type: ignore[attr-defined]
     if not records:
         print("no finished runs to report")
         return damaged
@@ -340,6 +342,7 @@ def _command_verify(args: argparse.Namespace) -> int:
         print(f"damaged: run {key}: {problem}")
     for message in check.integrity:
         print(f"SQLite integrity check: {message}")
+    print(f"checksums: {check.checksums}")
     print(f"{args.store}: {check.summary()}")
     return 0 if check.ok else 1
 
