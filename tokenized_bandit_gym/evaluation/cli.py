@@ -331,7 +331,8 @@ def _report(store: object, runs: list[RunSpec] | None, title: str, out: Path, sp
     if not records:
         print("no finished runs to report")
         return damaged
-    leaderboard = build_leaderboard(records, title=title, spec=spec)  # type: ignore[arg-type]
+    given = store.labels() if runs is None else None  # type: ignore[attr-defined]
+    leaderboard = build_leaderboard(records, title=title, spec=spec, given_labels=given)  # type: ignore[arg-type]
     print(markdown_report(leaderboard))
     paths = write_report_atomically(leaderboard, out)
     print(f"report written to {out}/ ({paths['html'].name}, {paths['markdown'].name}, plots, CSV, JSON)")

@@ -5,7 +5,7 @@ committed or absent; WAL mode), and can be read by any tool. The store never ove
 it did not create: a file that is not SQLite, an SQLite database of another application, or a
 store written by a newer schema raises :class:`StoreError` and is left untouched.
 
-Schema (version 1)::
+Schema (version 2)::
 
     tbg_schema(version, application, created_at)        -- one row; also PRAGMA user_version
     runs(run_key PRIMARY KEY, env_id, env_kwargs JSON, agent, agent_kwargs JSON, seed, rounds,
@@ -15,6 +15,11 @@ Schema (version 1)::
 
     run_checksums(run_key, part, checksum)              -- SHA-256 of the runs row and of each array
     run_leases(run_key PRIMARY KEY, holder, hostname, pid, heartbeat)  -- runs being played now
+    run_labels(run_key, task_label, agent_label)        -- every label pair a spec gave a run (stored or not)
+
+Schema 2 adds ``tbg_schema.checksums_since`` (when checksums began; PRAGMA user_version is 2 too): a store
+that records checksums but has lost its ``run_checksums`` table is damaged, and is refused (only a store
+with neither the table nor that record is one written before checksums).
 
 Every run is written with its checksums in one transaction (``part`` is ``"runs"`` for the row,
 else the array's name) and verified on every read: a run whose row or arrays no longer match, or
@@ -136,6 +141,15 @@ _CREATE_LEASES = """CREATE TABLE IF NOT EXISTS run_leases (
     hostname TEXT NOT NULL,
     pid INTEGER NOT NULL,
     heartbeat REAL NOT NULL
+)"""
+
+# Every (task, agent) label pair a spec gave a run, stored or not yet: a store shared by specs names a task or
+# agent by all of them (see ResultsStore.labels), whichever process stored the run.
+_CREATE_LABELS = """CREATE TABLE IF NOT EXISTS run_labels (
+    run_key TEXT NOT NULL,
+    task_label TEXT NOT NULL,
+    agent_label TEXT NOT NULL,
+    PRIMARY KEY (run_key, task_label, agent_label)
 )"""
 
 # Filesystem types (``/proc/mounts``) on which SQLite's file locking is unreliable.
@@ -370,10 +384,12 @@ class ResultsStore:
                     raise StoreError(self._lost_checksums() + "; it was not modified")
                 with self._connection:
                     self._connection.execute(_CREATE_LEASES)
+                    self._connection.execute(_CREATE_LABELS)
                 if not self._has_checksums:
                     self._add_checksums()
                 self._record_checksums()
             self._has_leases = self._has_table("run_leases")
+            self._has_labels = self._has_table("run_labels")
             self._has_checksums = self._has_table("run_checksums")
         except sqlite3.OperationalError as error:
             self.close()
@@ -627,6 +643,7 @@ class ResultsStore:
             )
             if self._has_leases:
                 connection.execute("DELETE FROM run_leases WHERE run_key = ?", (spec.key,))
+            self._record_labels([spec])
             if cursor.rowcount == 0:
                 return False
             connection.executemany(
@@ -704,7 +721,9 @@ class ResultsStore:
         A run whose row no longer matches its checksum keeps its labels (it stays reported as damaged).
         """
         changed = 0
+        runs = list(runs)
         with self._connection:
+            self._record_labels(runs)
             for run in runs:
                 task, agent = run.task_label or run.env_id, run.agent_label or run.agent
                 found = self._connection.execute(
@@ -725,6 +744,29 @@ class ResultsStore:
                     )
                 changed += 1
         return changed
+
+    def _record_labels(self, runs: Sequence[RunSpec]) -> None:
+        """Add the labels ``runs`` give to :meth:`labels` (inside the caller's transaction)."""
+        if self._has_labels:
+            self._connection.executemany(
+                "INSERT OR IGNORE INTO run_labels VALUES (?, ?, ?)",
+                [(run.key, run.task_label or run.env_id, run.agent_label or run.agent) for run in runs],
+            )
+
+    def labels(self) -> dict[str, tuple[list[str], list[str]]]:
+        """Run key -> (every task label, every agent label) that the specs run on this store gave it, sorted.
+
+        Labels follow the spec, so one run shared by specs has several; which process stored it does not
+        matter. Empty for a store no ``tbg run`` of this version has opened.
+        """
+        if not self._has_labels:
+            return {}
+        given: dict[str, tuple[set[str], set[str]]] = {}
+        for key, task, agent in self._connection.execute("SELECT run_key, task_label, agent_label FROM run_labels"):
+            tasks, agents = given.setdefault(str(key), (set(), set()))
+            tasks.add(str(task))
+            agents.add(str(agent))
+        return {key: (sorted(tasks), sorted(agents)) for key, (tasks, agents) in given.items()}
 
     def _checksums(self, key: str) -> dict[str, str]:
         query = "SELECT part, checksum FROM run_checksums WHERE run_key = ?"
