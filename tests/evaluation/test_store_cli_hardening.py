@@ -98,6 +98,26 @@ def test_a_new_store_records_its_format_and_when_checksums_began(tmp_path: Path)
         assert opened.checksum_state() == f"store format 2, runs checksummed since {since}"
 
 
+def test_a_checksummed_store_of_format_1_is_recorded_as_format_2_when_opened_for_writing(tmp_path: Path) -> None:
+    store = tmp_path / "s.sqlite"
+    stored_store(store, 2)
+    connection = sqlite3.connect(store)
+    with connection:  # as the previous version wrote it: checksums, but no record of them
+        connection.execute("ALTER TABLE tbg_schema DROP COLUMN checksums_since")
+        connection.execute("UPDATE tbg_schema SET version = 1")
+        connection.execute("PRAGMA user_version = 1")
+    connection.close()
+    with ResultsStore(store, create=False) as opened:
+        assert (
+            opened.checksum_state()
+            == "store format 1, runs checksummed since a time not recorded (written by an earlier version)"
+        )
+    with ResultsStore(store) as opened:
+        assert opened.schema_version == 2 and opened.checksums_since and opened.verify().sound == 2
+    with ResultsStore(store, create=False) as opened:
+        assert opened.checksum_state().startswith("store format 2, runs checksummed since 20")
+
+
 def test_a_lost_checksum_table_is_damage_that_report_and_run_refuse_and_verify_names(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
