@@ -454,8 +454,9 @@ def _command_report(args: argparse.Namespace) -> int:
 # Below this many open files `tbg` cannot run: a worker's pipes, SQLite's database, -wal and -shm files, and
 # the libraries' own (measured: a one-worker `tbg run` works with 16).
 MIN_OPEN_FILES = 16
-# Commands that load torch (checked at start-up, where a failure can name what is short).
-_TORCH_COMMANDS = ("run", "report", "ddmc", "check-model")
+# Commands that always load torch (checked at start-up, where a failure can name what is short); `tbg report
+# --spec` and `tbg list --probe` load it too.
+_TORCH_COMMANDS = ("run", "ddmc", "check-model")
 
 
 @contextlib.contextmanager
@@ -502,8 +503,8 @@ def _memory_limit() -> str:
     return f"the address-space limit is {limit / 2**20:,.0f} MiB (ulimit -v {limit // 1024})"
 
 
-def _startup_shortage(command: str, probe: bool) -> str | None:
-    """What this process is too short of to run ``command`` (open files, memory for torch), or None.
+def _startup_shortage(args: argparse.Namespace) -> str | None:
+    """What this process is too short of to run the parsed command (open files, memory for torch), or None.
 
     A soft open-file limit below :data:`MIN_OPEN_FILES` is raised toward the hard one first.
     """
@@ -520,7 +521,8 @@ def _startup_shortage(command: str, probe: bool) -> str | None:
                 f"too few file descriptors: this process may open {soft} files (ulimit -n {soft}) and tbg needs "
                 f"at least {MIN_OPEN_FILES}; raise the limit (ulimit -n 1024)"
             )
-    if command in _TORCH_COMMANDS or probe:
+    spec_given = args.command == "report" and args.spec is not None
+    if args.command in _TORCH_COMMANDS or spec_given or getattr(args, "probe", False):
         try:
             import torch  # noqa: F401
         except MemoryError:
@@ -533,14 +535,15 @@ def _startup_shortage(command: str, probe: bool) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tbg`` console script; returns the exit status.
 
-    Spec, store and ``--import`` errors are printed as one line (``tbg: error: ...``) with status 2. Until
-    the arguments are parsed and torch is loaded, Ctrl-C ends the process at once (exit 130, one line);
-    output that the terminal's encoding cannot show is written with backslash escapes.
+    Spec, store and ``--import`` errors are printed as one line (``tbg: error: ...``) with status 2. Run as
+    a program (``argv`` None), Ctrl-C ends the process at once (exit 130, one line) until the arguments are
+    parsed and torch is loaded. Output that the terminal's encoding cannot show is written with backslash
+    escapes.
     """
     _escape_unencodable_output()
-    with _starting_up():
+    with _starting_up() if argv is None else contextlib.nullcontext():
         args = build_parser().parse_args(argv)  # --help exits here, before anything heavy is imported
-        problem = _startup_shortage(args.command, getattr(args, "probe", False))
+        problem = _startup_shortage(args)
         if problem is not None:
             print(f"tbg: error: {problem}", file=sys.stderr)
             return 2
@@ -578,7 +581,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tbg: error: cannot write{where}: {error.strerror or error}; no report was written", file=sys.stderr)
         return 2
     except MemoryError:
-        print(f"tbg: error: out of memory ({_memory_limit()}); no report was written", file=sys.stderr)
+        print(f"tbg: error: out of memory ({_memory_limit()})", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C outside the runs (those print their own line)
         unchanged = "; no report was written (an earlier one is unchanged)" if args.command in ("run", "report") else ""

@@ -450,17 +450,24 @@ class ResultsStore:
         if self.schema_version >= CHECKSUMS_SCHEMA_VERSION and self.checksums_since is not None:
             return
         now = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        with self._connection:
-            columns = {row[1] for row in self._connection.execute("PRAGMA table_info(tbg_schema)")}
+        connection = self._connection
+        connection.execute("BEGIN IMMEDIATE")  # several `tbg run`s may open an older store at once
+        try:
+            columns = {row[1] for row in connection.execute("PRAGMA table_info(tbg_schema)")}
             if "checksums_since" not in columns:
-                self._connection.execute("ALTER TABLE tbg_schema ADD COLUMN checksums_since TEXT")
-            self._connection.execute(
+                connection.execute("ALTER TABLE tbg_schema ADD COLUMN checksums_since TEXT")
+            connection.execute(
                 "UPDATE tbg_schema SET version = ?, checksums_since = COALESCE(checksums_since, ?)",
                 (SCHEMA_VERSION, now),
             )
-            self._connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            since = connection.execute("SELECT checksums_since FROM tbg_schema").fetchone()[0]
+            connection.commit()
+        except BaseException:
+            connection.rollback()
+            raise
         self.schema_version = SCHEMA_VERSION
-        self.checksums_since = self.checksums_since or now
+        self.checksums_since = str(since)
 
     def _add_checksums(self) -> None:
         """Give a store written before checksums its checksum table, over its runs as they are now."""
