@@ -118,6 +118,25 @@ def test_a_checksummed_store_of_format_1_is_recorded_as_format_2_when_opened_for
         assert opened.checksum_state().startswith("store format 2, runs checksummed since 20")
 
 
+def test_three_processes_opening_a_store_written_before_checksums_at_once_all_upgrade_it(tmp_path: Path) -> None:
+    store = tmp_path / "old.sqlite"
+    shutil.copyfile(DATA / "store_schema1.sqlite", store)
+    opener = (
+        "import sys; from tokenized_bandit_gym.evaluation.results_store import ResultsStore; "
+        "ResultsStore(sys.argv[1]).close()"
+    )
+    environment = dict(os.environ, PYTHONPATH=str(REPO))
+    processes = [
+        subprocess.Popen([sys.executable, "-c", opener, str(store)], cwd=REPO, env=environment, stderr=subprocess.PIPE)
+        for _ in range(3)
+    ]
+    errors = [process.communicate(timeout=120)[1] for process in processes]
+    assert [process.returncode for process in processes] == [0, 0, 0], errors
+    with ResultsStore(store, create=False) as opened:
+        check = opened.verify()
+        assert opened.schema_version == 2 and opened.checksums_since and (check.ok, check.sound) == (True, 8)
+
+
 def test_a_lost_checksum_table_is_damage_that_report_and_run_refuse_and_verify_names(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
