@@ -106,6 +106,8 @@ def check_output_folder(out: Path) -> Path:
         return resolved
     ancestor = resolved.parent
     while not ancestor.exists():
+        if os.path.lexists(ancestor):  # a link that leads nowhere (Python 3.13 resolves past a loop)
+            raise OutputError(f"--out {str(out)!r} cannot be created: {str(ancestor)!r} is a symbolic link loop")
         ancestor = ancestor.parent
     if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
         raise OutputError(f"--out {str(out)!r} cannot be created: {str(ancestor)!r} is not a writable folder")
