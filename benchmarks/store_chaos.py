@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tokenized_bandit_gym.evaluation.results_store import ResultsStore
-from tokenized_bandit_gym.evaluation.run_record import DETERMINISTIC_ARRAYS
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 
 REPO = Path(__file__).resolve().parents[1]
@@ -131,15 +130,6 @@ def start(spec: Path, store: Path) -> subprocess.Popen[str]:
     return process
 
 
-def deterministic_contents(store: Path) -> dict[str, list[bytes]]:
-    """Run key -> the bytes of every array that does not depend on timing."""
-    with ResultsStore(store, create=False) as opened:
-        return {
-            record.spec.key: [record.arrays[name].tobytes() for name in DETERMINISTIC_ARRAYS]
-            for record in opened.records()
-        }
-
-
 def chaos(folder: Path, args: Args) -> ChaosResult:
     """Run the three specs on one store under ``args.signals + args.startup_signals`` signals; check the store."""
     rng = random.Random(args.seed)
@@ -210,6 +200,7 @@ def chaos(folder: Path, args: Args) -> ChaosResult:
         )
     with ResultsStore(store, create=False) as opened:
         check = opened.verify()
+        contents = opened.result_bytes()
     result.verify, result.verify_ok = check.summary(), check.ok
     connection = sqlite3.connect(f"file:{store}?mode=ro", uri=True)
     try:
@@ -217,9 +208,10 @@ def chaos(folder: Path, args: Args) -> ChaosResult:
         result.array_rows = int(connection.execute("SELECT COUNT(*) FROM run_arrays").fetchone()[0])
     finally:
         connection.close()
-    expected = deterministic_contents(reference)
+    with ResultsStore(reference, create=False) as opened:
+        expected = opened.result_bytes()
     result.runs_expected = len(expected)
-    result.identical = deterministic_contents(store) == expected
+    result.identical = contents == expected
     return result
 
 

@@ -65,7 +65,7 @@ from typing import Any
 
 import numpy as np
 
-from tokenized_bandit_gym.evaluation.run_record import ARRAY_NAMES, RunRecord
+from tokenized_bandit_gym.evaluation.run_record import ARRAY_NAMES, DETERMINISTIC_ARRAYS, RunRecord
 from tokenized_bandit_gym.evaluation.run_spec import RunSpec, canonical_json
 
 SCHEMA_VERSION = 2
@@ -869,6 +869,17 @@ class ResultsStore:
         else:
             check.unverified = sound
         return check
+
+    def result_bytes(self) -> dict[str, list[bytes]]:
+        """Run key -> the bytes of each array that does not depend on timing, of every sound run.
+
+        Two stores of the same runs, however they were played (workers, processes, interruptions), hold
+        equal ones: :data:`~tokenized_bandit_gym.evaluation.run_record.DETERMINISTIC_ARRAYS`, in that order.
+        """
+        return {
+            record.spec.key: [record.arrays[name].tobytes() for name in DETERMINISTIC_ARRAYS]
+            for record in self.records()
+        }
 
     def raw_rows(self) -> list[tuple[Any, ...]]:
         """Every row of ``runs`` and ``run_arrays`` exactly as stored (for byte-level comparisons)."""
