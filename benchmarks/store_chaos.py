@@ -50,7 +50,7 @@ SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGKILL)
 # 0: the signal came as the process finished. SIGTERM before `tbg run` handles it (start-up, the report) ends the
 # process by the signal's default action (-15, which a shell shows as 143): nothing is written then.
 EXPECTED_STATUS = {
-    signal.SIGINT: {130, 0},
+    signal.SIGINT: {130, -signal.SIGINT, 0},  # -2: as the interpreter exited (its handlers back at the defaults)
     signal.SIGTERM: {143, -signal.SIGTERM, 0},
     signal.SIGKILL: {-signal.SIGKILL, 0},
 }
@@ -178,7 +178,7 @@ def chaos(folder: Path, args: Args) -> ChaosResult:
         result.signals[signal.Signals(sig).name] += 1
         lines = [line for line in err.splitlines() if line.strip()]
         clear = process.returncode in EXPECTED_STATUS[sig] and "Traceback" not in err and "terminate" not in err
-        if sig == signal.SIGINT and process.returncode != 0:
+        if sig == signal.SIGINT and process.returncode == 130:
             clear = clear and bool(lines) and ("interrupted" in lines[-1] or lines[-1].startswith("tbg: error:"))
         if not clear:
             result.unclear_exits.append(f"{signal.Signals(sig).name} ({kind}): exit {process.returncode}: {err[-400:]}")
