@@ -12,7 +12,7 @@ import ast
 import dataclasses
 import inspect
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 SettingsT = TypeVar("SettingsT")
@@ -85,3 +85,25 @@ def field_docstrings(settings_class: type) -> dict[str, str]:
             ):
                 docs[node.target.id] = following.value.value
     return docs
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type`` for an integer flag of at least ``minimum``: refused at parsing, naming the value.
+
+    Example:
+        >>> int_at_least(1)("3")
+        3
+    """
+    wanted = {0: "a non-negative integer", 1: "a positive integer"}.get(minimum, f"an integer >= {minimum}")
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(f"expected {wanted}, got {text!r}") from error
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {wanted}, got {text!r}")
+        return value
+
+    parse.__name__ = wanted  # argparse names the type in its "invalid ... value" message
+    return parse

@@ -67,8 +67,10 @@ def test_a_mismatch_exits_non_zero(
 def test_unloadable_model_and_bad_steps_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check-model", "made-up-org/no-such-model-14"]) == 2
     assert "nor in the Hugging Face cache" in capsys.readouterr().err
-    assert main(["check-model", "stories260K", "--steps", "0"]) == 2
-    assert "--steps" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as refused:  # refused while the arguments are parsed, before any model loads
+        main(["check-model", "stories260K", "--steps", "0"])
+    assert refused.value.code == 2
+    assert "argument --steps: expected a positive integer, got '0'" in capsys.readouterr().err
 
 
 def test_a_csv_of_the_users_own_column_and_length(

@@ -23,7 +23,6 @@ from tokenized_bandit_gym.evaluation.results_store import (
     ResultsStore,
     network_filesystem,
 )
-from tokenized_bandit_gym.evaluation.run_record import DETERMINISTIC_ARRAYS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -38,10 +37,7 @@ def labelled_spec(path: Path, task_label: str, agent_label: str) -> Path:
 
 def arrays_by_key(store: Path) -> dict[str, list[bytes]]:
     with ResultsStore(store, create=False) as opened:
-        return {
-            record.spec.key: [record.arrays[name].tobytes() for name in DETERMINISTIC_ARRAYS]
-            for record in opened.records()
-        }
+        return opened.result_bytes()
 
 
 def lease_pids(store: Path) -> set[int]:

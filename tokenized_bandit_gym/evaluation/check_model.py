@@ -22,6 +22,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tokenized_bandit_gym.script_arguments import int_at_least
+
 if TYPE_CHECKING:  # torch and numpy load when a check runs, not when ``tbg --help`` builds the parser
     import numpy as np
     import torch
@@ -424,19 +426,21 @@ def add_check_model_subcommand(subparsers: argparse._SubParsersAction) -> argpar
         description=__doc__.splitlines()[0] + " Exits 1 on a mismatch (or when the env refuses the model).",
     )
     parser.add_argument("model", help="local directory (safetensors), stories260K or a cached hub name")
-    parser.add_argument("--steps", type=int, default=20, help="observation rows compared per path (default 20)")
+    parser.add_argument(
+        "--steps", type=int_at_least(1), default=20, help="observation rows compared per path (default 20)"
+    )
     parser.add_argument("--dtype", default="float32", help="float32 (default), bfloat16, float16 or float64")
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
     parser.add_argument("--attn-implementation", default="auto", help="attention kernel (default auto)")
-    parser.add_argument("--max-length", type=int, default=8, help="L of the episodes (default 8)")
-    parser.add_argument("--top-k", type=int, default=4, help="k candidates per step (default 4)")
+    parser.add_argument("--max-length", type=int_at_least(1), default=8, help="L of the episodes (default 8)")
+    parser.add_argument("--top-k", type=int_at_least(1), default=4, help="k candidates per step (default 4)")
     parser.add_argument("--queries", default=None, help="query source (default: the built-in story openings)")
     parser.add_argument("--query-column", default=None, help="CSV column of the queries (a CSV --queries)")
     parser.add_argument("--query-field", default=None, help="JSONL field of the queries, a dotted path")
     parser.add_argument(
         "--query-truncation", default="none", choices=("none", "left"), help="over-long queries: refuse or keep the end"
     )
-    parser.add_argument("--seed", type=int, default=0, help="seeds the episodes and the random actions")
+    parser.add_argument("--seed", type=int_at_least(0), default=0, help="seeds the episodes and the random actions")
     parser.add_argument(
         "--fixed-length",
         action=argparse.BooleanOptionalAction,

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tokenized_bandit_gym.registration import AGENT_ENTRY_POINT_GROUP
+from tokenized_bandit_gym.script_arguments import int_at_least
 
 if TYPE_CHECKING:
     from tokenized_bandit_gym.evaluation.leaderboard_spec import LeaderboardSpec
@@ -71,36 +72,61 @@ def _sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def check_output_folder(out: Path) -> None:
-    """Raise :class:`OutputError` unless ``out`` is, or can be created as, a writable folder (checked before runs).
+def check_output_folder(out: Path) -> Path:
+    """Resolve ``out`` and raise :class:`OutputError` unless it is, or can be created as, a writable folder.
 
-    An existing ``out`` must be empty or hold a report (its ``leaderboard.html``), since a new report replaces
-    the whole folder (see :func:`write_report_atomically`).
+    Called before any run. Symbolic links are followed (a loop, or one pointing nowhere, is refused); an
+    existing folder must hold nothing but report files (see :func:`write_report_atomically`).
+
+    Returns:
+        ``out`` with every link resolved: where the report is written.
     """
-    if out.exists():
-        if not out.is_dir():
+    try:
+        resolved = out.resolve()
+    except (RuntimeError, OSError) as error:  # RuntimeError: a symlink loop (Python < 3.13)
+        raise OutputError(f"--out {str(out)!r} cannot be resolved: {error}; pass a folder for the report") from error
+    if os.path.lexists(resolved) and not resolved.exists():
+        raise OutputError(f"--out {str(out)!r} is a symbolic link loop; pass a folder for the report")
+    if os.path.islink(out) and not resolved.exists():
+        raise OutputError(
+            f"--out {str(out)!r} is a symbolic link to {str(resolved)!r}, which does not exist (a dangling link); "
+            "create that folder or pass another --out"
+        )
+    if resolved.exists():
+        if not resolved.is_dir():
             raise OutputError(f"--out {str(out)!r} is an existing file, not a folder; pass a folder for the report")
-        if not os.access(out, os.W_OK | os.X_OK) or not os.access(out.absolute().parent, os.W_OK | os.X_OK):
+        if not os.access(resolved, os.W_OK | os.X_OK) or not os.access(resolved.parent, os.W_OK | os.X_OK):
             raise OutputError(f"--out {str(out)!r} is a folder that is not writable (it and its parent must be)")
-        if any(out.iterdir()) and not (out / "leaderboard.html").is_file():
+        foreign = _foreign_files(resolved)
+        if foreign:
             raise OutputError(
-                f"--out {str(out)!r} holds files that are not a report; a report replaces its folder whole. "
-                "Pass a new or empty folder"
+                f"--out {str(out)!r} holds files that are not a report ({', '.join(foreign[:5])}); a report replaces "
+                "its folder whole. Pass a new or empty folder"
             )
-        return
-    ancestor = out.absolute().parent
+        return resolved
+    ancestor = resolved.parent
     while not ancestor.exists():
+        if os.path.lexists(ancestor):  # a link that leads nowhere (Python 3.13 resolves past a loop)
+            raise OutputError(f"--out {str(out)!r} cannot be created: {str(ancestor)!r} is a symbolic link loop")
         ancestor = ancestor.parent
     if not ancestor.is_dir() or not os.access(ancestor, os.W_OK | os.X_OK):
         raise OutputError(f"--out {str(out)!r} cannot be created: {str(ancestor)!r} is not a writable folder")
+    return resolved
+
+
+def _foreign_files(folder: Path) -> list[str]:
+    """The names in ``folder`` that no report writes (sorted): a folder holding only report files may be replaced."""
+    from tokenized_bandit_gym.evaluation.leaderboard_report import is_report_file
+
+    return sorted(item.name for item in folder.iterdir() if not is_report_file(item))
 
 
 def write_report_atomically(leaderboard: object, out: Path) -> dict[str, Path]:
     """Write the report into a temporary folder beside ``out``, then rename it into place.
 
     An interrupted or failed write (Ctrl-C, a full disk) leaves ``out`` as it was: never a mix of old
-    and new files. A folder already at ``out`` is replaced when every file in it is one the new report
-    also writes (an older report); otherwise :class:`OutputError` is raised and nothing changes.
+    and new files. A folder already at ``out`` is replaced when every file in it is a report file (an
+    older report, whatever its labels); otherwise :class:`OutputError` is raised and nothing changes.
 
     Returns:
         Output name -> path, as :func:`~tokenized_bandit_gym.evaluation.leaderboard_report.write_report`.
@@ -116,7 +142,7 @@ def write_report_atomically(leaderboard: object, out: Path) -> dict[str, Path]:
             os.chmod(staging, target.stat().st_mode & 0o7777)
         paths = write_report(leaderboard, staging)  # type: ignore[arg-type]
         if target.exists():
-            foreign = sorted({item.name for item in target.iterdir()} - {item.name for item in staging.iterdir()})
+            foreign = _foreign_files(target)
             if foreign:
                 raise OutputError(
                     f"--out {str(out)!r} holds files that are not part of a report ({', '.join(foreign[:5])}); "
@@ -135,16 +161,6 @@ def write_report_atomically(leaderboard: object, out: Path) -> dict[str, Path]:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return {name: out / path.relative_to(staging) for name, path in paths.items()}
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from error
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def _add_import_argument(parser: argparse.ArgumentParser) -> None:
@@ -197,7 +213,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--backend", choices=("local", "ray"), default="local", help="local processes (default) or Ray")
     run.add_argument(
         "--workers",
-        type=_positive_int,
+        type=int_at_least(1),
         default=None,
         help="local worker processes (default: workers on the idle cores once the work outweighs their start-up)",
     )
@@ -316,10 +332,13 @@ def _report(store: object, runs: list[RunSpec] | None, title: str, out: Path, sp
         for record in store.records(wanted)  # type: ignore[attr-defined]
     ]
     damaged = _print_damaged(store.damaged)  # type: ignore[attr-defined]
+    if not store.has_checksums:  # type: ignore[attr-defined]
+        print(f"tbg: warning: {store.path}: {store.checksum_state()}", file=sys.stderr)  # type: ignore[attr-defined]
     if not records:
         print("no finished runs to report")
         return damaged
-    leaderboard = build_leaderboard(records, title=title, spec=spec)  # type: ignore[arg-type]
+    given = store.labels() if runs is None else None  # type: ignore[attr-defined]
+    leaderboard = build_leaderboard(records, title=title, spec=spec, given_labels=given)  # type: ignore[arg-type]
     print(markdown_report(leaderboard))
     paths = write_report_atomically(leaderboard, out)
     print(f"report written to {out}/ ({paths['html'].name}, {paths['markdown'].name}, plots, CSV, JSON)")
@@ -344,6 +363,7 @@ def _command_verify(args: argparse.Namespace) -> int:
         print(f"damaged: run {key}: {problem}")
     for message in check.integrity:
         print(f"SQLite integrity check: {message}")
+    print(f"checksums: {check.checksums}")
     print(f"{args.store}: {check.summary()}")
     return 0 if check.ok else 1
 
@@ -358,7 +378,7 @@ def _command_run(args: argparse.Namespace) -> int:
     import_user_modules(args.imports)
     spec = load_spec(args.spec)
     if not args.no_report:
-        check_output_folder(args.out)
+        args.out = check_output_folder(args.out)
     if args.backend == "ray":
         from tokenized_bandit_gym.evaluation.ray_backend import import_ray
 
@@ -406,6 +426,16 @@ def _run_and_report(args: argparse.Namespace, spec: LeaderboardSpec, runs: list[
         )
         damaged = 0 if args.no_report else _report(store, runs, spec.title, args.out, spec)
     if summary.failures:
+        if any("Too many open files" in failure.error for failure in summary.failures):
+            import resource
+
+            limit = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            print(
+                f"tbg: error: {len(summary.failures)} runs failed for want of file descriptors (this process may "
+                f"open {limit} files: ulimit -n {limit}); raise the limit or pass fewer --workers, then rerun",
+                file=sys.stderr,
+            )
+            return 2
         print(f"{len(summary.failures)} runs failed (see above); rerun to retry them", file=sys.stderr)
         return 1
     return damaged
@@ -422,21 +452,111 @@ def _command_report(args: argparse.Namespace) -> int:
         spec = load_spec(args.spec, check_registry=False)
         runs = spec.runs()
         title = args.title or spec.title
-    check_output_folder(args.out)
+    args.out = check_output_folder(args.out)
     with ResultsStore(args.store, create=False) as store:
         return _report(store, runs, title, args.out, spec)
+
+
+# Below this many open files `tbg` cannot run: a worker's pipes, SQLite's database, -wal and -shm files, and
+# the libraries' own (measured: a one-worker `tbg run` works with 16).
+MIN_OPEN_FILES = 16
+# Commands that always load torch (checked at start-up, where a failure can name what is short); `tbg report
+# --spec` and `tbg list --probe` load it too.
+_TORCH_COMMANDS = ("run", "ddmc", "check-model")
+
+
+@contextlib.contextmanager
+def _starting_up() -> Iterator[None]:
+    """While inside, Ctrl-C ends the process at once with one line and exit 130.
+
+    A ``KeyboardInterrupt`` raised inside torch's import can abort the interpreter (a C++ ``terminate``), so
+    none is raised before torch is loaded. The ``tbg`` console script's entry (``tbg_entry``) installs the same
+    handling before the package is imported; on leaving, Python's own Ctrl-C handling is back.
+    """
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous in (signal.SIG_IGN, None):
+        yield
+        return
+    from_entry = getattr(previous, "__module__", None) == "tbg_entry"
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler if from_entry else previous)
+
+
+def _interrupted_while_starting(signum: int, frame: object) -> None:
+    os.write(2, b"\ntbg: error: interrupted while starting; nothing was done\n")
+    os._exit(EXIT_INTERRUPTED)
+
+
+def _escape_unencodable_output() -> None:
+    """Write characters stdout's and stderr's encoding cannot show (an emoji on an ASCII terminal) as escapes."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):  # a closed or detached stream: nothing to do
+                reconfigure(errors="backslashreplace")
+
+
+def _memory_limit() -> str:
+    """The address-space limit (``ulimit -v``) as a phrase, or that there is none."""
+    import resource
+
+    limit = resource.getrlimit(resource.RLIMIT_AS)[0]
+    if limit == resource.RLIM_INFINITY:
+        return "no address-space limit is set; the machine is short of memory"
+    return f"the address-space limit is {limit / 2**20:,.0f} MiB (ulimit -v {limit // 1024})"
+
+
+def _startup_shortage(args: argparse.Namespace) -> str | None:
+    """What this process is too short of to run the parsed command (open files, memory for torch), or None.
+
+    A soft open-file limit below :data:`MIN_OPEN_FILES` is raised toward the hard one first.
+    """
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < MIN_OPEN_FILES:
+        wanted = MIN_OPEN_FILES if hard == resource.RLIM_INFINITY else min(MIN_OPEN_FILES, hard)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+        soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+        if soft < MIN_OPEN_FILES:
+            return (
+                f"too few file descriptors: this process may open {soft} files (ulimit -n {soft}) and tbg needs "
+                f"at least {MIN_OPEN_FILES}; raise the limit (ulimit -n 1024)"
+            )
+    spec_given = args.command == "report" and args.spec is not None
+    if args.command in _TORCH_COMMANDS or spec_given or getattr(args, "probe", False):
+        try:
+            import torch  # noqa: F401
+        except MemoryError:
+            return f"too little memory to load torch ({_memory_limit()}); raise the limit or free memory"
+        except (ImportError, OSError) as error:
+            return f"cannot load torch ({error}); too little memory? {_memory_limit()}"
+    return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``tbg`` console script; returns the exit status.
 
-    Spec, store and ``--import`` errors are printed as one line (``tbg: error: ...``) with status 2.
+    Spec, store and ``--import`` errors are printed as one line (``tbg: error: ...``) with status 2. Run as
+    a program (``argv`` None), Ctrl-C ends the process at once (exit 130, one line) until the arguments are
+    parsed and torch is loaded. Output that the terminal's encoding cannot show is written with backslash
+    escapes.
     """
-    args = build_parser().parse_args(argv)  # --help exits here, before anything heavy is imported
-    from tokenized_bandit_gym.evaluation.leaderboard_spec import SpecError
-    from tokenized_bandit_gym.evaluation.ray_backend import RayUnavailableError
-    from tokenized_bandit_gym.evaluation.results_store import StoreError
-    from tokenized_bandit_gym.registration import AgentLoadError
+    _escape_unencodable_output()
+    with _starting_up() if argv is None else contextlib.nullcontext():
+        args = build_parser().parse_args(argv)  # --help exits here, before anything heavy is imported
+        problem = _startup_shortage(args)
+        if problem is not None:
+            print(f"tbg: error: {problem}", file=sys.stderr)
+            return 2
+        from tokenized_bandit_gym.evaluation.leaderboard_spec import SpecError
+        from tokenized_bandit_gym.evaluation.ray_backend import RayUnavailableError
+        from tokenized_bandit_gym.evaluation.results_store import StoreError
+        from tokenized_bandit_gym.registration import AgentLoadError
 
     try:
         if args.command == "list":
@@ -465,6 +585,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as error:  # a full disk or a vanished folder while the report is written
         where = f" {error.filename!r}" if error.filename else ""
         print(f"tbg: error: cannot write{where}: {error.strerror or error}; no report was written", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print(f"tbg: error: out of memory ({_memory_limit()})", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C outside the runs (those print their own line)
         unchanged = "; no report was written (an earlier one is unchanged)" if args.command in ("run", "report") else ""

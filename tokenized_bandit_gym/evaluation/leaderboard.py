@@ -211,28 +211,76 @@ class Leaderboard:
         return [row for row in self.rows if row.task == task]
 
 
-def _labels(records: list[RunRecord], kind: str) -> dict[str, str]:
-    """Group key -> display label, made unique (the first stored label wins)."""
-    labels: dict[str, str] = {}
+# Run key -> (task labels, agent labels) that specs gave the run (ResultsStore.labels).
+GivenLabels = dict[str, tuple[list[str], list[str]]]
+
+
+def _stored_labels(
+    records: list[RunRecord], kind: str, given: GivenLabels | None = None
+) -> dict[str, tuple[int, list[str]]]:
+    """Group key -> (T, every label its runs were given, sorted); ``kind`` is ``"task"`` or ``"agent"``.
+
+    A run's labels are those of ``given`` where it lists the run, else the one its record holds.
+    """
+    stored: dict[str, tuple[int, set[str]]] = {}
     for record in records:
         spec = record.spec
+        listed = (given or {}).get(spec.key)
         if kind == "task":
             key = canonical_json([spec.env_id, spec.env_kwargs, spec.rounds])
-            label = spec.task_label or spec.env_id
+            names = listed[0] if listed else [spec.task_label or spec.env_id]
         else:
             key = canonical_json([spec.agent, spec.agent_kwargs])
-            label = spec.agent_label or spec.agent
-        if key in labels:
-            continue
+            names = listed[1] if listed else [spec.agent_label or spec.agent]
+        stored.setdefault(key, (spec.rounds, set()))[1].update(names)
+    return {key: (rounds, sorted(names)) for key, (rounds, names) in stored.items()}
+
+
+def _labels(records: list[RunRecord], kind: str, given: GivenLabels | None = None) -> dict[str, str]:
+    """Group key -> display label, a function of the runs alone (not of the order they were stored in).
+
+    A group stored under several labels (specs sharing a store) is named by all of them, sorted and joined
+    with `` / ``; labels are made unique in the order of (T, group key): a task label met again at another T
+    gets `` [T=...]``, any other repeat `` #2``, `` #3``...
+    """
+    labels: dict[str, str] = {}
+    stored = _stored_labels(records, kind, given)
+    for key in sorted(stored, key=lambda group: (stored[group][0], group)):
+        rounds, names = stored[key]
+        label = " / ".join(names)
         candidate = label
         if kind == "task" and candidate in labels.values():
-            candidate = f"{label} [T={spec.rounds}]"
+            candidate = f"{label} [T={rounds}]"
         suffix = 2
         while candidate in labels.values():
             candidate = f"{label} #{suffix}"
             suffix += 1
         labels[key] = candidate
     return labels
+
+
+def _label_notes(
+    records: list[RunRecord],
+    task_of: dict[str, str],
+    agent_of: dict[str, str],
+    tasks_of_agent: dict[str, list[str]],
+    given: GivenLabels | None,
+) -> dict[str, str]:
+    """Task -> a sentence for each of its task or agent labels that joins several stored labels (else absent)."""
+    notes: dict[str, list[str]] = {}
+    for kind, names_of in (("task", task_of), ("agent", agent_of)):
+        for key, (_, names) in _stored_labels(records, kind, given).items():
+            if len(names) < 2 or key not in names_of:
+                continue
+            shown = names_of[key]
+            sentence = (
+                f"The {kind} {shown!r} was given {len(names)} labels by the specs run on its store "
+                f"({', '.join(repr(name) for name in names)}) and is named by all of them, sorted and joined; "
+                "pass --spec to report one spec's labels."
+            )
+            for task in [shown] if kind == "task" else tasks_of_agent.get(shown, []):
+                notes.setdefault(task, []).append(sentence)
+    return {task: " ".join(sentences) for task, sentences in notes.items()}
 
 
 def _curve(curves: np.ndarray, resamples: int, seed: int) -> RegretCurve:
@@ -248,6 +296,7 @@ def build_leaderboard(
     resamples: int = 2000,
     seed: int = 0,
     spec: LeaderboardSpec | None = None,
+    given_labels: GivenLabels | None = None,
 ) -> Leaderboard:
     """Group runs into agents x tasks and compute every statistic of the report.
 
@@ -259,6 +308,9 @@ def build_leaderboard(
         spec: the spec the runs came from, if any: its reference flags, theory exponents, task
             caveats and text go into the report, and the runs at a task's extra ``horizons``
             give the horizon exponent instead of tables of their own.
+        given_labels: every task and agent label that specs gave each run (``ResultsStore.labels()``): a
+            task or agent is named by all labels its runs were given, sorted and joined, and the report
+            says so. Without it, the labels the records hold.
     """
     records = list(records)
     sweep_of: dict[str, str] = {}  # run key of an extra-horizon run -> group key of its task's main runs
@@ -269,8 +321,8 @@ def build_leaderboard(
                 sweep_of[run.key] = canonical_json([run.env_id, run.env_kwargs, main_rounds[run.task_label]])
     sweep_records = [record for record in records if record.spec.key in sweep_of]
     records = [record for record in records if record.spec.key not in sweep_of]
-    task_of = _labels(records, "task")
-    agent_of = _labels(records + sweep_records, "agent")
+    task_of = _labels(records, "task", given_labels)
+    agent_of = _labels(records + sweep_records, "agent", given_labels)
     groups: dict[tuple[str, str], list[RunRecord]] = {}
     for record in sorted(records, key=lambda item: item.spec.seed):
         run = record.spec
@@ -281,6 +333,9 @@ def build_leaderboard(
     theory_tasks = _theory_tasks(spec, groups)
     horizon_points = _horizon_points(groups, sweep_records, sweep_of, task_of, agent_of, resamples, seed)
     tasks = list(dict.fromkeys(task for task, _ in groups))
+    tasks_of_agent: dict[str, list[str]] = {}
+    for task, agent in groups:
+        tasks_of_agent.setdefault(agent, []).append(task)
     finals = {pair: np.array([record.final_regret for record in runs]) for pair, runs in groups.items()}
 
     references: dict[str, str] = {}
@@ -408,7 +463,9 @@ def build_leaderboard(
         reference_agents=reference_agents,
         theory_exponents=theory,
         horizon_points=horizon_points,
-        caveats=_caveats(spec, groups),
+        caveats=_caveats(
+            spec, groups, _label_notes(records + sweep_records, task_of, agent_of, tasks_of_agent, given_labels)
+        ),
         provenance=_provenance(records + sweep_records),
         spec_text=spec.text if spec is not None else "",
         horizon_runs=len(sweep_records),
@@ -577,15 +634,20 @@ def _loglog_slope(horizons: np.ndarray, values: np.ndarray) -> float:
     return float(loglog_slopes(horizons, values))
 
 
-def _caveats(spec: LeaderboardSpec | None, groups: dict[tuple[str, str], list[RunRecord]]) -> dict[str, str]:
-    """Task name -> the spec's caveat for it (tasks matched by env id, kwargs and T)."""
-    if spec is None:
-        return {}
-    by_identity = {canonical_json([task.id, task.kwargs, task.rounds]): task.caveat for task in spec.tasks}
+def _caveats(
+    spec: LeaderboardSpec | None, groups: dict[tuple[str, str], list[RunRecord]], label_notes: dict[str, str]
+) -> dict[str, str]:
+    """Task name -> the spec's caveat for it (tasks matched by env id, kwargs and T), then its ``label_notes``."""
+    by_identity = (
+        {}
+        if spec is None
+        else {canonical_json([task.id, task.kwargs, task.rounds]): task.caveat for task in spec.tasks}
+    )
     caveats = {}
     for (task, _), runs in groups.items():
         run = runs[0].spec
-        caveat = by_identity.get(canonical_json([run.env_id, run.env_kwargs, run.rounds]))
+        parts = [by_identity.get(canonical_json([run.env_id, run.env_kwargs, run.rounds])), label_notes.get(task)]
+        caveat = " ".join(part for part in parts if part)
         if caveat:
             caveats[task] = caveat
     return caveats

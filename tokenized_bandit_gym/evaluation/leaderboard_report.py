@@ -76,13 +76,20 @@ def _interval(low: float, high: float, digits: int = 2) -> str:
 
 
 def markdown_cell(text: str) -> str:
-    """``text`` for one Markdown table cell: pipes escaped, line breaks as ``<br>`` (a raw one would split the row)."""
-    return text.replace("|", "\\|").replace("\r\n", "<br>").replace("\n", "<br>").replace("\r", "<br>")
+    """``text`` for one Markdown table cell: HTML-escaped, pipes escaped, line breaks as ``<br>``.
+
+    ``<``, ``>`` and ``&`` are escaped as the HTML report escapes them; a raw line break would split the row.
+    """
+    escaped = html.escape(text, quote=False).replace("|", "\\|")
+    return escaped.replace("\r\n", "<br>").replace("\n", "<br>").replace("\r", "<br>")
 
 
 def markdown_line(text: str) -> str:
-    """``text`` for one Markdown heading line: line breaks become spaces."""
-    return " ".join(text.splitlines())
+    """``text`` for one Markdown line (a heading, a note): HTML-escaped, line breaks become spaces.
+
+    Markdown passes raw HTML through, so a label such as ``<img onerror=...>`` would run in a viewer.
+    """
+    return " ".join(html.escape(text, quote=False).splitlines())
 
 
 def _markdown(header: list[str], body: list[list[str]]) -> str:
@@ -559,3 +566,15 @@ def write_report(leaderboard: Leaderboard, out_dir: str | Path) -> dict[str, Pat
     }
     paths["json"].write_text(json.dumps(document, indent=2, sort_keys=False), encoding="utf-8")
     return paths
+
+
+# The names of the files :func:`write_report` writes: fixed ones, and a plot pair per task and per horizon sweep.
+_REPORT_FILE = re.compile(
+    r"(leaderboard\.(html|md|json)|(summary|aggregate|runs)\.csv|regret_curves\.(png|svg)"
+    r"|(regret|horizons)_[A-Za-z0-9._-]+\.(png|svg))"
+)
+
+
+def is_report_file(path: Path) -> bool:
+    """Whether ``path`` is a regular file named as :func:`write_report` names its outputs (of any report)."""
+    return _REPORT_FILE.fullmatch(path.name) is not None and path.is_file() and not path.is_symlink()

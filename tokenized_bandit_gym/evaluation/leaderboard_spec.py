@@ -217,6 +217,11 @@ def load_spec(path: str | Path, check_registry: bool = True) -> LeaderboardSpec:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise SpecError(f"spec file {str(path)!r} is not valid TOML: {error}") from error
+    except RecursionError as error:  # tomllib parses nested arrays and tables recursively
+        raise SpecError(
+            f"spec file {str(path)!r} nests arrays or tables too deeply to read (Python's recursion limit, "
+            f"{sys.getrecursionlimit()}); a spec nests a few levels"
+        ) from error
     return parse_spec(data, source=str(path), check_registry=check_registry)
 
 

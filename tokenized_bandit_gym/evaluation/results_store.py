@@ -5,7 +5,7 @@ committed or absent; WAL mode), and can be read by any tool. The store never ove
 it did not create: a file that is not SQLite, an SQLite database of another application, or a
 store written by a newer schema raises :class:`StoreError` and is left untouched.
 
-Schema (version 1)::
+Schema (version 2)::
 
     tbg_schema(version, application, created_at)        -- one row; also PRAGMA user_version
     runs(run_key PRIMARY KEY, env_id, env_kwargs JSON, agent, agent_kwargs JSON, seed, rounds,
@@ -15,6 +15,11 @@ Schema (version 1)::
 
     run_checksums(run_key, part, checksum)              -- SHA-256 of the runs row and of each array
     run_leases(run_key PRIMARY KEY, holder, hostname, pid, heartbeat)  -- runs being played now
+    run_labels(run_key, task_label, agent_label)        -- every label pair a spec gave a run (stored or not)
+
+Schema 2 adds ``tbg_schema.checksums_since`` (when checksums began; PRAGMA user_version is 2 too): a store
+that records checksums but has lost its ``run_checksums`` table is damaged, and is refused (only a store
+with neither the table nor that record is one written before checksums).
 
 Every run is written with its checksums in one transaction (``part`` is ``"runs"`` for the row,
 else the array's name) and verified on every read: a run whose row or arrays no longer match, or
@@ -46,6 +51,7 @@ import json
 import os
 import socket
 import sqlite3
+import stat
 import threading
 import time
 import uuid
@@ -59,10 +65,13 @@ from typing import Any
 
 import numpy as np
 
-from tokenized_bandit_gym.evaluation.run_record import ARRAY_NAMES, RunRecord
+from tokenized_bandit_gym.evaluation.run_record import ARRAY_NAMES, DETERMINISTIC_ARRAYS, RunRecord
 from tokenized_bandit_gym.evaluation.run_spec import RunSpec, canonical_json
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# The first store format that records its checksums (tbg_schema.checksums_since and PRAGMA user_version): a
+# store of this format without its run_checksums table has lost it.
+CHECKSUMS_SCHEMA_VERSION = 2
 APPLICATION = "tokenized-bandit-gym results store"
 # PRAGMA application_id, the 4 bytes "TBG1": marks the file as ours in the SQLite header.
 APPLICATION_ID = 0x54424731
@@ -85,7 +94,8 @@ METADATA_COLUMNS = (
 )
 
 _CREATE = (
-    "CREATE TABLE tbg_schema (version INTEGER NOT NULL, application TEXT NOT NULL, created_at TEXT NOT NULL)",
+    "CREATE TABLE tbg_schema (version INTEGER NOT NULL, application TEXT NOT NULL, created_at TEXT NOT NULL, "
+    "checksums_since TEXT)",
     """CREATE TABLE runs (
         run_key TEXT PRIMARY KEY,
         env_id TEXT NOT NULL,
@@ -133,6 +143,15 @@ _CREATE_LEASES = """CREATE TABLE IF NOT EXISTS run_leases (
     heartbeat REAL NOT NULL
 )"""
 
+# Every (task, agent) label pair a spec gave a run, stored or not yet: a store shared by specs names a task or
+# agent by all of them (see ResultsStore.labels), whichever process stored the run.
+_CREATE_LABELS = """CREATE TABLE IF NOT EXISTS run_labels (
+    run_key TEXT NOT NULL,
+    task_label TEXT NOT NULL,
+    agent_label TEXT NOT NULL,
+    PRIMARY KEY (run_key, task_label, agent_label)
+)"""
+
 # Filesystem types (``/proc/mounts``) on which SQLite's file locking is unreliable.
 NETWORK_FILESYSTEMS = frozenset(
     {
@@ -175,6 +194,10 @@ class StoreCheck:
             the checksum table lists but the store lost.
         unverified: runs written before checksums (a store never opened for writing since).
         integrity: the messages of SQLite's ``PRAGMA integrity_check`` (``[]`` when it passes).
+        checksums: which case the store is (:meth:`ResultsStore.checksum_state`): checksummed since when,
+            written before checksums, or its checksum table lost.
+        checksums_lost: the store records having held checksums but its checksum table is gone (damage:
+            no run is counted sound).
     """
 
     runs: int = 0
@@ -182,17 +205,21 @@ class StoreCheck:
     damaged: dict[str, str] = field(default_factory=dict)
     unverified: int = 0
     integrity: list[str] = field(default_factory=list)
+    checksums: str = ""
+    checksums_lost: bool = False
 
     @property
     def ok(self) -> bool:
-        """True when nothing is damaged and SQLite's integrity check passes."""
-        return not self.damaged and not self.integrity
+        """True when nothing is damaged, the checksum table is there if it ever was, and SQLite's check passes."""
+        return not self.damaged and not self.integrity and not self.checksums_lost
 
     def summary(self) -> str:
         """One line: how many runs were checked and what was wrong."""
         parts = [f"{self.runs} runs checked, {self.sound} sound, {len(self.damaged)} damaged"]
         if self.unverified:
             parts.append(f"{self.unverified} written before checksums (not verifiable)")
+        if self.checksums_lost:
+            parts.append("the checksum table is lost (damage)")
         if self.integrity:
             parts.append(f"SQLite integrity check failed ({'; '.join(self.integrity[:3])})")
         return ", ".join(parts)
@@ -265,6 +292,26 @@ def process_alive(pid: int) -> bool:
     return state not in ("Z", "X")
 
 
+def _not_regular(path: Path, mode: int) -> str:
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+    kinds += ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
+    kind = next((name for test, name in kinds if test(mode)), "not a regular file")
+    return f"{str(path)!r} is {kind}, not a results store file; it was not read. Pass a --store path of a regular file"
+
+
+def _check_regular_file(path: Path) -> None:
+    """Raise :class:`StoreError` unless ``path`` (followed through links) is a regular file: read nothing else.
+
+    A FIFO would block the first ``open()`` forever, and a device or folder is no store.
+    """
+    try:
+        mode = path.stat().st_mode
+    except OSError as error:
+        raise StoreError(f"cannot open the results store {str(path)!r}: {error.strerror or error}") from error
+    if not stat.S_ISREG(mode):
+        raise StoreError(_not_regular(path, mode))
+
+
 def _file_identity(path: Path) -> tuple[int, int]:
     status = path.stat()
     return status.st_dev, status.st_ino
@@ -298,8 +345,7 @@ class ResultsStore:
         if not exists and not create:
             raise StoreError(f"no results store at {str(self.path)!r}; run `tbg run SPEC --store {self.path}` first")
         if exists:
-            if self.path.is_dir():
-                raise StoreError(f"{str(self.path)!r} is a directory, not a results store file")
+            _check_regular_file(self.path)
             if create and not os.access(self.path, os.W_OK):
                 raise StoreError(
                     f"the results store {str(self.path)!r} is read-only; `tbg run` stores runs in it "
@@ -327,14 +373,23 @@ class ResultsStore:
                 raise StoreError(self._unopenable(error)) from error
             self._register()
         self.damaged: dict[str, str] = {}
+        self.checksums_since: str | None = None
         try:
             self._open()
+            self._has_checksums = self._has_table("run_checksums")
+            recorded = self._checksums_recorded()
+            self.checksums_lost = recorded and not self._has_checksums
             if create:
+                if self.checksums_lost:
+                    raise StoreError(self._lost_checksums() + "; it was not modified")
                 with self._connection:
                     self._connection.execute(_CREATE_LEASES)
-                if not self._has_table("run_checksums"):
+                    self._connection.execute(_CREATE_LABELS)
+                if not self._has_checksums:
                     self._add_checksums()
+                self._record_checksums()
             self._has_leases = self._has_table("run_leases")
+            self._has_labels = self._has_table("run_labels")
             self._has_checksums = self._has_table("run_checksums")
         except sqlite3.OperationalError as error:
             self.close()
@@ -351,6 +406,68 @@ class ResultsStore:
     def _has_table(self, name: str) -> bool:
         query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
         return self._connection.execute(query, (name,)).fetchone() is not None
+
+    def _checksums_recorded(self) -> bool:
+        """Whether the store records that it has held checksums (format 2, PRAGMA user_version 2, or a start time)."""
+        user_version = int(self._connection.execute("PRAGMA user_version").fetchone()[0])
+        columns = {row[1] for row in self._connection.execute("PRAGMA table_info(tbg_schema)")}
+        if "checksums_since" in columns:
+            since = self._connection.execute("SELECT checksums_since FROM tbg_schema").fetchone()[0]
+            self.checksums_since = None if since is None else str(since)
+        return (
+            self.schema_version >= CHECKSUMS_SCHEMA_VERSION
+            or user_version >= CHECKSUMS_SCHEMA_VERSION
+            or (self.checksums_since is not None)
+        )
+
+    def _lost_checksums(self) -> str:
+        since = f" since {self.checksums_since}" if self.checksums_since else ""
+        return (
+            f"the results store {str(self.path)!r} has lost its checksum table run_checksums: it records holding "
+            f"checksums{since} (store format {self.schema_version}), so this is damage, not a store written before "
+            "checksums, and its runs cannot be trusted"
+        )
+
+    @property
+    def has_checksums(self) -> bool:
+        """Whether the store has its checksum table (False before checksums, and when the table was lost)."""
+        return self._has_checksums
+
+    def checksum_state(self) -> str:
+        """Which case the store is: checksummed (and since when), written before checksums, or checksums lost."""
+        if self.checksums_lost:
+            return "checksum table LOST (damage: " + self._lost_checksums().split(": ", 1)[1] + ")"
+        if not self._has_checksums:
+            return (
+                f"written before checksums (store format {self.schema_version}: no checksum table and no record of "
+                "one); its runs cannot be verified until `tbg run` opens it for writing"
+            )
+        since = self.checksums_since or "a time not recorded (written by an earlier version)"
+        return f"store format {self.schema_version}, runs checksummed since {since}"
+
+    def _record_checksums(self) -> None:
+        """Record store format 2 and when checksums began, so that losing the checksum table reads as damage."""
+        if self.schema_version >= CHECKSUMS_SCHEMA_VERSION and self.checksums_since is not None:
+            return
+        now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        connection = self._connection
+        connection.execute("BEGIN IMMEDIATE")  # several `tbg run`s may open an older store at once
+        try:
+            columns = {row[1] for row in connection.execute("PRAGMA table_info(tbg_schema)")}
+            if "checksums_since" not in columns:
+                connection.execute("ALTER TABLE tbg_schema ADD COLUMN checksums_since TEXT")
+            connection.execute(
+                "UPDATE tbg_schema SET version = ?, checksums_since = COALESCE(checksums_since, ?)",
+                (SCHEMA_VERSION, now),
+            )
+            connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            since = connection.execute("SELECT checksums_since FROM tbg_schema").fetchone()[0]
+            connection.commit()
+        except BaseException:
+            connection.rollback()
+            raise
+        self.schema_version = SCHEMA_VERSION
+        self.checksums_since = str(since)
 
     def _add_checksums(self) -> None:
         """Give a store written before checksums its checksum table, over its runs as they are now."""
@@ -409,7 +526,11 @@ class ResultsStore:
         """
         if _file_identity(self.path) in _CONNECTED_FILES:
             return
-        with self.path.open("rb") as handle:
+        # O_NONBLOCK: a FIFO put in the file's place since the check in __init__ must not block the open.
+        descriptor = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        with os.fdopen(descriptor, "rb") as handle:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                raise StoreError(_not_regular(self.path, os.fstat(descriptor).st_mode))
             header = handle.read(len(_SQLITE_HEADER))
         if header and header != _SQLITE_HEADER:
             raise StoreError(
@@ -468,11 +589,10 @@ class ResultsStore:
             connection.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             for statement in (*_CREATE, _CREATE_CHECKSUMS):
                 connection.execute(statement)
-            connection.execute(
-                "INSERT INTO tbg_schema VALUES (?, ?, ?)",
-                (SCHEMA_VERSION, APPLICATION, datetime.now(timezone.utc).isoformat(timespec="seconds")),
-            )
+            now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+            connection.execute("INSERT INTO tbg_schema VALUES (?, ?, ?, ?)", (SCHEMA_VERSION, APPLICATION, now, now))
         self.schema_version = SCHEMA_VERSION
+        self.checksums_since = now
 
     def close(self) -> None:
         """Close the connection (finished runs are already committed)."""
@@ -530,6 +650,7 @@ class ResultsStore:
             )
             if self._has_leases:
                 connection.execute("DELETE FROM run_leases WHERE run_key = ?", (spec.key,))
+            self._record_labels([spec])
             if cursor.rowcount == 0:
                 return False
             connection.executemany(
@@ -607,7 +728,9 @@ class ResultsStore:
         A run whose row no longer matches its checksum keeps its labels (it stays reported as damaged).
         """
         changed = 0
+        runs = list(runs)
         with self._connection:
+            self._record_labels(runs)
             for run in runs:
                 task, agent = run.task_label or run.env_id, run.agent_label or run.agent
                 found = self._connection.execute(
@@ -629,6 +752,29 @@ class ResultsStore:
                 changed += 1
         return changed
 
+    def _record_labels(self, runs: Sequence[RunSpec]) -> None:
+        """Add the labels ``runs`` give to :meth:`labels` (inside the caller's transaction)."""
+        if self._has_labels:
+            self._connection.executemany(
+                "INSERT OR IGNORE INTO run_labels VALUES (?, ?, ?)",
+                [(run.key, run.task_label or run.env_id, run.agent_label or run.agent) for run in runs],
+            )
+
+    def labels(self) -> dict[str, tuple[list[str], list[str]]]:
+        """Run key -> (every task label, every agent label) that the specs run on this store gave it, sorted.
+
+        Labels follow the spec, so one run shared by specs has several; which process stored it does not
+        matter. Empty for a store no ``tbg run`` of this version has opened.
+        """
+        if not self._has_labels:
+            return {}
+        given: dict[str, tuple[set[str], set[str]]] = {}
+        for key, task, agent in self._connection.execute("SELECT run_key, task_label, agent_label FROM run_labels"):
+            tasks, agents = given.setdefault(str(key), (set(), set()))
+            tasks.add(str(task))
+            agents.add(str(agent))
+        return {key: (sorted(tasks), sorted(agents)) for key, (tasks, agents) in given.items()}
+
     def _checksums(self, key: str) -> dict[str, str]:
         query = "SELECT part, checksum FROM run_checksums WHERE run_key = ?"
         return dict(self._connection.execute(query, (key,)).fetchall())
@@ -646,6 +792,8 @@ class ResultsStore:
         """
         wanted = None if keys is None else {_run_key(key) for key in keys}
         self.damaged = {}
+        if self.checksums_lost:
+            raise StoreError(self._lost_checksums() + f". Run `tbg verify --store {self.path}`")
         try:
             rows, names, checksums = self._snapshot()
             listed = set()
@@ -705,11 +853,13 @@ class ResultsStore:
         Returns:
             What was found (see :class:`StoreCheck`); nothing is changed.
         """
-        check = StoreCheck()
+        check = StoreCheck(checksums=self.checksum_state(), checksums_lost=self.checksums_lost)
         try:
             problems = [str(row[0]) for row in self._connection.execute("PRAGMA integrity_check")]
             check.integrity = [] if problems == ["ok"] else problems
             check.runs = len(self)
+            if self.checksums_lost:
+                return check
             sound = sum(1 for _ in self.records())
         except (sqlite3.DatabaseError, StoreError) as error:
             check.integrity.append(str(error))
@@ -720,6 +870,17 @@ class ResultsStore:
         else:
             check.unverified = sound
         return check
+
+    def result_bytes(self) -> dict[str, list[bytes]]:
+        """Run key -> the bytes of each array that does not depend on timing, of every sound run.
+
+        Two stores of the same runs, however they were played (workers, processes, interruptions), hold
+        equal ones: :data:`~tokenized_bandit_gym.evaluation.run_record.DETERMINISTIC_ARRAYS`, in that order.
+        """
+        return {
+            record.spec.key: [record.arrays[name].tobytes() for name in DETERMINISTIC_ARRAYS]
+            for record in self.records()
+        }
 
     def raw_rows(self) -> list[tuple[Any, ...]]:
         """Every row of ``runs`` and ``run_arrays`` exactly as stored (for byte-level comparisons)."""

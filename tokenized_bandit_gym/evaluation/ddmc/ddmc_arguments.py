@@ -7,6 +7,7 @@ import textwrap
 
 from tokenized_bandit_gym.evaluation.ddmc.answer_pair import DATASET_FORMATS
 from tokenized_bandit_gym.evaluation.ddmc.resources import DEFAULT_MODEL_NAME
+from tokenized_bandit_gym.script_arguments import int_at_least
 
 DESCRIPTION = textwrap.fill(
     "DDMC diagnostics (paper section 6.1, Figures 1 and 4). For pairs of answers to the same query, every aligned "
@@ -38,7 +39,10 @@ def add_ddmc_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
         "(default: %(default)s)",
     )
     parser.add_argument(
-        "--max-items", type=int, default=50, help="questions or dialogues to use, from the top (0: all; default: 50)"
+        "--max-items",
+        type=int_at_least(0),
+        default=50,
+        help="questions or dialogues to use, from the top (0: all; default: 50)",
     )
     parser.add_argument(
         "--dataset-format",
@@ -54,23 +58,31 @@ def add_ddmc_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPars
         "(default per dataset, e.g. 'Q: {query}\\nA: {answer}' for TruthfulQA)",
     )
     parser.add_argument(
-        "--max-common", type=int, default=10, help="largest common-suffix length reported as a group (default: 10)"
+        "--max-common",
+        type=int_at_least(0),
+        default=10,
+        help="largest common-suffix length reported as a group (default: 10)",
     )
     parser.add_argument(
-        "--min-group-size", type=int, default=5, help="groups with fewer prefix pairs are not reported (default: 5)"
+        "--min-group-size",
+        type=int_at_least(1),
+        default=5,
+        help="groups with fewer prefix pairs are not reported (default: 5)",
     )
     parser.add_argument(
         "--num-bootstrap",
-        type=int,
+        type=int_at_least(0),
         default=200,
         help="bootstrap resamples of the questions for the Spearman intervals (default: 200)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap (default: 0)")
+    parser.add_argument("--seed", type=int_at_least(0), default=0, help="seed of the bootstrap (default: 0)")
     parser.add_argument("--device", default="cpu", help="torch device of the model, e.g. cpu, cuda (default: cpu)")
-    parser.add_argument("--batch-size", type=int, default=16, help="sequences embedded per forward pass (default: 16)")
+    parser.add_argument(
+        "--batch-size", type=int_at_least(1), default=16, help="sequences embedded per forward pass (default: 16)"
+    )
     parser.add_argument(
         "--max-tokens",
-        type=int,
+        type=int_at_least(1),
         default=None,
         help="truncate each query:answer text to this many tokens (default: the model's context length)",
     )

@@ -121,7 +121,8 @@ def ddmc_command(args: argparse.Namespace) -> int:
     """Run ``tbg ddmc`` with parsed arguments: print the report, write the plot/JSON if asked.
 
     Returns:
-        0, or 2 when the model cannot be loaded or the embedder's options are refused (the message is printed).
+        0, or 2 when the model cannot be loaded, the embedder's options are refused or the input (the dataset,
+        the template) is bad (the message is printed).
     """
     try:  # the one loader, through the embedder the run uses: refusals as one line, not a traceback
         embedder = PrefixEmbedder(
@@ -130,19 +131,23 @@ def ddmc_command(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(f"tbg ddmc: error: {error}", file=sys.stderr)
         return 2
-    report, _ = run_ddmc_diagnostics(
-        dataset=args.dataset,
-        max_items=args.max_items or None,
-        dataset_format=args.dataset_format,
-        template=args.template,
-        max_common=args.max_common,
-        min_group_size=args.min_group_size,
-        num_bootstrap=args.num_bootstrap,
-        seed=args.seed,
-        embedder=embedder,
-        progress=True,
-        cache_dir=args.resume_dir,
-    )
+    try:  # a missing or malformed dataset, a bad template: an input error, named as one
+        report, _ = run_ddmc_diagnostics(
+            dataset=args.dataset,
+            max_items=args.max_items or None,
+            dataset_format=args.dataset_format,
+            template=args.template,
+            max_common=args.max_common,
+            min_group_size=args.min_group_size,
+            num_bootstrap=args.num_bootstrap,
+            seed=args.seed,
+            embedder=embedder,
+            progress=True,
+            cache_dir=args.resume_dir,
+        )
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, ValueError) as error:
+        print(f"tbg: error: bad input: {error}; nothing was written", file=sys.stderr)
+        return 2
     print(report.format_text())
     for target, writer in ((args.plot, plot_ddmc_report), (args.json, DDMCReport.save_json)):
         if target:
