@@ -40,6 +40,8 @@ if TYPE_CHECKING:
 POOLING_SPANS = ("query_response", "response")
 CANDIDATE_BATCHING = ("auto", "mask", "expand")
 EMBEDDING_NORMS = ("l2", "none")
+THETA_SCALES = ("unit", "literal")
+"""The default theta's scale: ``0.5 * 1`` rescaled to unit norm, or the paper's literal ``0.5 * 1`` (norm sqrt(d)/2)."""
 QUERY_TRUNCATIONS = ("none", "left")
 ProbeCheck = tuple[str, torch.Tensor, torch.Tensor]
 """``(what was probed, the core's value, the no-cache forward's)``: hidden states, embeddings or log-probs."""
@@ -81,7 +83,15 @@ class LanguageModelProblem:
         max_length: L.
         top_k: k, the number of candidates per step (``1 <= k <= vocabulary size``).
         gamma: weight of ``v(p)`` in ``[0, 1]``.
-        theta: latent ``theta`` ``(d,)``; None gives the paper's ``0.5 * 1`` rescaled to unit norm.
+        theta: latent ``theta`` ``(d,)``; None gives the paper's ``0.5 * 1``, scaled as ``theta_scale`` says.
+        theta_scale: the default theta's scale: ``"unit"`` (``0.5 * 1`` rescaled to unit norm, every
+            coordinate ``1 / sqrt(d)``) or ``"literal"`` (the paper's ``0.5 * 1`` as written, norm
+            ``sqrt(d) / 2``: 12 at d = 576, 32 at d = 4096); a given ``theta`` is used as it is.
+        score_forced_eos: whether a forced EOS (the EOS at position L, where it is the only allowed
+            token) adds its ``log p`` to the ``log p(y | x)`` that ``v`` maps. True: the whole sequence's
+            log-prob; False: the response's tokens only (the paper's sample responses end in "...", no EOS),
+            since a forced EOS is no choice and its log-prob (tens of nats on an instruct model stopped
+            mid-sentence) otherwise outweighs the rest of ``v``. An EOS chosen before L is always scored.
         value_map: ``v``, see :class:`~tokenized_bandit_gym.llm.value_map.ValueMap`.
         embeddings: compute ``e`` (False only when ``gamma == 1``, the decoding problem).
         pooling: ``"query_response"`` (the paper: mean over ``x:y``) or ``"response"`` (over ``y``).
@@ -139,6 +149,8 @@ class LanguageModelProblem:
         theta: torch.Tensor | Sequence[float] | None = None,
         value_map: str = "logprob",
         embeddings: bool = True,
+        theta_scale: str = "unit",
+        score_forced_eos: bool = True,
         pooling: str = "query_response",
         embedding_norm: str = "l2",
         eos_candidate: bool = True,
@@ -157,13 +169,19 @@ class LanguageModelProblem:
         self.pooling = check_choice("pooling", pooling, POOLING_SPANS)
         self.embedding_norm = check_choice("embedding_norm", embedding_norm, EMBEDDING_NORMS)
         self.value_map = ValueMap(value_map, self.max_length)
-        for name, flag in (("embeddings", embeddings), ("eos_candidate", eos_candidate)):
+        self.theta_scale = check_choice("theta_scale", theta_scale, THETA_SCALES)
+        for name, flag in (
+            ("embeddings", embeddings),
+            ("eos_candidate", eos_candidate),
+            ("score_forced_eos", score_forced_eos),
+        ):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name} must be a bool, got {flag!r}")
         if not embeddings and self.gamma != 1.0:
             raise ValueError(f"embeddings=False needs gamma == 1 (u = v(p) alone), got gamma={gamma}")
         self.embeddings = embeddings
         self.eos_candidate = eos_candidate
+        self.score_forced_eos = score_forced_eos
         check_choice("candidate_batching", candidate_batching, CANDIDATE_BATCHING)
         check_choice("forward_implementation", forward_implementation, FORWARD_IMPLEMENTATIONS)
         self.forward_implementation, self.candidate_batching = forward_implementation, candidate_batching
@@ -182,7 +200,8 @@ class LanguageModelProblem:
         self.device = next(model.parameters()).device
         self.hidden_size = int(self._lm_head.weight.shape[1])
         self.latent_theta = self._make_theta(theta)  # (d,)
-        self.theta_source = "the paper's 0.5 * 1, unit-normed" if theta is None else "a vector given by the user"
+        default_source = "the paper's 0.5 * 1, unit-normed" if theta_scale == "unit" else "the paper's literal 0.5 * 1"
+        self.theta_source = default_source if theta is None else "a vector given by the user"
         """Where :attr:`latent_theta` came from, in words (reports print it)."""
         self.preference_fit: Any = None
         """The :class:`~tokenized_bandit_gym.llm.preference_theta.PreferenceFit` of a theta fitted on comparisons."""
@@ -375,6 +394,23 @@ class LanguageModelProblem:
         """``log p(y:tau | x)`` ``(B, k)`` float64 for every candidate."""
         return state.sequence_logprob[:, None] + state.candidate_logprobs.double()  # (B, k)
 
+    def candidate_values(self, state: LanguageModelState) -> torch.Tensor:
+        """``v`` of every candidate ``(B, k)`` float64.
+
+        ``v`` of :meth:`candidate_sequence_logprobs`, less a forced EOS's ``log p`` unless ``score_forced_eos``.
+        """
+        scored = state.sequence_logprob[:, None] + self._scored(
+            state.candidate_logprobs.double(), state.candidate_tokens, state.lengths[:, None]
+        )  # (B, k)
+        return self.value_map(scored)
+
+    def _scored(self, logprobs: torch.Tensor, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """``logprobs`` of ``tokens`` appended at ``lengths`` (broadcastable), 0 for an unscored forced EOS."""
+        if self.score_forced_eos:
+            return logprobs
+        forced = (tokens == self.eos_token_id) & (lengths == self.max_length - 1)
+        return torch.where(forced, torch.zeros_like(logprobs), logprobs)
+
     def candidate_pooled(self, state: LanguageModelState) -> torch.Tensor:
         """Raw mean-pooled last-layer hidden states of ``x:y:tau`` ``(B, k, H)`` float32 (before the norm)."""
         self._require_embeddings()
@@ -384,12 +420,12 @@ class LanguageModelProblem:
     def candidate_embeddings(self, state: LanguageModelState) -> torch.Tensor:
         """Features ``[e(x, y:tau) : v(p(x, y:tau))]`` ``(B, k, d + 1)`` float64 (TLB reduction)."""
         embedding = self._normalise(self.candidate_pooled(state)).double()  # (B, k, H)
-        value = self.value_map(self.candidate_sequence_logprobs(state))  # (B, k)
+        value = self.candidate_values(state)  # (B, k)
         return torch.cat([embedding, value[:, :, None]], dim=2)  # (B, k, d + 1)
 
     def candidate_utilities(self, state: LanguageModelState) -> torch.Tensor:
         """True ``u(x, y:tau)`` ``(B, k)`` float64 for every candidate (masked ones included)."""
-        value = self.value_map(self.candidate_sequence_logprobs(state))  # (B, k)
+        value = self.candidate_values(state)  # (B, k)
         if not self.embeddings:
             return value
         return self._utility(self._normalise(self.candidate_pooled(state)), value)
@@ -928,7 +964,8 @@ class LanguageModelProblem:
             next_positions=state.next_positions + grown_by,
             hidden_sum=state.hidden_sum + torch.where(grow_column, hidden.float(), 0.0),  # (B, H)
             pooled_count=state.pooled_count + grown_by,
-            sequence_logprob=state.sequence_logprob + torch.where(grow, logprob.double(), 0.0),
+            sequence_logprob=state.sequence_logprob
+            + torch.where(grow, self._scored(logprob.double(), tokens, state.lengths), 0.0),
             last_hidden=torch.where(grow_column, hidden, state.last_hidden),
             candidate_tokens=state.candidate_tokens,
             candidate_logprobs=state.candidate_logprobs,
@@ -963,10 +1000,10 @@ class LanguageModelProblem:
             raise ValueError("this problem computes no embeddings (embeddings=False)")
 
     def _make_theta(self, theta: torch.Tensor | Sequence[float] | None) -> torch.Tensor:
-        """The latent theta ``(d,)`` float64; default ``0.5 * 1`` rescaled to unit norm (``1 / sqrt(d)``)."""
+        """The latent theta ``(d,)`` float64; default ``0.5 * 1``, unit-normed unless ``theta_scale="literal"``."""
         if theta is None:
-            ones = torch.full((self.hidden_size,), 0.5, dtype=torch.float64, device=self.device)
-            return ones / ones.norm()
+            halves = torch.full((self.hidden_size,), 0.5, dtype=torch.float64, device=self.device)
+            return halves if self.theta_scale == "literal" else halves / halves.norm()
         tensor = torch.as_tensor(theta, dtype=torch.float64, device=self.device)
         if tensor.shape != (self.hidden_size,):
             raise ValueError(f"theta must have shape ({self.hidden_size},) (hidden size), got {tuple(tensor.shape)}")
