@@ -18,7 +18,8 @@ reading can separate a learner from the LM's own decode before anything is run.
 
 One convention for theta, the paper's: WrongTheta's ``theta'`` is ``-theta`` (the paper's ``theta = 0.5 * 1``
 and ``theta' = -0.5 * 1``). By default theta is the env id's (``-v1``: the literal ``0.5 * 1``; ``-v0``: scaled to
-unit norm); ``--paper`` (or ``--theta 0.5``) passes the literal ``0.5 * 1``. ``--wrong-theta w`` sets every coordinate of ``theta'`` to w instead.
+unit norm); ``--paper`` (or ``--theta 0.5``) passes the literal ``0.5 * 1``. ``--wrong-theta w`` sets every
+coordinate of ``theta'`` to w instead.
 
 How it runs fast: the runs of one seed (one per agent; ``--runs-per-forward`` sets how many runs, of any seeds) are
 the rows of one native vector env, so every step is one forward of all their candidates (3 x k rows, not k), which
