@@ -202,3 +202,19 @@ def test_v1_separates_on_smollm2_and_v0_does_not() -> None:
     with pytest.warns(DeprecationWarning):
         v0 = environment_regime(gym.make("TokenizedAlignment-v0", **settings), rounds=3)
     assert not v0.separates and v0.differing_share < 0.1
+
+
+def test_each_alignment_task_of_the_report_carries_its_regime(tmp_path: Any) -> None:
+    from tokenized_bandit_gym.evaluation.execute_run import execute_run
+    from tokenized_bandit_gym.evaluation.leaderboard import build_leaderboard
+    from tokenized_bandit_gym.evaluation.leaderboard_report import markdown_report
+    from tokenized_bandit_gym.evaluation.run_spec import RunSpec
+
+    kwargs = {"max_length": 3, "top_k": 2}
+    record = execute_run(RunSpec("TokenizedAlignment-v1", kwargs, "misaligned_greedy", {}, 0, 2, "LLM", "M"))
+    decoding = execute_run(RunSpec("TokenizedDecoding-v0", kwargs, "random", {}, 0, 2, "Decoding", "R"))
+    assert "regime" not in decoding.metadata  # no theta-term: nothing to separate
+    assert "appendix D" in record.metadata["regime"] and "verdict: " in record.metadata["regime"]
+    leaderboard = build_leaderboard([decoding, record])
+    assert leaderboard.regimes == {"LLM": record.metadata["regime"]}
+    assert f"Regime (tbg regime, beside appendix D): {record.metadata['regime']}." in markdown_report(leaderboard)

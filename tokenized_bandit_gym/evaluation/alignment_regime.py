@@ -182,6 +182,18 @@ def environment_regime(env: Any, rounds: int = 8, seed: int = 0) -> RegimeDiagno
     return measure_regime(problem, regime_queries(problem.num_queries, rounds, seed))
 
 
+REPORT_ROUNDS = 4
+"""Queries the leaderboard's runs decode for the regime lines of their task (:func:`regime_summary`)."""
+
+
+def regime_summary(env: Any, rounds: int = REPORT_ROUNDS) -> str | None:
+    """The diagnostic's lines joined by ``"; "`` for an alignment env (a theta-term to learn), else None."""
+    problem = getattr(env.unwrapped, "problem", None)
+    if problem is None or not getattr(problem, "embeddings", False) or problem.gamma >= 1.0:
+        return None
+    return "; ".join(environment_regime(env, rounds).lines())
+
+
 READING_OPTIONS = ("value_map", "pooling", "theta_scale", "score_forced_eos", "embedding_norm")
 """The env keywords that choose how the paper is read (each a ``tbg regime`` flag)."""
 

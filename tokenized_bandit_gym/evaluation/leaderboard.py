@@ -161,7 +161,9 @@ class Leaderboard:
     report's three opening lines (leader, margin, confidence); ``theta_sources`` maps each task whose
     runs recorded it (the LLM alignment tasks) to where its theta came from (the env's
     ``problem.theta_source``: the paper's 0.5 * 1, a random direction, or a Bradley-Terry fit with its
-    held-out accuracy).
+    held-out accuracy); ``regimes`` maps each alignment task to its regime diagnostic's lines
+    (:func:`~tokenized_bandit_gym.evaluation.alignment_regime.regime_summary`: can the task separate a learner
+    from the LM's own decode).
     """
 
     title: str
@@ -187,6 +189,7 @@ class Leaderboard:
     aggregate_note: str = ""
     headline: list[str] = field(default_factory=list)
     theta_sources: dict[str, str] = field(default_factory=dict)
+    regimes: dict[str, str] = field(default_factory=dict)
 
     def theory_exponent(self, task: str, agent: str) -> float | None:
         """Theory's exponent of ``agent`` on ``task``, or None where none is known or the theorem does not apply."""
@@ -394,6 +397,7 @@ def build_leaderboard(
         theta_sources={
             task: source for (task, _), runs in groups.items() if (source := _theta_source(runs)) is not None
         },
+        regimes={task: regime for (task, _), runs in groups.items() if (regime := _regime(runs)) is not None},
     )
 
 
@@ -401,6 +405,12 @@ def _theta_source(runs: list[RunRecord]) -> str | None:
     """Where the runs' theta came from (``metadata["theta_source"]``), None where no run recorded it."""
     sources = sorted({str(record.metadata["theta_source"]) for record in runs if record.metadata.get("theta_source")})
     return "; ".join(sources) if sources else None
+
+
+def _regime(runs: list[RunRecord]) -> str | None:
+    """The task's regime lines (``metadata["regime"]``, ``tbg regime``'s diagnostic), None where no run recorded it."""
+    regimes = sorted({str(record.metadata["regime"]) for record in runs if record.metadata.get("regime")})
+    return regimes[0] if regimes else None
 
 
 def _benchmark(runs: list[RunRecord]) -> str:
