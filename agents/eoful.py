@@ -152,6 +152,11 @@ class EOFUL:
         self._prefix_widths = []
         self._scale = None if isinstance(self.feature_scale, str) else float(self.feature_scale)
 
+    @property
+    def scale(self) -> float | None:
+        """S, the divisor of every feature this run (None until the first observation with ``"first_observation"``)."""
+        return self._scale
+
     def scaled(self, features: Any) -> Any:
         """``features / S`` (NumPy or torch, ``(..., d)``); with ``"first_observation"`` the first call sets S."""
         if not isinstance(features, torch.Tensor):
