@@ -13,7 +13,7 @@ The reading of the paper (docs/ALIGNMENT_REGIME.md): ``-v1`` by default, whose d
 ``v = log p / L`` without a forced EOS's term, ``e`` pooled over the response and the literal
 ``theta = 0.5 * 1``; ``--env-id TokenizedAlignment-v0`` reproduces the earlier numbers. Every
 reading option is a flag (``--value-map``, ``--pooling``, ``--theta-scale``, ``--score-forced-eos``,
-``--embedding-norm``); unset, it is the env id's default. ``tbg regime MODEL`` says whether a
+``--embedding-norm``, ``--embedding-layer``); unset, it is the env id's default. ``tbg regime MODEL`` says whether a
 reading can separate a learner from the LM's own decode before anything is run.
 
 One convention for theta, the paper's: WrongTheta's ``theta'`` is ``-theta`` (the paper's ``theta = 0.5 * 1``
@@ -107,6 +107,8 @@ class Args:
     """count a forced EOS's log p in v: yes or no ('': the env id's)"""
     embedding_norm: str = ""
     """the env's embedding normalisation: l2 (unit norm) or none (raw mean-pooled hidden states) ('': the env id's)"""
+    embedding_layer: str = ""
+    """the hidden states e pools: final_norm (after the decoder's final norm) or pre_norm ('': the env id's)"""
     beta: float = 1.0
     """EOFUL's multiplier on sqrt(beta_t) (1: the paper's radius)"""
     feature_scale: str = ""
@@ -170,7 +172,7 @@ def require(what: str, error: Exception) -> SystemExit:
     )
 
 
-READING_FLAGS = ("value_map", "pooling", "theta_scale", "embedding_norm")
+READING_FLAGS = ("value_map", "pooling", "theta_scale", "embedding_norm", "embedding_layer")
 """The reading options passed on when set (``score_forced_eos`` is a yes/no flag, read apart)."""
 
 

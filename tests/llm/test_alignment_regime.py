@@ -21,6 +21,7 @@ from tokenized_bandit_gym.evaluation.alignment_regime import (
     measure_regime,
 )
 from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
+from tokenized_bandit_gym.llm.pre_norm import norm_inputs_recorded
 from tokenized_bandit_gym.registration import ALIGNMENT_V1_READING, LLM_ENVS
 
 QUERIES = ["Tom saw a big dog.", "Once upon a time, there was a little girl named Lily."]
@@ -218,3 +219,27 @@ def test_each_alignment_task_of_the_report_carries_its_regime(tmp_path: Any) -> 
     leaderboard = build_leaderboard([decoding, record])
     assert leaderboard.regimes == {"LLM": record.metadata["regime"]}
     assert f"Regime (tbg regime, beside appendix D): {record.metadata['regime']}." in markdown_report(leaderboard)
+
+
+def test_pre_norm_pools_the_final_norms_input_and_keeps_the_log_probs(tiny_llama: tuple[Any, Any]) -> None:
+    after = tiny_problem(tiny_llama, pooling="response")
+    before = tiny_problem(tiny_llama, pooling="response", embedding_layer="pre_norm")
+    assert before.forward_implementation == "transformers"  # the probe accepted it against the model's own forward
+    states = [problem.initial_state(torch.tensor([0, 1])) for problem in (after, before)]
+    assert torch.equal(states[0].candidate_tokens, states[1].candidate_tokens)
+    assert torch.allclose(states[0].candidate_logprobs, states[1].candidate_logprobs, atol=1e-5)
+    model = tiny_llama[0]
+    for row in range(2):
+        query = int(states[1].queries[row])
+        ids = before.query_tokens[query, : int(before.query_lengths[query])].tolist()
+        token = int(states[1].candidate_tokens[row, 0])
+        with norm_inputs_recorded(model.model.norm) as recorded, torch.no_grad():
+            output = model(input_ids=torch.tensor([[*ids, token]]), output_hidden_states=True, use_cache=False)
+        pre, post = recorded[-1][0, -1], output.hidden_states[-1][0, -1]  # (H,) tau's states, response pooling
+        assert torch.allclose(before.candidate_pooled(states[1])[row, 0], pre, atol=1e-5)
+        assert torch.allclose(after.candidate_pooled(states[0])[row, 0], post, atol=1e-5)
+        assert not torch.allclose(pre, post, atol=1e-2)
+    with pytest.raises(ValueError, match="embedding_layer"):
+        tiny_problem(tiny_llama, embedding_layer="middle")
+    with pytest.raises(ValueError, match="native"):
+        tiny_problem(tiny_llama, embedding_layer="pre_norm", forward_implementation="native")

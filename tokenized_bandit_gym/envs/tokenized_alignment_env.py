@@ -122,6 +122,7 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
     | ``pooling`` | ``"query_response"`` | or ``"response"`` |
     | ``score_forced_eos`` | True | a forced EOS's ``log p`` (at position L) counts in ``v``; False: left out |
     | ``embedding_norm`` | ``"none"`` | the paper's raw mean-pooled state; ``"l2"`` for unit-norm ``e`` |
+    | ``embedding_layer`` | ``"final_norm"`` | pool after the decoder's final norm, or ``"pre_norm"`` (before it) |
     | ``eos_candidate`` | True | EOS always a candidate |
     | ``chat_template`` | None | use the tokenizer's chat template when it has one |
     | ``candidate_batching`` | ``"auto"`` | ``"mask"`` (4-D mask, eager/SDPA) or ``"expand"`` (any kernel) |
@@ -212,6 +213,7 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
         theta_scale: str = "unit",
         score_forced_eos: bool = True,
         embedding_norm: str = "none",
+        embedding_layer: str = "final_norm",
         eos_candidate: bool = True,
         chat_template: bool | None = None,
         candidate_batching: str = "auto",
@@ -264,6 +266,7 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
             embeddings=True,
             pooling=pooling,
             embedding_norm=embedding_norm,
+            embedding_layer=embedding_layer,
             eos_candidate=eos_candidate,
             chat_template=chat_template,
             candidate_batching=candidate_batching,

@@ -194,12 +194,12 @@ def regime_summary(env: Any, rounds: int = REPORT_ROUNDS) -> str | None:
     return "; ".join(environment_regime(env, rounds).lines())
 
 
-READING_OPTIONS = ("value_map", "pooling", "theta_scale", "score_forced_eos", "embedding_norm")
+READING_OPTIONS = ("value_map", "pooling", "theta_scale", "score_forced_eos", "embedding_norm", "embedding_layer")
 """The env keywords that choose how the paper is read (each a ``tbg regime`` flag)."""
 
 
 def add_reading_arguments(parser: argparse.ArgumentParser) -> None:
-    """The reading flags (unset: the env id's defaults), shared by ``tbg regime`` and the example scripts."""
+    """``tbg regime``'s reading flags (unset: the env id's defaults)."""
     parser.add_argument("--value-map", default=None, help="v: logprob, scaled_logprob, root_prob or prob")
     parser.add_argument("--pooling", default=None, help="span of e's mean pooling: query_response or response")
     parser.add_argument("--theta-scale", default=None, help="the default theta: unit (unit norm) or literal (0.5*1)")
@@ -210,6 +210,9 @@ def add_reading_arguments(parser: argparse.ArgumentParser) -> None:
         help="count a forced EOS's log p in v (default: the env id's)",
     )
     parser.add_argument("--embedding-norm", default=None, help="e: none (raw mean-pooled states) or l2 (unit norm)")
+    parser.add_argument(
+        "--embedding-layer", default=None, help="states e pools: final_norm (after the final norm) or pre_norm"
+    )
 
 
 def reading_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -267,7 +270,8 @@ def regime_command(args: argparse.Namespace) -> int:
     print(
         f"regime of {args.env_id} on {args.model}: v={problem.value_map.name}, pooling={problem.pooling}, "
         f"theta={problem.theta_source}, forced EOS scored={problem.score_forced_eos}, "
-        f"embedding_norm={problem.embedding_norm}, L={problem.max_length}, k={problem.top_k}, gamma={problem.gamma}"
+        f"embedding_norm={problem.embedding_norm}, embedding_layer={problem.embedding_layer}, "
+        f"L={problem.max_length}, k={problem.top_k}, gamma={problem.gamma}"
     )
     print("\n".join(diagnostic.lines()))
     return 0 if diagnostic.separates else 1

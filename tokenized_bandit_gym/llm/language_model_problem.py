@@ -31,6 +31,7 @@ from tokenized_bandit_gym.llm.decoder_forward import FORWARD_IMPLEMENTATIONS, ha
 from tokenized_bandit_gym.llm.language_model_head import LanguageModelHead
 from tokenized_bandit_gym.llm.language_model_state import KeyValues, LanguageModelState
 from tokenized_bandit_gym.llm.length_switch import length_switch, recomputed_prefix
+from tokenized_bandit_gym.llm.pre_norm import EMBEDDING_LAYERS, PreNormForward, final_norm_of, norm_inputs_recorded
 from tokenized_bandit_gym.llm.refusals import REFUSAL_ERRORS, described_failure, known_refusal, mismatch_reason
 from tokenized_bandit_gym.llm.value_map import ValueMap
 
@@ -96,6 +97,9 @@ class LanguageModelProblem:
         embeddings: compute ``e`` (False only when ``gamma == 1``, the decoding problem).
         pooling: ``"query_response"`` (the paper: mean over ``x:y``) or ``"response"`` (over ``y``).
         embedding_norm: ``"l2"`` (``e`` = mean / ||mean||, so ``||e|| = 1``) or ``"none"``.
+        embedding_layer: the hidden states ``e`` pools: ``"final_norm"`` (after the decoder's final norm, the
+            LM head's input) or ``"pre_norm"`` (the last decoder layer's output, before that norm; runs
+            transformers' forward, :mod:`~tokenized_bandit_gym.llm.pre_norm`). The log-probs are the same.
         eos_candidate: EOS is always one of the k candidates (it replaces the k-th when not in the
             top-k); at position L and in finished rows it is inserted regardless.
         chat_template: apply the tokenizer's chat template (None: when it has one).
@@ -153,6 +157,7 @@ class LanguageModelProblem:
         score_forced_eos: bool = True,
         pooling: str = "query_response",
         embedding_norm: str = "l2",
+        embedding_layer: str = "final_norm",
         eos_candidate: bool = True,
         chat_template: bool | None = None,
         candidate_batching: str = "auto",
@@ -168,6 +173,13 @@ class LanguageModelProblem:
         self.gamma = check_real("gamma", gamma, low=0.0, high=1.0)
         self.pooling = check_choice("pooling", pooling, POOLING_SPANS)
         self.embedding_norm = check_choice("embedding_norm", embedding_norm, EMBEDDING_NORMS)
+        self.embedding_layer = check_choice("embedding_layer", embedding_layer, EMBEDDING_LAYERS)
+        self._final_norm = final_norm_of(model) if self.embedding_layer == "pre_norm" else None
+        if self._final_norm is not None and forward_implementation == "native":
+            raise ValueError(
+                "embedding_layer='pre_norm' runs transformers' forward: forward_implementation='native' "
+                "cannot go with it (use 'auto' or 'transformers')"
+            )
         self.value_map = ValueMap(value_map, self.max_length)
         self.theta_scale = check_choice("theta_scale", theta_scale, THETA_SCALES)
         for name, flag in (
@@ -570,8 +582,12 @@ class LanguageModelProblem:
 
     # ------------------------------------------------------------------ internals
     def _logprobs(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Next-token log-probs ``(B, n)`` float32 from last-layer hidden states ``(B, H)``."""
-        return self._head.log_probs(hidden)
+        """Next-token log-probs ``(B, n)`` float32 from last-layer hidden states ``(B, H)`` (pre-norm: normed first)."""
+        return self._head.log_probs(self._as_last_hidden(hidden))
+
+    def _as_last_hidden(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The LM head's input from the hidden states the state carries ``(..., H)``: the final norm's output."""
+        return hidden if self._final_norm is None else self._final_norm(hidden)
 
     @torch.no_grad()
     def _check_against_model(self, forward_requested: str, batching_requested: str) -> None:
@@ -596,7 +612,11 @@ class LanguageModelProblem:
             failure = known_refusal(self.model, forward, batching if self.embeddings else None)
             if failure is None:
                 try:
-                    decoder = select_decoder_forward(self.model, forward)
+                    decoder = (
+                        PreNormForward(self.model)
+                        if self._final_norm is not None
+                        else select_decoder_forward(self.model, forward)
+                    )
                 except ValueError as error:
                     failure = str(error)
                 else:
@@ -619,7 +639,8 @@ class LanguageModelProblem:
         """``(forward, candidate batching)`` pairs the probe tries, in order, for the requested ones."""
         forwards = [forward_requested]
         if forward_requested == "auto":
-            forwards = ["native", "transformers"] if has_native_forward(self.model) else ["transformers"]
+            native = has_native_forward(self.model) and self._final_norm is None
+            forwards = ["native", "transformers"] if native else ["transformers"]
         paths = []
         for forward in forwards:
             batchings = [batching_requested]
@@ -668,7 +689,7 @@ class LanguageModelProblem:
                 stepped = self.advance_tokens(state, sequences[:1, -1])
                 step = (
                     "a step over the KV cache",
-                    stepped.last_hidden[0],
+                    self._as_last_hidden(stepped.last_hidden[0]),
                     self._reference_last_hidden(sequences[:1])[0],
                 )
             else:
@@ -676,18 +697,23 @@ class LanguageModelProblem:
                 stepped = self.advance(state, torch.zeros(1, dtype=torch.int64, device=self.device))
                 following = stepped.candidate_tokens[0][:, None]  # (k, 1) the next step's candidates
                 longer = torch.cat([sequences[:1].expand(k, -1), following], dim=1)  # (k, T + 2)
-                step = ("a step over the KV cache", stepped.candidate_hidden[0], self._reference_last_hidden(longer))
+                step = (
+                    "a step over the KV cache",
+                    self._as_last_hidden(stepped.candidate_hidden[0]),
+                    self._reference_last_hidden(longer),
+                )
             stage = f"an episode stepped to its last position ({self.max_length} steps)"
             episode = [check for query in self._episode_queries() for check in self._episode_checks(query)]
         except REFUSAL_ERRORS as error:
             raise ValueError(described_failure(self.model, error, stage)) from error
         expected_prefix = output.hidden_states[-1][0]  # (T, H)
         checks = [
-            ("the query's prefill", state.last_hidden[0], expected_prefix[-1]),
-            ("a left-padded prefill", padded_hidden[2:], expected_prefix),
+            ("the query's prefill", self._as_last_hidden(state.last_hidden[0]), expected_prefix[-1]),
+            ("a left-padded prefill", self._as_last_hidden(padded_hidden[2:]), expected_prefix),
         ]
         if state.candidate_hidden is not None:
-            checks.append((f"the {self.candidate_batching!r} candidate batching", state.candidate_hidden[0], expected))
+            batching = f"the {self.candidate_batching!r} candidate batching"
+            checks.append((batching, self._as_last_hidden(state.candidate_hidden[0]), expected))
         return [*checks, step, *episode]
 
     def _episode_queries(self) -> list[int]:
@@ -721,18 +747,20 @@ class LanguageModelProblem:
         prefix = torch.cat([self.query_tokens[query, :query_length], state.tokens[0, : int(state.lengths[0])]])
         candidates = state.candidate_tokens[0][:, None]  # (k, 1)
         sequences = torch.cat([prefix.expand(candidates.shape[0], -1), candidates], dim=1)  # (k, T)
-        output = self.model(input_ids=sequences, output_hidden_states=True, use_cache=False)
+        with norm_inputs_recorded(self._final_norm or torch.nn.Identity()) as pre_norm:
+            output = self.model(input_ids=sequences, output_hidden_states=True, use_cache=False)
         hidden = output.hidden_states[-1]  # (k, T, H)
+        pooled = pre_norm[-1] if self._final_norm is not None else hidden  # (k, T, H) the states e pools
         logprobs = output.logits.float().log_softmax(dim=-1)[:, query_length - 1 : -1]  # (k, |y| + 1, n)
         sequence_logprob = logprobs.gather(2, sequences[:, query_length:, None])[..., 0].sum(dim=1)  # (k,)
         what = f"the last position of an episode ({sequences.shape[1]} tokens)"
         checks = [(f"{what}: log p(y:tau | x)", self.candidate_sequence_logprobs(state)[0].float(), sequence_logprob)]
         if state.candidate_hidden is None:
-            return [(f"{what}: the prefix", state.last_hidden[0], hidden[0, -2]), *checks]
+            return [(f"{what}: the prefix", self._as_last_hidden(state.last_hidden[0]), hidden[0, -2]), *checks]
         start = 0 if self.pooling == "query_response" else query_length
         return [
-            (what, state.candidate_hidden[0], hidden[:, -1]),
-            (f"{what}: the mean-pooled embedding", self.candidate_pooled(state)[0], hidden[:, start:].float().mean(1)),
+            (what, self._as_last_hidden(state.candidate_hidden[0]), hidden[:, -1]),
+            (f"{what}: the mean-pooled embedding", self.candidate_pooled(state)[0], pooled[:, start:].float().mean(1)),
             *checks,
         ]
 
