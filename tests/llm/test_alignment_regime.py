@@ -243,3 +243,19 @@ def test_pre_norm_pools_the_final_norms_input_and_keeps_the_log_probs(tiny_llama
         tiny_problem(tiny_llama, embedding_layer="middle")
     with pytest.raises(ValueError, match="native"):
         tiny_problem(tiny_llama, embedding_layer="pre_norm", forward_implementation="native")
+
+
+def test_tbg_regime_prints_the_diagnostic_and_exits_by_the_verdict(capsys: pytest.CaptureFixture[str]) -> None:
+    from tokenized_bandit_gym.evaluation.cli import main
+
+    options = ["--rounds", "2", "--max-length", "6", "--top-k", "4"]
+    with pytest.warns(DeprecationWarning):
+        status = main(["regime", "stories260K", "--env-id", "TokenizedAlignment-v0", *options])
+    printed = capsys.readouterr().out
+    assert status == 1 and "v=logprob, pooling=query_response" in printed
+    assert "appendix D: 8.5, 21.1, 8.1, 20.2" in printed and "verdict: does not separate" in printed
+    assert main(["regime", "stories260K", *options, "--value-map", "scaled_logprob", "--no-score-forced-eos"]) in (0, 1)
+    assert "v=scaled_logprob" in capsys.readouterr().out
+    assert main(["regime", "stories260K", "--rounds", "0"]) == 2
+    assert main(["regime", "stories260K", *options, "--pooling", "everything"]) == 2
+    assert "pooling" in capsys.readouterr().err
