@@ -64,13 +64,9 @@ def point_args(args: Args, scale: float, coordinate: float) -> reproduce_regret.
 
     ``coordinate`` is every coordinate of the default theta; the point has its own folder under ``--out-dir``.
     """
-    fields = {field.name for field in dataclasses.fields(reproduce_regret.Args)}
-    values = {name: value for name, value in dataclasses.asdict(args).items() if name in fields}
-    values |= {"theta": scale * coordinate, "out_dir": os.path.join(args.out_dir, f"scale_{scale:.6g}")}
-    values["runs_per_forward"] = args.runs_per_forward or len(reproduce_regret.agent_names(args)) * len(
-        reproduce_regret.seed_list(args)
-    )
-    return reproduce_regret.Args(**values)
+    rows = args.runs_per_forward or len(reproduce_regret.agent_names(args)) * len(reproduce_regret.seed_list(args))
+    folder = os.path.join(args.out_dir, f"scale_{scale:.6g}")
+    return reproduce_regret.script_args(args, theta=scale * coordinate, out_dir=folder, runs_per_forward=rows)
 
 
 def measured_ratio(args: reproduce_regret.Args, rounds: int) -> dict[str, float]:

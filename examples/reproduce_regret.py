@@ -163,6 +163,12 @@ def parse_args(argv: list[str] | None = None) -> Args:
     return args
 
 
+def script_args(args: Args, **changes: Any) -> Args:
+    """This script's options from those of a script built on it (an ``Args`` subclass), with ``changes``."""
+    fields = {field.name for field in dataclasses.fields(Args)}
+    return Args(**({name: value for name, value in dataclasses.asdict(args).items() if name in fields} | changes))
+
+
 def require(what: str, error: Exception) -> SystemExit:
     """A clear exit for a missing piece of the project (the env or an agent not installed/merged)."""
     return SystemExit(

@@ -95,3 +95,25 @@ def test_phase_diagram_at_tiny_scale(tmp_path: Path) -> None:
         difference = point["paired_difference"]
         assert difference["low"] <= difference["mean"] <= difference["high"]
     assert (tmp_path / "out" / "phase_diagram.png").stat().st_size > 0
+
+
+def test_the_radius_multiplier_is_never_chosen_on_a_reported_seed(load_script) -> None:
+    script = load_script("examples/eoful_radius.py")
+    with pytest.raises(SystemExit, match="must not be a reported seed"):
+        script.main(script.Args(seeds="0,1,2", tuning_seed=1))
+
+
+@pytest.mark.slow
+def test_eoful_radius_at_tiny_scale(tmp_path: Path) -> None:
+    script = str(ROOT / "examples" / "eoful_radius.py")
+    options = ["--rounds", "4", "--max-length", "3", "--top-k", "3", "--multipliers", "0.1", "1", "--seeds", "0,1"]
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run(
+        [sys.executable, script, *options, "--out-dir", "out"], capture_output=True, text=True, cwd=tmp_path, env=env
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((tmp_path / "out" / "eoful_radius.json").read_text())
+    best = min(summary["tuning"], key=summary["tuning"].__getitem__)
+    assert float(best) == summary["chosen"]  # the tuning seed's lowest final regret
+    assert float(summary["chosen"]) in (0.1, 1.0) and set(summary["tuning"]) == {"0.1", "1"}
+    assert all(len(finals) == 2 for finals in summary["final"].values())  # every curve on the two reported seeds
