@@ -12,6 +12,26 @@ from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence, mask
 from tokenized_bandit_gym.core.validation import check_int, check_real
 from tokenized_bandit_gym.task import Task
 
+FEATURE_SCALES = ("first_observation",)
+"""The named ``feature_scale`` of :class:`EOFUL` (a positive number is the other kind)."""
+
+
+def check_feature_scale(scale: str | float) -> str | float:
+    """``scale`` if it is ``"first_observation"`` or a positive finite number.
+
+    Raises:
+        ValueError: another string, or a number that is not positive and finite.
+        TypeError: neither a string nor a real number.
+    """
+    if isinstance(scale, str):
+        if scale not in FEATURE_SCALES:
+            raise ValueError(f"feature_scale must be 'first_observation' or a positive number, got {scale!r}")
+        return scale
+    value = check_real("feature_scale", scale, low=0.0)
+    if value <= 0.0:
+        raise ValueError(f"feature_scale must be positive, got {scale!r}")
+    return value
+
 
 def beta_scale(beta: str | float) -> float:
     """The factor on ``sqrt(beta_t)``: 1 for ``"theory"``, else ``beta`` itself (>= 0).
@@ -70,6 +90,17 @@ class EOFUL:
         refactor_every: exact refactorisation period of ``Sigma^-1`` in rounds.
         device: torch device of the confidence set.
         record_ratios: record the Assumption 4 ratios of every round (off by default).
+        feature_scale: EOFUL runs on ``e / S``: ``1.0`` (the default) is the paper's Algorithm 1 on the
+            features as given; a number is ``S``; ``"first_observation"`` takes ``S`` as the largest
+            candidate norm of the first observation, fixed for the run. Section 3's analysis assumes
+            ``||e|| <= 1`` (and ``||theta|| <= 1``), which the radius ``sqrt(beta_t)`` of eq. update-c rests on;
+            raw LLM features have ``||[e : v]||`` of about 25 on SmolLM2, so the theory radius then
+            explores for hundreds of rounds. Dividing every feature by one constant keeps the model linear
+            (``theta`` becomes ``S theta``; the rewards are unchanged), so greedy on ``theta_hat`` is the same
+            estimator with ridge ``lambda / S^2``. Later features may exceed norm 1 a little.
+
+    Practitioners' knobs, both off by default (the theory's EOFUL): ``feature_scale`` above and ``beta``, the
+    radius multiplier on ``sqrt(beta_t)``. Choose the multiplier on a seed that is not reported.
     """
 
     name = "eoful"
@@ -83,10 +114,13 @@ class EOFUL:
         refactor_every: int = 1000,
         device: str | torch.device = "cpu",
         record_ratios: bool = False,
+        feature_scale: str | float = 1.0,
     ) -> None:
         if not isinstance(record_ratios, bool):
             raise TypeError(f"record_ratios must be a bool, got {record_ratios!r}")
         self.record_ratios = record_ratios
+        self.feature_scale = check_feature_scale(feature_scale)
+        self._scale: float | None = None  # S of the run (None until the first observation, with "first_observation")
         self.beta_scale = beta_scale(beta)
         self.lambda_ = check_real("lambda_", lambda_, low=0.0)
         self.delta = check_real("delta", delta, low=0.0, high=1.0)
@@ -116,6 +150,22 @@ class EOFUL:
         self._recorded = 0
         self._prefixes = []
         self._prefix_widths = []
+        self._scale = None if isinstance(self.feature_scale, str) else float(self.feature_scale)
+
+    @property
+    def scale(self) -> float | None:
+        """S, the divisor of every feature this run (None until the first observation with ``"first_observation"``)."""
+        return self._scale
+
+    def scaled(self, features: Any) -> Any:
+        """``features / S`` (NumPy or torch, ``(..., d)``); with ``"first_observation"`` the first call sets S."""
+        if not isinstance(features, torch.Tensor):
+            features = np.asarray(features)
+        if self._scale is None:
+            norms = features.norm(dim=-1) if isinstance(features, torch.Tensor) else np.linalg.norm(features, axis=-1)
+            largest = float(norms.max()) if norms.shape and norms.shape[0] else float(norms)
+            self._scale = largest if largest > 0.0 else 1.0
+        return features if self._scale == 1.0 else features / self._scale
 
     @property
     def prefix_ratio_max(self) -> np.ndarray:
@@ -153,6 +203,11 @@ class EOFUL:
             ``(B,)`` int64 candidate indices (lowest index on ties).
         """
         confidence = self._require_confidence()
+        return self._select_scaled(self.scaled(confidence.as_tensor(candidate_embeddings)), action_mask)
+
+    def _select_scaled(self, candidate_embeddings: torch.Tensor, action_mask: object) -> torch.Tensor:
+        """:meth:`select` on features already divided by S."""
+        confidence = self._require_confidence()
         scores = confidence.ucb(candidate_embeddings, self.beta_scale)  # (B, k)
         mask = torch.as_tensor(action_mask, device=confidence.device).bool()  # (B, k)
         if mask.shape != scores.shape:
@@ -163,13 +218,14 @@ class EOFUL:
 
     def learn(self, response_embeddings: object, rewards: object) -> None:
         """Update ``C_t`` with B rounds: ``(B, d)`` response embeddings and ``(B,)`` rewards."""
-        self._require_confidence().update(response_embeddings, rewards)
+        confidence = self._require_confidence()
+        confidence.update(self.scaled(confidence.as_tensor(response_embeddings)), rewards)
 
     def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
         """The allowed candidate with the highest UCB score (NumPy on the CPU, torch on a GPU)."""
         confidence = self._require_confidence()
         if confidence.on_host:
-            embeddings = np.asarray(observation["candidate_embeddings"])  # (k, d)
+            embeddings = self.scaled(np.asarray(observation["candidate_embeddings"]))  # (k, d)
             mask = np.asarray(observation["action_mask"]).astype(bool)  # (k,)
             if self.record_ratios:
                 scores, widths = confidence.ucb_and_width_host(embeddings, self.beta_scale)  # (k,) each
@@ -184,8 +240,8 @@ class EOFUL:
             if self.record_ratios:
                 self._prefix_widths.append(float(widths[index]))
             return index
-        embeddings = confidence.as_tensor(observation["candidate_embeddings"])  # (k, d)
-        index = int(self.select(embeddings[None], np.asarray(observation["action_mask"])[None])[0])
+        embeddings = self.scaled(confidence.as_tensor(observation["candidate_embeddings"]))  # (k, d)
+        index = int(self._select_scaled(embeddings[None], np.asarray(observation["action_mask"])[None])[0])
         self._prefixes.append(embeddings[index])
         return index
 
@@ -193,7 +249,7 @@ class EOFUL:
         """Record the Assumption 4 ratios under ``Sigma_t`` and ``Sigma_t^-1``, then learn from ``(y_t, r_t)``."""
         confidence = self._require_confidence()
         if "response_embedding" in info:
-            response = info["response_embedding"]  # (d,)
+            response = self.scaled(info["response_embedding"])  # (d,)
         elif self._prefixes:
             response = self._prefixes[-1]  # (d,) the last chosen candidate is the whole response
         else:

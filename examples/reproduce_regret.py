@@ -1,6 +1,6 @@
 """Reproduce the paper's regret comparison on decoding-time LLM alignment (section 6.2, Figure 2 left, Figure 3).
 
-EOFUL learns the user's theta online on ``TokenizedAlignment-v0`` (utility
+EOFUL learns the user's theta online on ``TokenizedAlignment-v1`` (``--env-id``; utility
 ``u = gamma * v(p(x, y)) + (1 - gamma) * <theta, e(x, y)>``, the paper's reduction to a TLB over ``[e : v(p)]``);
 it is compared with the paper's two baselines, WrongTheta (greedy with the wrong ``theta' = -theta``, the
 ``fixed_theta_greedy`` agent) and Misaligned greedy (greedy on the LM probability alone, ``misaligned_greedy``),
@@ -9,9 +9,17 @@ Regret is measured against the oracle greedy decode with the true utility (``opt
 so it can be negative when an agent beats greedy. All agents see the same queries and noise (common random
 numbers: one env, reset with the same seed for each agent).
 
+The reading of the paper (docs/ALIGNMENT_REGIME.md): ``-v1`` by default, whose defaults are
+``v = log p / L`` without a forced EOS's term, ``e`` pooled over the response and the literal
+``theta = 0.5 * 1``; ``--env-id TokenizedAlignment-v0`` reproduces the earlier numbers. Every
+reading option is a flag (``--value-map``, ``--pooling``, ``--theta-scale``, ``--score-forced-eos``,
+``--embedding-norm``, ``--embedding-layer``); unset, it is the env id's default. ``tbg regime MODEL`` says whether a
+reading can separate a learner from the LM's own decode before anything is run.
+
 One convention for theta, the paper's: WrongTheta's ``theta'`` is ``-theta`` (the paper's ``theta = 0.5 * 1``
-and ``theta' = -0.5 * 1``). By default theta is the env's, ``0.5 * 1`` scaled to unit norm; ``--paper`` (or
-``--theta 0.5``) uses the literal ``0.5 * 1``. ``--wrong-theta w`` sets every coordinate of ``theta'`` to w instead.
+and ``theta' = -0.5 * 1``). By default theta is the env id's (``-v1``: the literal ``0.5 * 1``; ``-v0``: scaled to
+unit norm); ``--paper`` (or ``--theta 0.5``) passes the literal ``0.5 * 1``. ``--wrong-theta w`` sets every
+coordinate of ``theta'`` to w instead.
 
 How it runs fast: the runs of one seed (one per agent; ``--runs-per-forward`` sets how many runs, of any seeds) are
 the rows of one native vector env, so every step is one forward of all their candidates (3 x k rows, not k), which
@@ -56,7 +64,8 @@ from tokenized_bandit_gym.evaluation.progress import write_json_atomically
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 from tokenized_bandit_gym.threads import use_small_work_threads
 
-ENV_ID = "TokenizedAlignment-v0"
+ENV_ID = "TokenizedAlignment-v1"
+"""The env the script runs by default (``--env-id``): the calibrated reading."""
 AGENT_LABELS = {"eoful": "EOFUL", "fixed_theta_greedy": "WrongTheta", "misaligned_greedy": "Misaligned greedy"}
 
 
@@ -64,6 +73,8 @@ AGENT_LABELS = {"eoful": "EOFUL", "fixed_theta_greedy": "WrongTheta", "misaligne
 class Args:
     """Command-line options (each field's docstring is its --help)."""
 
+    env_id: str = ENV_ID
+    """the alignment env: TokenizedAlignment-v1 (the calibrated reading) or TokenizedAlignment-v0 (the earlier one)"""
     paper: bool = False
     """use the paper's settings (L=30, top-15, T=10,000, theta=0.5*1) for unset options"""
     real_llm: bool = False
@@ -87,12 +98,22 @@ class Args:
     coordinate"""
     wrong_theta: float = 0.0
     """0: WrongTheta's theta' = -theta (the paper's convention); else this value in every coordinate"""
-    value_map: str = "logprob"
-    """the env's v: logprob (paper default), scaled_logprob, root_prob, prob"""
-    embedding_norm: str = "none"
-    """the env's embedding normalisation: l2 (unit norm) or none (raw mean-pooled hidden states)"""
+    value_map: str = ""
+    """the env's v: logprob, scaled_logprob, root_prob, prob ('': the env id's)"""
+    pooling: str = ""
+    """span of e's mean pooling: query_response or response ('': the env id's)"""
+    theta_scale: str = ""
+    """the env's default theta: unit (0.5*1 unit-normed) or literal (0.5*1) ('': the env id's)"""
+    score_forced_eos: str = ""
+    """count a forced EOS's log p in v: yes or no ('': the env id's)"""
+    embedding_norm: str = ""
+    """the env's embedding normalisation: l2 (unit norm) or none (raw mean-pooled hidden states) ('': the env id's)"""
+    embedding_layer: str = ""
+    """the hidden states e pools: final_norm (after the decoder's final norm) or pre_norm ('': the env id's)"""
     beta: float = 1.0
     """EOFUL's multiplier on sqrt(beta_t) (1: the paper's radius)"""
+    feature_scale: str = ""
+    """EOFUL's feature scale S (it runs on e / S): a number, or first_observation ('': 1, the paper's EOFUL)"""
     noise_scale: float = 0.1
     """reward noise sigma"""
     bound_scale: float = 0.1
@@ -143,6 +164,12 @@ def parse_args(argv: list[str] | None = None) -> Args:
     return args
 
 
+def script_args(args: Args, **changes: Any) -> Args:
+    """This script's options from those of a script built on it (an ``Args`` subclass), with ``changes``."""
+    fields = {field.name for field in dataclasses.fields(Args)}
+    return Args(**({name: value for name, value in dataclasses.asdict(args).items() if name in fields} | changes))
+
+
 def require(what: str, error: Exception) -> SystemExit:
     """A clear exit for a missing piece of the project (the env or an agent not installed/merged)."""
     return SystemExit(
@@ -152,21 +179,29 @@ def require(what: str, error: Exception) -> SystemExit:
     )
 
 
+READING_FLAGS = ("value_map", "pooling", "theta_scale", "embedding_norm", "embedding_layer")
+"""The reading options passed on when set (``score_forced_eos`` is a yes/no flag, read apart)."""
+
+
 def env_kwargs(args: Args) -> dict[str, Any]:
-    """The keywords of ``TokenizedAlignment-v0`` for these options (fixed length: the env's default)."""
+    """The keywords of ``--env-id`` for these options (unset reading flags and fixed length: the env id's defaults)."""
     from tokenized_bandit_gym.evaluation.ddmc.resources import resolve_model
 
+    reading: dict[str, Any] = {name: getattr(args, name) for name in READING_FLAGS if getattr(args, name)}
+    if args.score_forced_eos:
+        if args.score_forced_eos not in ("yes", "no"):
+            raise SystemExit(f"--score-forced-eos must be yes or no, got {args.score_forced_eos!r}")
+        reading["score_forced_eos"] = args.score_forced_eos == "yes"
     return {
         "model": resolve_model(args.model),
         "queries": args.queries,
         "top_k": args.top_k,
         "gamma": args.gamma,
         "max_length": args.max_length,
-        "value_map": args.value_map,
-        "embedding_norm": args.embedding_norm,
         "theta": [args.theta] * _hidden_size(args.model) if args.theta else None,
         "noise_scale": args.noise_scale,
         "device": args.device,
+        **reading,
     }
 
 
@@ -181,9 +216,9 @@ def make_env(args: Args, num_rows: int, **loaded: Any) -> Any:
 
     try:
         kwargs = env_kwargs(args) | loaded
-        return gym.make_vec(ENV_ID, num_rows, vectorization_mode="vector_entry_point", **kwargs)
+        return gym.make_vec(args.env_id, num_rows, vectorization_mode="vector_entry_point", **kwargs)
     except gym.error.Error as error:
-        raise require(f"the env {ENV_ID}", error) from error
+        raise require(f"the env {args.env_id}", error) from error
 
 
 def _hidden_size(model: str) -> int:
@@ -202,6 +237,9 @@ def make_agent(name: str, env: Any, args: Args) -> Any:
     kwargs: dict[str, Any] = {}
     if name == "eoful":
         kwargs.update(beta=args.beta, record_ratios=True)
+        if args.feature_scale:
+            scale = args.feature_scale
+            kwargs["feature_scale"] = scale if scale == "first_observation" else float(scale)
     elif name == "fixed_theta_greedy":
         kwargs["theta"] = "negated" if args.wrong_theta == 0.0 else wrong_theta(env.unwrapped.problem, args.wrong_theta)
     try:

@@ -1,6 +1,6 @@
 """The figures under docs/figures/: embedded, small, at least 1,000 px wide, and redrawn by examples/docs_figures.py.
 
-docs/REPRODUCTION.md embeds every figure it ships and every figure it embeds exists; each figure is an entry of
+The docs (docs/*.md) embed every figure they ship, and every figure they embed exists; each figure is an entry of
 the script's registry, is redrawn from its stored numbers with its titles inside the canvas, and the commands
 that compute those numbers still run at small settings (slow).
 """
@@ -17,7 +17,7 @@ MAX_BYTES = 100_000
 
 
 def test_every_committed_figure_is_embedded_exists_and_is_small() -> None:
-    text = (DOCS / "REPRODUCTION.md").read_text(encoding="utf-8")
+    text = "\n".join(path.read_text(encoding="utf-8") for path in sorted(DOCS.glob("*.md")))
     embedded = set(re.findall(r"!\[[^\]]*\]\((figures/[^)]+)\)", text))
     committed = {f"figures/{path.name}" for path in (DOCS / "figures").glob("*.png")}
     assert embedded == committed, {"not embedded": committed - embedded, "missing": embedded - committed}

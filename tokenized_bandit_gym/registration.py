@@ -62,9 +62,19 @@ SYNTHETIC_ENVS: dict[str, tuple[str, dict[str, object]]] = {
     ),
 }
 
+ALIGNMENT_V1_READING: dict[str, object] = {
+    "value_map": "scaled_logprob",
+    "pooling": "response",
+    "theta_scale": "literal",
+    "score_forced_eos": False,
+}
+"""The reading of ``TokenizedAlignment-v1`` (issue 48): ``v = log p / L`` without a forced EOS's term, ``e`` pooled
+over the response, the paper's literal ``theta = 0.5 * 1``. Measured with ``tbg regime`` (docs/ALIGNMENT_REGIME.md)."""
+
 # LLM-backed ids (transformers is imported only when one is made); default model: shipped stories260K.
 LLM_ENVS: dict[str, tuple[str, dict[str, object]]] = {
     "TokenizedAlignment-v0": (_ALIGNMENT, {}),
+    "TokenizedAlignment-v1": (_ALIGNMENT, dict(ALIGNMENT_V1_READING)),
     "TokenizedDecoding-v0": (_DECODING, {}),
 }
 

@@ -194,7 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tbg",
         description="tokenized-bandit-gym leaderboards: run specs, report results, list envs and agents.",
     )
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{run,report,verify,list,ddmc,check-model}")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="{run,report,verify,list,ddmc,check-model,regime}"
+    )
 
     run = commands.add_parser(
         "run",
@@ -274,6 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
     from tokenized_bandit_gym.evaluation.check_model import add_check_model_subcommand
 
     add_check_model_subcommand(commands)
+    from tokenized_bandit_gym.evaluation.alignment_regime import add_regime_subcommand
+
+    add_regime_subcommand(commands)
     return parser
 
 
@@ -561,13 +566,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "list":
             return _command_list(args)
-        if args.command in ("run", "ddmc", "check-model"):  # torch work: one thread unless OMP_NUM_THREADS is set
+        if args.command in (
+            "run",
+            "ddmc",
+            "check-model",
+            "regime",
+        ):  # torch work: one thread unless OMP_NUM_THREADS is set
             from tokenized_bandit_gym.threads import use_small_work_threads
 
             use_small_work_threads()
         if args.command == "run":
             return _command_run(args)
-        if args.command in ("ddmc", "check-model"):
+        if args.command in ("ddmc", "check-model", "regime"):
             return args.func(args)
         if args.command == "verify":
             return _command_verify(args)

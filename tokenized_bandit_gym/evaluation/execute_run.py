@@ -220,6 +220,7 @@ def execute_run(
     from threadpoolctl import threadpool_limits
 
     import tokenized_bandit_gym  # noqa: F401  (registers the env ids)
+    from tokenized_bandit_gym.evaluation.alignment_regime import regime_summary
     from tokenized_bandit_gym.evaluation.run_online import run_online
     from tokenized_bandit_gym.registration import make_agent
 
@@ -245,14 +246,16 @@ def execute_run(
         device = str(getattr(env.unwrapped, "problem", None) and env.unwrapped.problem.device)
         benchmark = str(getattr(env.unwrapped, "optimal_kind", "exact"))  # what regret is measured against
         theta_source = getattr(getattr(env.unwrapped, "problem", None), "theta_source", None)  # LLM alignment
-        env.close()
         wall_time = time.perf_counter() - start
+        regime = regime_summary(env)  # after the run's time: a few noise-free decodes, not part of the run
+        env.close()
     metadata = dict(environment_metadata())
     metadata.update(
         {
             "device": device,
             "benchmark": benchmark,
             **({"theta_source": str(theta_source)} if theta_source is not None else {}),
+            **({"regime": regime} if regime is not None else {}),
             "wall_time": wall_time,
             "started_at": started_at,
             "finished_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -168,7 +168,9 @@ class Leaderboard:
     runs recorded it (the LLM alignment tasks) to where its theta came from (the env's
     ``problem.theta_source``: the paper's 0.5 * 1, a random direction, or a Bradley-Terry fit with its
     held-out accuracy); ``claims`` are the paper's claims the runs test (:mod:`leaderboard_claims`), and
-    ``tasks`` lists the tasks of those claims first, in the claims' order.
+    ``tasks`` lists the tasks of those claims first, in the claims' order; ``regimes`` maps each alignment task
+    to its regime diagnostic's lines (:func:`~tokenized_bandit_gym.evaluation.alignment_regime.regime_summary`:
+    can the task separate a learner from the LM's own decode).
     """
 
     title: str
@@ -195,6 +197,7 @@ class Leaderboard:
     headline: list[str] = field(default_factory=list)
     theta_sources: dict[str, str] = field(default_factory=dict)
     claims: list[Claim] = field(default_factory=list)
+    regimes: dict[str, str] = field(default_factory=dict)
 
     def theory_exponent(self, task: str, agent: str) -> float | None:
         """Theory's exponent of ``agent`` on ``task``, or None where none is known or the theorem does not apply."""
@@ -478,6 +481,7 @@ def build_leaderboard(
             task: source for (task, _), runs in groups.items() if (source := _theta_source(runs)) is not None
         },
         claims=claims,
+        regimes={task: regime for (task, _), runs in groups.items() if (regime := _regime(runs)) is not None},
     )
 
 
@@ -485,6 +489,12 @@ def _theta_source(runs: list[RunRecord]) -> str | None:
     """Where the runs' theta came from (``metadata["theta_source"]``), None where no run recorded it."""
     sources = sorted({str(record.metadata["theta_source"]) for record in runs if record.metadata.get("theta_source")})
     return "; ".join(sources) if sources else None
+
+
+def _regime(runs: list[RunRecord]) -> str | None:
+    """The task's regime lines (``metadata["regime"]``, ``tbg regime``'s diagnostic), None where no run recorded it."""
+    regimes = sorted({str(record.metadata["regime"]) for record in runs if record.metadata.get("regime")})
+    return regimes[0] if regimes else None
 
 
 def _benchmark(runs: list[RunRecord]) -> str:

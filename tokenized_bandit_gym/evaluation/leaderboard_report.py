@@ -181,6 +181,8 @@ def _tables(leaderboard: Leaderboard) -> list[Table]:
         note = f"T = {rows[0].rounds} rounds, {len(seeds)} seed(s). {_benchmark_note(leaderboard, task)}"
         if task in leaderboard.theta_sources:
             note += f" Theta: {leaderboard.theta_sources[task]}."
+        if task in leaderboard.regimes:
+            note += f" Regime (tbg regime, beside appendix D): {leaderboard.regimes[task]}."
         if not theory:
             note += " No theory exponent: the spec does not say that a theorem applies to this task."
         if swept:
@@ -540,6 +542,7 @@ def write_report(leaderboard: Leaderboard, out_dir: str | Path) -> dict[str, Pat
         "headline": leaderboard.headline,
         "benchmarks": leaderboard.benchmarks,
         "theta_sources": leaderboard.theta_sources,
+        "regimes": leaderboard.regimes,
         "theory_tasks": sorted(leaderboard.theory_tasks),
         "spec_given": leaderboard.spec_given,
         "aggregate_note": leaderboard.aggregate_note,

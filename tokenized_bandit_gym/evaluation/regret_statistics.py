@@ -265,3 +265,50 @@ def horizon_exponent_interval(
         return loglog_slopes(horizons, means)
 
     return stratified_bootstrap_ci(finals, slope_of_means, confidence=confidence, resamples=resamples, seed=seed)
+
+
+def paired_interval(first: np.ndarray, second: np.ndarray, confidence: float = 0.95) -> tuple[float, float, float]:
+    """Mean of ``first - second`` over paired seeds and its Student-t interval: ``(mean, low, high)``.
+
+    Runs of two agents on one seed share its queries and noise (common random numbers), so their difference per
+    seed is the unit: the interval is ``mean +- t_{(1 + confidence) / 2, n - 1} * sd / sqrt(n)`` of the ``n``
+    per-seed differences (NaN bounds with one seed).
+
+    Args:
+        first: ``(n,)`` one agent's statistic per seed (e.g. final cumulative regret).
+        second: ``(n,)`` the other's, in the same seed order.
+        confidence: the interval's level, in (0, 1).
+
+    Raises:
+        ValueError: shapes that differ or are not ``(n,)`` with n >= 1, or a level outside (0, 1).
+    """
+    first, second = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
+    if first.ndim != 1 or first.shape != second.shape or first.size == 0:
+        raise ValueError(f"paired samples must both have shape (n,), n >= 1, got {first.shape} and {second.shape}")
+    if not 0.0 < confidence < 1.0:
+        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    differences = first - second
+    mean = float(differences.mean())
+    if differences.size < 2:
+        return mean, math.nan, math.nan
+    half = float(stats.t.ppf((1.0 + confidence) / 2.0, differences.size - 1) * differences.std(ddof=1))
+    half /= math.sqrt(differences.size)
+    return mean, mean - half, mean + half
+
+
+def quarter_rates(cumulative_regret: np.ndarray) -> np.ndarray:
+    """Regret per round in each quarter of the rounds ``(..., 4)`` from cumulative regret ``(..., T)`` (T >= 4).
+
+    Quarter q covers rounds ``(q T / 4, (q + 1) T / 4]`` (integer bounds); its rate is its regret over its rounds.
+
+    Raises:
+        ValueError: fewer than 4 rounds.
+    """
+    cumulative = np.asarray(cumulative_regret, dtype=np.float64)
+    rounds = cumulative.shape[-1]
+    if rounds < 4:
+        raise ValueError(f"quarter_rates needs at least 4 rounds, got {rounds}")
+    bounds = [rounds * quarter // 4 for quarter in range(5)]  # 0, T/4, T/2, 3T/4, T
+    padded = np.concatenate([np.zeros((*cumulative.shape[:-1], 1)), cumulative], axis=-1)  # (..., T + 1)
+    ends = padded[..., bounds]  # (..., 5)
+    return np.diff(ends, axis=-1) / np.diff(bounds)

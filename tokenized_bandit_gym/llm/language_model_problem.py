@@ -31,6 +31,7 @@ from tokenized_bandit_gym.llm.decoder_forward import FORWARD_IMPLEMENTATIONS, ha
 from tokenized_bandit_gym.llm.language_model_head import LanguageModelHead
 from tokenized_bandit_gym.llm.language_model_state import KeyValues, LanguageModelState
 from tokenized_bandit_gym.llm.length_switch import length_switch, recomputed_prefix
+from tokenized_bandit_gym.llm.pre_norm import EMBEDDING_LAYERS, PreNormForward, final_norm_of, norm_inputs_recorded
 from tokenized_bandit_gym.llm.refusals import REFUSAL_ERRORS, described_failure, known_refusal, mismatch_reason
 from tokenized_bandit_gym.llm.value_map import ValueMap
 
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
 POOLING_SPANS = ("query_response", "response")
 CANDIDATE_BATCHING = ("auto", "mask", "expand")
 EMBEDDING_NORMS = ("l2", "none")
+THETA_SCALES = ("unit", "literal")
+"""The default theta's scale: ``0.5 * 1`` rescaled to unit norm, or the paper's literal ``0.5 * 1`` (norm sqrt(d)/2)."""
 QUERY_TRUNCATIONS = ("none", "left")
 ProbeCheck = tuple[str, torch.Tensor, torch.Tensor]
 """``(what was probed, the core's value, the no-cache forward's)``: hidden states, embeddings or log-probs."""
@@ -81,11 +84,22 @@ class LanguageModelProblem:
         max_length: L.
         top_k: k, the number of candidates per step (``1 <= k <= vocabulary size``).
         gamma: weight of ``v(p)`` in ``[0, 1]``.
-        theta: latent ``theta`` ``(d,)``; None gives the paper's ``0.5 * 1`` rescaled to unit norm.
+        theta: latent ``theta`` ``(d,)``; None gives the paper's ``0.5 * 1``, scaled as ``theta_scale`` says.
+        theta_scale: the default theta's scale: ``"unit"`` (``0.5 * 1`` rescaled to unit norm, every
+            coordinate ``1 / sqrt(d)``) or ``"literal"`` (the paper's ``0.5 * 1`` as written, norm
+            ``sqrt(d) / 2``: 12 at d = 576, 32 at d = 4096); a given ``theta`` is used as it is.
+        score_forced_eos: whether a forced EOS (the EOS at position L, where it is the only allowed
+            token) adds its ``log p`` to the ``log p(y | x)`` that ``v`` maps. True: the whole sequence's
+            log-prob; False: the response's tokens only (the paper's sample responses end in "...", no EOS),
+            since a forced EOS is no choice and its log-prob (tens of nats on an instruct model stopped
+            mid-sentence) otherwise outweighs the rest of ``v``. An EOS chosen before L is always scored.
         value_map: ``v``, see :class:`~tokenized_bandit_gym.llm.value_map.ValueMap`.
         embeddings: compute ``e`` (False only when ``gamma == 1``, the decoding problem).
         pooling: ``"query_response"`` (the paper: mean over ``x:y``) or ``"response"`` (over ``y``).
         embedding_norm: ``"l2"`` (``e`` = mean / ||mean||, so ``||e|| = 1``) or ``"none"``.
+        embedding_layer: the hidden states ``e`` pools: ``"final_norm"`` (after the decoder's final norm, the
+            LM head's input) or ``"pre_norm"`` (the last decoder layer's output, before that norm; runs
+            transformers' forward, :mod:`~tokenized_bandit_gym.llm.pre_norm`). The log-probs are the same.
         eos_candidate: EOS is always one of the k candidates (it replaces the k-th when not in the
             top-k); at position L and in finished rows it is inserted regardless.
         chat_template: apply the tokenizer's chat template (None: when it has one).
@@ -139,8 +153,11 @@ class LanguageModelProblem:
         theta: torch.Tensor | Sequence[float] | None = None,
         value_map: str = "logprob",
         embeddings: bool = True,
+        theta_scale: str = "unit",
+        score_forced_eos: bool = True,
         pooling: str = "query_response",
         embedding_norm: str = "l2",
+        embedding_layer: str = "final_norm",
         eos_candidate: bool = True,
         chat_template: bool | None = None,
         candidate_batching: str = "auto",
@@ -156,14 +173,27 @@ class LanguageModelProblem:
         self.gamma = check_real("gamma", gamma, low=0.0, high=1.0)
         self.pooling = check_choice("pooling", pooling, POOLING_SPANS)
         self.embedding_norm = check_choice("embedding_norm", embedding_norm, EMBEDDING_NORMS)
+        self.embedding_layer = check_choice("embedding_layer", embedding_layer, EMBEDDING_LAYERS)
+        self._final_norm = final_norm_of(model) if self.embedding_layer == "pre_norm" else None
+        if self._final_norm is not None and forward_implementation == "native":
+            raise ValueError(
+                "embedding_layer='pre_norm' runs transformers' forward: forward_implementation='native' "
+                "cannot go with it (use 'auto' or 'transformers')"
+            )
         self.value_map = ValueMap(value_map, self.max_length)
-        for name, flag in (("embeddings", embeddings), ("eos_candidate", eos_candidate)):
+        self.theta_scale = check_choice("theta_scale", theta_scale, THETA_SCALES)
+        for name, flag in (
+            ("embeddings", embeddings),
+            ("eos_candidate", eos_candidate),
+            ("score_forced_eos", score_forced_eos),
+        ):
             if not isinstance(flag, bool):
                 raise TypeError(f"{name} must be a bool, got {flag!r}")
         if not embeddings and self.gamma != 1.0:
             raise ValueError(f"embeddings=False needs gamma == 1 (u = v(p) alone), got gamma={gamma}")
         self.embeddings = embeddings
         self.eos_candidate = eos_candidate
+        self.score_forced_eos = score_forced_eos
         check_choice("candidate_batching", candidate_batching, CANDIDATE_BATCHING)
         check_choice("forward_implementation", forward_implementation, FORWARD_IMPLEMENTATIONS)
         self.forward_implementation, self.candidate_batching = forward_implementation, candidate_batching
@@ -182,7 +212,8 @@ class LanguageModelProblem:
         self.device = next(model.parameters()).device
         self.hidden_size = int(self._lm_head.weight.shape[1])
         self.latent_theta = self._make_theta(theta)  # (d,)
-        self.theta_source = "the paper's 0.5 * 1, unit-normed" if theta is None else "a vector given by the user"
+        default_source = "the paper's 0.5 * 1, unit-normed" if theta_scale == "unit" else "the paper's literal 0.5 * 1"
+        self.theta_source = default_source if theta is None else "a vector given by the user"
         """Where :attr:`latent_theta` came from, in words (reports print it)."""
         self.preference_fit: Any = None
         """The :class:`~tokenized_bandit_gym.llm.preference_theta.PreferenceFit` of a theta fitted on comparisons."""
@@ -375,6 +406,23 @@ class LanguageModelProblem:
         """``log p(y:tau | x)`` ``(B, k)`` float64 for every candidate."""
         return state.sequence_logprob[:, None] + state.candidate_logprobs.double()  # (B, k)
 
+    def candidate_values(self, state: LanguageModelState) -> torch.Tensor:
+        """``v`` of every candidate ``(B, k)`` float64.
+
+        ``v`` of :meth:`candidate_sequence_logprobs`, less a forced EOS's ``log p`` unless ``score_forced_eos``.
+        """
+        scored = state.sequence_logprob[:, None] + self._scored(
+            state.candidate_logprobs.double(), state.candidate_tokens, state.lengths[:, None]
+        )  # (B, k)
+        return self.value_map(scored)
+
+    def _scored(self, logprobs: torch.Tensor, tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """``logprobs`` of ``tokens`` appended at ``lengths`` (broadcastable), 0 for an unscored forced EOS."""
+        if self.score_forced_eos:
+            return logprobs
+        forced = (tokens == self.eos_token_id) & (lengths == self.max_length - 1)
+        return torch.where(forced, torch.zeros_like(logprobs), logprobs)
+
     def candidate_pooled(self, state: LanguageModelState) -> torch.Tensor:
         """Raw mean-pooled last-layer hidden states of ``x:y:tau`` ``(B, k, H)`` float32 (before the norm)."""
         self._require_embeddings()
@@ -384,12 +432,12 @@ class LanguageModelProblem:
     def candidate_embeddings(self, state: LanguageModelState) -> torch.Tensor:
         """Features ``[e(x, y:tau) : v(p(x, y:tau))]`` ``(B, k, d + 1)`` float64 (TLB reduction)."""
         embedding = self._normalise(self.candidate_pooled(state)).double()  # (B, k, H)
-        value = self.value_map(self.candidate_sequence_logprobs(state))  # (B, k)
+        value = self.candidate_values(state)  # (B, k)
         return torch.cat([embedding, value[:, :, None]], dim=2)  # (B, k, d + 1)
 
     def candidate_utilities(self, state: LanguageModelState) -> torch.Tensor:
         """True ``u(x, y:tau)`` ``(B, k)`` float64 for every candidate (masked ones included)."""
-        value = self.value_map(self.candidate_sequence_logprobs(state))  # (B, k)
+        value = self.candidate_values(state)  # (B, k)
         if not self.embeddings:
             return value
         return self._utility(self._normalise(self.candidate_pooled(state)), value)
@@ -534,8 +582,12 @@ class LanguageModelProblem:
 
     # ------------------------------------------------------------------ internals
     def _logprobs(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Next-token log-probs ``(B, n)`` float32 from last-layer hidden states ``(B, H)``."""
-        return self._head.log_probs(hidden)
+        """Next-token log-probs ``(B, n)`` float32 from last-layer hidden states ``(B, H)`` (pre-norm: normed first)."""
+        return self._head.log_probs(self._as_last_hidden(hidden))
+
+    def _as_last_hidden(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The LM head's input from the hidden states the state carries ``(..., H)``: the final norm's output."""
+        return hidden if self._final_norm is None else self._final_norm(hidden)
 
     @torch.no_grad()
     def _check_against_model(self, forward_requested: str, batching_requested: str) -> None:
@@ -560,7 +612,11 @@ class LanguageModelProblem:
             failure = known_refusal(self.model, forward, batching if self.embeddings else None)
             if failure is None:
                 try:
-                    decoder = select_decoder_forward(self.model, forward)
+                    decoder = (
+                        PreNormForward(self.model)
+                        if self._final_norm is not None
+                        else select_decoder_forward(self.model, forward)
+                    )
                 except ValueError as error:
                     failure = str(error)
                 else:
@@ -583,7 +639,8 @@ class LanguageModelProblem:
         """``(forward, candidate batching)`` pairs the probe tries, in order, for the requested ones."""
         forwards = [forward_requested]
         if forward_requested == "auto":
-            forwards = ["native", "transformers"] if has_native_forward(self.model) else ["transformers"]
+            native = has_native_forward(self.model) and self._final_norm is None
+            forwards = ["native", "transformers"] if native else ["transformers"]
         paths = []
         for forward in forwards:
             batchings = [batching_requested]
@@ -632,7 +689,7 @@ class LanguageModelProblem:
                 stepped = self.advance_tokens(state, sequences[:1, -1])
                 step = (
                     "a step over the KV cache",
-                    stepped.last_hidden[0],
+                    self._as_last_hidden(stepped.last_hidden[0]),
                     self._reference_last_hidden(sequences[:1])[0],
                 )
             else:
@@ -640,18 +697,23 @@ class LanguageModelProblem:
                 stepped = self.advance(state, torch.zeros(1, dtype=torch.int64, device=self.device))
                 following = stepped.candidate_tokens[0][:, None]  # (k, 1) the next step's candidates
                 longer = torch.cat([sequences[:1].expand(k, -1), following], dim=1)  # (k, T + 2)
-                step = ("a step over the KV cache", stepped.candidate_hidden[0], self._reference_last_hidden(longer))
+                step = (
+                    "a step over the KV cache",
+                    self._as_last_hidden(stepped.candidate_hidden[0]),
+                    self._reference_last_hidden(longer),
+                )
             stage = f"an episode stepped to its last position ({self.max_length} steps)"
             episode = [check for query in self._episode_queries() for check in self._episode_checks(query)]
         except REFUSAL_ERRORS as error:
             raise ValueError(described_failure(self.model, error, stage)) from error
         expected_prefix = output.hidden_states[-1][0]  # (T, H)
         checks = [
-            ("the query's prefill", state.last_hidden[0], expected_prefix[-1]),
-            ("a left-padded prefill", padded_hidden[2:], expected_prefix),
+            ("the query's prefill", self._as_last_hidden(state.last_hidden[0]), expected_prefix[-1]),
+            ("a left-padded prefill", self._as_last_hidden(padded_hidden[2:]), expected_prefix),
         ]
         if state.candidate_hidden is not None:
-            checks.append((f"the {self.candidate_batching!r} candidate batching", state.candidate_hidden[0], expected))
+            batching = f"the {self.candidate_batching!r} candidate batching"
+            checks.append((batching, self._as_last_hidden(state.candidate_hidden[0]), expected))
         return [*checks, step, *episode]
 
     def _episode_queries(self) -> list[int]:
@@ -685,18 +747,20 @@ class LanguageModelProblem:
         prefix = torch.cat([self.query_tokens[query, :query_length], state.tokens[0, : int(state.lengths[0])]])
         candidates = state.candidate_tokens[0][:, None]  # (k, 1)
         sequences = torch.cat([prefix.expand(candidates.shape[0], -1), candidates], dim=1)  # (k, T)
-        output = self.model(input_ids=sequences, output_hidden_states=True, use_cache=False)
+        with norm_inputs_recorded(self._final_norm or torch.nn.Identity()) as pre_norm:
+            output = self.model(input_ids=sequences, output_hidden_states=True, use_cache=False)
         hidden = output.hidden_states[-1]  # (k, T, H)
+        pooled = pre_norm[-1] if self._final_norm is not None else hidden  # (k, T, H) the states e pools
         logprobs = output.logits.float().log_softmax(dim=-1)[:, query_length - 1 : -1]  # (k, |y| + 1, n)
         sequence_logprob = logprobs.gather(2, sequences[:, query_length:, None])[..., 0].sum(dim=1)  # (k,)
         what = f"the last position of an episode ({sequences.shape[1]} tokens)"
         checks = [(f"{what}: log p(y:tau | x)", self.candidate_sequence_logprobs(state)[0].float(), sequence_logprob)]
         if state.candidate_hidden is None:
-            return [(f"{what}: the prefix", state.last_hidden[0], hidden[0, -2]), *checks]
+            return [(f"{what}: the prefix", self._as_last_hidden(state.last_hidden[0]), hidden[0, -2]), *checks]
         start = 0 if self.pooling == "query_response" else query_length
         return [
-            (what, state.candidate_hidden[0], hidden[:, -1]),
-            (f"{what}: the mean-pooled embedding", self.candidate_pooled(state)[0], hidden[:, start:].float().mean(1)),
+            (what, self._as_last_hidden(state.candidate_hidden[0]), hidden[:, -1]),
+            (f"{what}: the mean-pooled embedding", self.candidate_pooled(state)[0], pooled[:, start:].float().mean(1)),
             *checks,
         ]
 
@@ -928,7 +992,8 @@ class LanguageModelProblem:
             next_positions=state.next_positions + grown_by,
             hidden_sum=state.hidden_sum + torch.where(grow_column, hidden.float(), 0.0),  # (B, H)
             pooled_count=state.pooled_count + grown_by,
-            sequence_logprob=state.sequence_logprob + torch.where(grow, logprob.double(), 0.0),
+            sequence_logprob=state.sequence_logprob
+            + torch.where(grow, self._scored(logprob.double(), tokens, state.lengths), 0.0),
             last_hidden=torch.where(grow_column, hidden, state.last_hidden),
             candidate_tokens=state.candidate_tokens,
             candidate_logprobs=state.candidate_logprobs,
@@ -963,10 +1028,10 @@ class LanguageModelProblem:
             raise ValueError("this problem computes no embeddings (embeddings=False)")
 
     def _make_theta(self, theta: torch.Tensor | Sequence[float] | None) -> torch.Tensor:
-        """The latent theta ``(d,)`` float64; default ``0.5 * 1`` rescaled to unit norm (``1 / sqrt(d)``)."""
+        """The latent theta ``(d,)`` float64; default ``0.5 * 1``, unit-normed unless ``theta_scale="literal"``."""
         if theta is None:
-            ones = torch.full((self.hidden_size,), 0.5, dtype=torch.float64, device=self.device)
-            return ones / ones.norm()
+            halves = torch.full((self.hidden_size,), 0.5, dtype=torch.float64, device=self.device)
+            return halves if self.theta_scale == "literal" else halves / halves.norm()
         tensor = torch.as_tensor(theta, dtype=torch.float64, device=self.device)
         if tensor.shape != (self.hidden_size,):
             raise ValueError(f"theta must have shape ({self.hidden_size},) (hidden size), got {tuple(tensor.shape)}")

@@ -43,7 +43,8 @@ class LanguageModelState:
         next_positions: ``(B,)`` int64 position id of the next token.
         hidden_sum: ``(B, H)`` float32 running sum of last-layer hidden states over the pooling span.
         pooled_count: ``(B,)`` int64 number of tokens in that sum.
-        sequence_logprob: ``(B,)`` float64 ``log p(y | x)``.
+        sequence_logprob: ``(B,)`` float64 ``log p(y | x)`` (without a forced EOS's term when the problem
+            has ``score_forced_eos=False``).
         last_hidden: ``(B, H)`` last-layer hidden state of the last token of ``x:y`` (its LM head
             output is the next-token distribution).
         candidate_tokens: ``(B, k)`` int64 the top-k candidates tau (EOS inserted when required).
