@@ -26,6 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tokenized_bandit_gym.script_arguments import int_at_least
+
 APPENDIX_D_GAPS = (8.54, 21.08, 8.07, 20.19)
 """Appendix D's Optimal greedy minus Misaligned greedy utilities, in its four sample rounds."""
 APPENDIX_D_UTILITY_RANGE = (-41.49, 56.36)
@@ -229,12 +231,12 @@ def add_regime_subcommand(subparsers: argparse._SubParsersAction) -> argparse.Ar
     )
     parser.add_argument("model", help="local directory (safetensors), stories260K or a cached hub name")
     parser.add_argument("--env-id", default="TokenizedAlignment-v1", help="the alignment env (default -v1)")
-    parser.add_argument("--rounds", type=int, default=8, help="queries decoded (default 8)")
+    parser.add_argument("--rounds", type=int_at_least(1), default=8, help="queries decoded (default 8)")
     parser.add_argument("--queries", default="paper", help="query source (default: the appendix-D generator)")
-    parser.add_argument("--max-length", type=int, default=30, help="L (default 30, the paper's)")
-    parser.add_argument("--top-k", type=int, default=15, help="k (default 15, the paper's)")
+    parser.add_argument("--max-length", type=int_at_least(1), default=30, help="L (default 30, the paper's)")
+    parser.add_argument("--top-k", type=int_at_least(1), default=15, help="k (default 15, the paper's)")
     parser.add_argument("--gamma", type=float, default=0.8, help="weight of v (default 0.8, the paper's)")
-    parser.add_argument("--seed", type=int, default=0, help="seeds the queries drawn")
+    parser.add_argument("--seed", type=int_at_least(0), default=0, help="seeds the queries drawn")
     parser.add_argument("--device", default="cpu", help="torch device (default cpu)")
     add_reading_arguments(parser)
     parser.set_defaults(func=regime_command)

@@ -573,7 +573,7 @@ def write_report(leaderboard: Leaderboard, out_dir: str | Path) -> dict[str, Pat
 
 # The names of the files :func:`write_report` writes: fixed ones, and a plot pair per task and per horizon sweep.
 _REPORT_FILE = re.compile(
-    r"(leaderboard\.(html|md|json)|(summary|aggregate|runs)\.csv|regret_curves\.(png|svg)"
+    r"(leaderboard\.(html|md|json)|(summary|aggregate|runs|claims)\.csv|regret_curves\.(png|svg)"
     r"|(regret|horizons)_[A-Za-z0-9._-]+\.(png|svg))"
 )
 
