@@ -46,7 +46,6 @@ reused, with one printed line naming both versions).
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 from dataclasses import dataclass
@@ -145,10 +144,9 @@ def play(env: Any, names: list[str], rounds: int, seed: int) -> dict[str, dict[s
 
 def resumable_runs(path: str, settings: dict[str, Any]) -> dict[str, Any]:
     """The runs saved in ``path`` by an earlier call of this code with these ``settings`` (``RUN_KEYS`` aside)."""
-    if not path or not os.path.exists(path):
+    earlier = provenance.read_results_json(path)
+    if earlier is None:
         return {}
-    with open(path, encoding="utf-8") as handle:
-        earlier = json.load(handle)
     if earlier.get("settings") != settings or not provenance.made_by_this_code(earlier.get("code_version"), path):
         return {}
     return dict(earlier.get("runs", {}))

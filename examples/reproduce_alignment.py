@@ -27,7 +27,6 @@ again, and one printed line names both versions); a progress bar counts the roun
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from dataclasses import dataclass
@@ -224,13 +223,7 @@ def _run_path(args: Args, name: str, seed: int) -> str:
 
 def _read_run(path: str) -> dict[str, Any] | None:
     """A finished run written earlier to ``path``, or None (none there, or unreadable: it is played again)."""
-    if not path or not os.path.isfile(path):
-        return None
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return None
+    return provenance.read_results_json(path)
 
 
 def plot(results: dict[str, Any], path: str) -> None:

@@ -169,10 +169,9 @@ def finished_run(args: Args) -> tuple[Any, str] | None:
     from types import SimpleNamespace
 
     path = os.path.join(args.out_dir, "ratio.json") if args.out_dir and not args.from_regret else ""
-    if not path or not os.path.exists(path):
+    earlier = provenance.read_results_json(path)
+    if earlier is None:
         return None
-    with open(path, encoding="utf-8") as handle:
-        earlier = json.load(handle)
     if {**earlier.get("settings", {}), "threads": args.threads} != dataclasses.asdict(args):
         return None
     if not provenance.made_by_this_code(earlier.get("code_version"), path):

@@ -49,7 +49,6 @@ The paper used Llama-3-8B-Instruct (``--model``, ``--device``).
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 import sys
@@ -300,10 +299,9 @@ def resumable_runs(path: str, settings: dict[str, Any]) -> dict[str, Any]:
     all of them (calls of one code version: the file keeps one ``code_version``); a call with nothing left to run
     reads the feature dimension and formatting there, loading no model.
     """
-    if not path or not os.path.exists(path):
+    earlier = provenance.read_results_json(path)
+    if earlier is None:
         return {}
-    with open(path, encoding="utf-8") as handle:
-        earlier = json.load(handle)
     same = {key: value for key, value in earlier.get("settings", {}).items() if key not in RUN_KEYS}
     if same != settings or not provenance.made_by_this_code(earlier.get("code_version"), path):
         return {}

@@ -197,18 +197,19 @@ def test_reproduce_regret_never_unpickles_its_out_dir(tmp_path: Path, capsys: py
         ("reproduce_alignment", "_read_run", "runs/eoful-seed0.json"),
     ],
 )
-def test_json_results_are_never_unpickled(script: str, reader: str, name: str, tmp_path: Path) -> None:
-    """The scripts' JSON results, when a pickle is planted in their place, are refused or ignored, never run."""
+def test_json_results_are_never_unpickled(
+    script: str, reader: str, name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The scripts' JSON results, when a pickle is planted in their place, are ignored with one line, never run."""
     import importlib
 
     read = getattr(importlib.import_module(f"examples.{script}"), reader)
     plant(tmp_path / name, tmp_path / "marker")
     arguments = (str(tmp_path / name), {}) if reader == "resumable_runs" else (str(tmp_path / name),)
-    try:
-        kept = read(*arguments)
-    except ValueError:  # json's UnicodeDecodeError and JSONDecodeError: a ValueError naming the file's bytes
-        kept = None
+    kept = read(*arguments)
     assert not kept and not (tmp_path / "marker").exists()
+    said = capsys.readouterr().out.splitlines()
+    assert said == [f"not reusing {tmp_path / name}: not a readable JSON results file (UnicodeDecodeError)"]
 
 
 def test_a_planted_ddmc_embedding_cache_is_never_unpickled(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,6 +10,8 @@ versions. The git commit is asked once per process (cached).
 from __future__ import annotations
 
 import functools
+import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -87,3 +89,26 @@ def made_by_this_code(recorded: Any, what: str) -> bool:
         flush=True,
     )
     return False
+
+
+def read_results_json(path: str) -> dict[str, Any] | None:
+    """The JSON object a script wrote to ``path`` earlier, or None: none there, or not such a file (one line says so).
+
+    A file that is not a UTF-8 JSON object (damaged, truncated, or something else planted under its name, a pickle
+    say) is never interpreted beyond JSON: one printed line names it, and the caller computes its results again.
+
+    Args:
+        path: the results file ("" for none).
+    """
+    if not path or not os.path.isfile(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as handle:
+            earlier = json.load(handle)
+    except (OSError, ValueError) as error:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        print(f"not reusing {path}: not a readable JSON results file ({type(error).__name__})", flush=True)
+        return None
+    if not isinstance(earlier, dict):
+        print(f"not reusing {path}: not a JSON results file (a {type(earlier).__name__}, not an object)", flush=True)
+        return None
+    return earlier
