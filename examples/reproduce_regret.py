@@ -542,8 +542,9 @@ def plot(results: dict[str, Any], path: str) -> None:
     )
     runs = runs if len(seeds) > 1 else f"one run, seed {seeds[0]}"
     source = f"\n{results['source']}" if results.get("source") else ""
+    env_id = f" ({settings['env_id']})" if "env_id" in settings else ""
     axis.set_title(
-        f"Regret on {settings['model']}, L = {settings['max_length']}, top-{settings['top_k']}, "
+        f"Regret on {settings['model']}{env_id}, L = {settings['max_length']}, top-{settings['top_k']}, "
         f"gamma = {settings['gamma']}\n{runs}{source}",
         fontsize=12,
     )
