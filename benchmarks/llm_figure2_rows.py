@@ -1,6 +1,6 @@
 """The paper's Figure 2 run on a real LLM against its compute floor: runs one after another vs rows of one forward.
 
-Figure 2 (left) plays three agents (EOFUL, WrongTheta, Misaligned greedy) on ``TokenizedAlignment-v0`` at L = 30,
+Figure 2 (left) plays three agents (EOFUL, WrongTheta, Misaligned greedy) on reproduce_regret.py's env id at L = 30,
 top-15, with common random numbers, and measures regret against each query's oracle-greedy decode. This times
 ``examples/reproduce_regret.py``'s work for ``--rounds`` rounds in three layouts, built fresh (own benchmark cache)
 and measured in one process, one after another, with the machine's matmul rate measured before each:
@@ -75,7 +75,7 @@ def sequential(options: reproduce_regret.Args, seeds: list[int], names: list[str
 
     from tokenized_bandit_gym.evaluation import run_online
 
-    env = gym.make(reproduce_regret.ENV_ID, **reproduce_regret.env_kwargs(options))
+    env = gym.make(options.env_id, **reproduce_regret.env_kwargs(options))
 
     def play() -> None:
         for seed in seeds:

@@ -13,7 +13,8 @@ distinct query's oracle-greedy benchmark forwards the k candidates through every
 row through the LM head, ``k x 2 x (decoder weights) + 2 x (LM head)`` FLOPs (``llm_step.step_flops``), L steps
 a round (the env's fixed length). Query prefills are not counted, so the floor is a little low; rows that
 several runs share are counted once per run, as the issue counts them. ``--keep-results DIR`` copies the run's
-regret.json and regret.png there (T = 1000 is the paper's horizon). Prints the options and one markdown row::
+regret.json and regret.png there. Prints the options and one markdown row (RESULTS.md's rows were measured under
+``--env-id TokenizedAlignment-v0``, the script's default before -v1)::
 
     PYTHONPATH=. python benchmarks/llm_whole_run_floor.py -- --real-llm                 # T = 100, seeds 0, 1, 2
     PYTHONPATH=. python benchmarks/llm_whole_run_floor.py --keep-results runs/T1000 -- --real-llm --rounds 1000

@@ -46,7 +46,13 @@ OVERVIEW_DPI = 90
 
 
 def example(name: str) -> ModuleType:
-    """The script ``examples/<name>.py`` as a module (the examples folder is not a package)."""
+    """The script ``examples/<name>.py`` as a module (the examples folder is not a package).
+
+    The repository's root goes on ``sys.path`` first, as ``PYTHONPATH=.`` puts it for the scripts built on
+    ``examples/reproduce_regret.py`` (``from examples import reproduce_regret``).
+    """
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
     path = Path(__file__).resolve().parent / f"{name}.py"
     spec = importlib.util.spec_from_file_location(f"docs_figures_{name}", path)
     if spec is None or spec.loader is None:
@@ -89,6 +95,16 @@ def draw_ratio(results: dict[str, Any], path: Path) -> None:
 def draw_pairwise(results: dict[str, Any], path: Path) -> None:
     """Pairwise feedback (``pairwise_alignment.py``'s ``pairwise.json``): regret and preference rates."""
     example("pairwise_alignment").plot(results, str(path))
+
+
+def draw_phase_diagram(results: dict[str, Any], path: Path) -> None:
+    """EOFUL and Misaligned greedy against the spread ratio (``alignment_phase_diagram.py``'s JSON)."""
+    example("alignment_phase_diagram").plot(results, str(path))
+
+
+def draw_eoful_radius(results: dict[str, Any], path: Path) -> None:
+    """The theory EOFUL, the practitioner's and Misaligned greedy (``eoful_radius.py``'s ``eoful_radius.json``)."""
+    example("eoful_radius").plot(results, str(path))
 
 
 def draw_ratio_summary(results: dict[str, Any], path: Path) -> None:
@@ -150,8 +166,9 @@ def ddmc_compute(arguments: list[str]) -> Callable[[Path, bool], Path]:
 
 
 def _run(command: list[str], cwd: Path) -> None:
+    path = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     completed = subprocess.run(
-        command, cwd=cwd, capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg"}
+        command, cwd=cwd, capture_output=True, text=True, env={**os.environ, "MPLBACKEND": "Agg", "PYTHONPATH": path}
     )
     if completed.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} failed:\n{completed.stderr[-3000:]}")
@@ -223,12 +240,16 @@ def script_compute(script: str, arguments: list[str], small_arguments: list[str]
         _run([sys.executable, str(ROOT / "examples" / f"{script}.py"), *chosen, "--out-dir", str(out)], ROOT)
         return out / output
 
-    compute.__doc__ = " ".join(["python", f"examples/{script}.py", *arguments, f"--out-dir DIR (writes DIR/{output})"])
+    compute.__doc__ = " ".join(
+        ["PYTHONPATH=. python", f"examples/{script}.py", *arguments, f"--out-dir DIR (writes DIR/{output})"]
+    )
     return compute
 
 
 SMALL_LLM = ["--rounds", "4", "--max-length", "3", "--top-k", "3"]
 SMALL_PAIRWISE = [*SMALL_LLM, "--tlb-rounds", "10"]
+SMALL_PHASE_DIAGRAM = [*SMALL_LLM, "--ratios", "0.1", "10", "--seeds", "0,1", "--regime-rounds", "2"]
+SMALL_RADIUS = [*SMALL_LLM, "--multipliers", "0.1", "1", "--seeds", "0,1"]
 
 
 @dataclass(frozen=True)
@@ -271,6 +292,8 @@ def _ddmc(name: str, model: str, dataset: str, items: str, resamples: str) -> Do
     return DocsFigure(name, draw_ddmc, ddmc_compute(arguments))
 
 
+V0_FLAG = "--env-id TokenizedAlignment-v0"
+"""The regret figures' numbers were made under -v0's reading, reproduce_regret.py's default before -v1 (issue 48)."""
 TABLES = "the numbers of docs/REPRODUCTION.md's table (the run's per-round JSON was not kept)"
 NOT_STORED = "numbers not stored in the repository: recompute with the command, then store its JSON here"
 
@@ -278,8 +301,8 @@ FIGURES: dict[str, DocsFigure] = {
     figure.name: figure
     for figure in (
         DocsFigure("leaderboard_overview", draw_overview, compute_overview, command="tbg run leaderboard"),
-        _regret("regret_stories260K", []),
-        _regret("regret_stories260K_theta_half", ["--theta", "0.5"]),
+        _regret("regret_stories260K", V0_FLAG.split()),
+        _regret("regret_stories260K_theta_half", [*V0_FLAG.split(), "--theta", "0.5"]),
         _ratio("ratio_stories260K_logprob", []),
         _ratio("ratio_stories260K_root_prob", ["--value-map", "root_prob"]),
         DocsFigure(
@@ -287,14 +310,17 @@ FIGURES: dict[str, DocsFigure] = {
             draw_regret,
             None,
             note=TABLES,
-            command="python examples/reproduce_regret.py --real-llm --out-dir runs/regret_smollm2",
+            command=f"python examples/reproduce_regret.py {V0_FLAG} --real-llm --out-dir runs/regret_smollm2",
         ),
         DocsFigure(
             "regret_smollm2_T1000",
             draw_regret,
             None,
             note=TABLES,
-            command="python examples/reproduce_regret.py --real-llm --rounds 1000 --out-dir runs/regret_smollm2_T1000",
+            command=(
+                f"python examples/reproduce_regret.py {V0_FLAG} --real-llm --rounds 1000 "
+                "--out-dir runs/regret_smollm2_T1000"
+            ),
         ),
         DocsFigure(
             "ratio_smollm2",
@@ -326,6 +352,16 @@ FIGURES: dict[str, DocsFigure] = {
             "pairwise_stories260K",
             draw_pairwise,
             script_compute("pairwise_alignment", ["--rounds", "30"], SMALL_PAIRWISE, "pairwise.json"),
+        ),
+        DocsFigure(
+            "alignment_phase_diagram_stories260K_T100",
+            draw_phase_diagram,
+            script_compute("alignment_phase_diagram", ["--rounds", "100"], SMALL_PHASE_DIAGRAM, "phase_diagram.json"),
+        ),
+        DocsFigure(
+            "eoful_radius_stories260K_T100",
+            draw_eoful_radius,
+            script_compute("eoful_radius", ["--rounds", "100", "--theta", "5.4"], SMALL_RADIUS, "eoful_radius.json"),
         ),
         DocsFigure(
             "pairwise_smollm2",

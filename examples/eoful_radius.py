@@ -59,7 +59,7 @@ def main(args: Args) -> dict[str, Any]:
         options = variant(
             args,
             f"tune_{multiplier:g}",
-            agents="eoful,misaligned_greedy",  # two rows: play_rows of runs_as_rows fails on a one-row env
+            agents="eoful",
             seeds=str(args.tuning_seed),
             beta=multiplier,
             feature_scale="first_observation",
@@ -81,23 +81,28 @@ def main(args: Args) -> dict[str, Any]:
         "tuning": {f"{key:g}": value for key, value in tuned.items()},
         "chosen": chosen,
         "final": {label: entry["final_cumulative_regret_per_seed"] for label, entry in curves.items()},
+        "curves": {label: {key: entry[key] for key in CURVE_KEYS} for label, entry in curves.items()},
     }
     if args.out_dir:
         write_json_atomically(os.path.join(args.out_dir, "eoful_radius.json"), summary)
-        plot(curves, args, chosen, os.path.join(args.out_dir, "eoful_radius.png"))
+        plot(summary, os.path.join(args.out_dir, "eoful_radius.png"))
         print(f"wrote {args.out_dir}/eoful_radius.json and eoful_radius.png")
     return summary
 
 
-def plot(curves: dict[str, Any], args: Args, chosen: float, path: str) -> None:
-    """Mean cumulative regret of each curve with its min-max band over the seeds."""
+CURVE_KEYS = ("cumulative_regret", "cumulative_regret_min", "cumulative_regret_max")
+"""What eoful_radius.json keeps of each curve: the mean cumulative regret and its band over the seeds, (T,) each."""
+
+
+def plot(summary: dict[str, Any], path: str) -> None:
+    """Mean cumulative regret of each of ``summary["curves"]`` with its min-max band over the seeds (1200 px)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     figure, axis = plt.subplots(figsize=(12, 5), dpi=100)
-    for label, entry in curves.items():
+    for label, entry in summary["curves"].items():
         t = np.arange(1, len(entry["cumulative_regret"]) + 1)
         (line,) = axis.plot(t, entry["cumulative_regret"], label=label)
         axis.fill_between(
@@ -107,9 +112,11 @@ def plot(curves: dict[str, Any], args: Args, chosen: float, path: str) -> None:
     axis.set_xlabel("round t")
     axis.set_ylabel("cumulative regret (mean; band: min-max over seeds)")
     axis.legend()
+    settings = summary["settings"]
     figure.suptitle(
-        f"EOFUL as stated and as run in practice: {args.model}, {args.env_id}, T = {args.rounds} rounds, seeds "
-        f"{args.seeds}, L={args.max_length}, top-{args.top_k}; multiplier {chosen:g} chosen on seed {args.tuning_seed}",
+        f"EOFUL as stated and as run in practice: {settings['model']}, {settings['env_id']}, "
+        f"T = {settings['rounds']} rounds, seeds {settings['seeds']}, L={settings['max_length']}, "
+        f"top-{settings['top_k']}; multiplier {summary['chosen']:g} chosen on seed {settings['tuning_seed']}",
         fontsize=10,
     )
     figure.tight_layout()

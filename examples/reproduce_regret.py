@@ -78,7 +78,8 @@ class Args:
     """use the paper's settings (L=30, top-15, T=10,000, theta=0.5*1) for unset options"""
     real_llm: bool = False
     """the paper's settings on the real instruct model smollm2-135m-instruct, short: T=100, seeds 0,1,2, every
-    run a row of one forward (unset options); --rounds 1000 for the paper's horizon of Figure 2"""
+    run a row of one forward (unset options); --rounds 1000 for docs/REPRODUCTION.md's T = 1000 run (the paper's
+    horizon is T = 10,000; 1,000 is the number of appendix D's queries)"""
     model: str = "stories260K"
     """Hugging Face causal LM: stories260K (shipped), smollm2-135m-instruct (see docs/LLM.md), a local path, or a
     model id"""
@@ -540,8 +541,9 @@ def plot(results: dict[str, Any], path: str) -> None:
     )
     runs = runs if len(seeds) > 1 else f"one run, seed {seeds[0]}"
     source = f"\n{results['source']}" if results.get("source") else ""
+    env_id = f" ({settings['env_id']})" if "env_id" in settings else ""
     axis.set_title(
-        f"Regret on {settings['model']}, L = {settings['max_length']}, top-{settings['top_k']}, "
+        f"Regret on {settings['model']}{env_id}, L = {settings['max_length']}, top-{settings['top_k']}, "
         f"gamma = {settings['gamma']}\n{runs}{source}",
         fontsize=12,
     )

@@ -117,3 +117,5 @@ def test_eoful_radius_at_tiny_scale(tmp_path: Path) -> None:
     assert float(best) == summary["chosen"]  # the tuning seed's lowest final regret
     assert float(summary["chosen"]) in (0.1, 1.0) and set(summary["tuning"]) == {"0.1", "1"}
     assert all(len(finals) == 2 for finals in summary["final"].values())  # every curve on the two reported seeds
+    assert set(summary["curves"]) == set(summary["final"])  # the figure is drawn from the JSON alone
+    assert all(len(curve["cumulative_regret"]) == 4 for curve in summary["curves"].values())

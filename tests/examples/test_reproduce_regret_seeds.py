@@ -119,6 +119,38 @@ def test_runs_as_rows_of_one_forward_play_what_single_envs_play() -> None:
     assert len(played[0][1].prefix_ratio_max) == args.rounds
 
 
+def test_one_run_plays_as_a_one_row_env_what_a_single_env_plays() -> None:
+    """One (agent, seed) run is a one-row vector env: every info entry is a (1, ...) array, ``round_ended`` too,
+    and the row plays what run_online plays on a single env with that seed."""
+    if not alignment_stack_available():
+        pytest.skip("TokenizedAlignment-v0 and the reproduction agents are not installed")
+    import gymnasium as gym
+
+    from examples.reproduce_regret import Args, env_kwargs, make_agent, make_env
+    from tokenized_bandit_gym.evaluation import run_online
+    from tokenized_bandit_gym.evaluation.runs_as_rows import play_rows
+
+    args = Args(rounds=3, max_length=3, top_k=2)
+    env = make_env(args, 1)
+    ended_infos: list[dict[str, Any]] = []
+    regret = play_rows(
+        env,
+        [make_agent("eoful", env, args)],
+        [0],
+        args.rounds,
+        on_rounds_ended=lambda ended, played, observations, final: ended_infos.append(final),
+        progress=False,
+    )
+    assert regret.shape == (1, args.rounds) and len(ended_infos) == args.rounds
+    for final in ended_infos:
+        assert all(isinstance(value, np.ndarray) and value.shape[0] == 1 for value in final.values()), final
+        assert final["round_ended"].tolist() == [True]
+    problem = env.unwrapped.problem
+    single = gym.make(args.env_id, **env_kwargs(args) | {"model": problem.model, "tokenizer": problem.tokenizer})
+    reference = run_online(single, make_agent("eoful", single, args), rounds=args.rounds, seed=0)
+    np.testing.assert_allclose(np.cumsum(regret[0]), reference.cumulative_regret, atol=1e-5)
+
+
 class _Interrupt(Exception):
     """Stands for a run killed mid-group (a time limit, Ctrl-C)."""
 

@@ -208,7 +208,7 @@ def test_v1_separates_on_smollm2_and_v0_does_not() -> None:
 def test_each_alignment_task_of_the_report_carries_its_regime(tmp_path: Any) -> None:
     from tokenized_bandit_gym.evaluation.execute_run import execute_run
     from tokenized_bandit_gym.evaluation.leaderboard import build_leaderboard
-    from tokenized_bandit_gym.evaluation.leaderboard_report import markdown_report
+    from tokenized_bandit_gym.evaluation.leaderboard_report import markdown_line, markdown_report
     from tokenized_bandit_gym.evaluation.run_spec import RunSpec
 
     kwargs = {"max_length": 3, "top_k": 2}
@@ -218,7 +218,8 @@ def test_each_alignment_task_of_the_report_carries_its_regime(tmp_path: Any) -> 
     assert "appendix D" in record.metadata["regime"] and "verdict: " in record.metadata["regime"]
     leaderboard = build_leaderboard([decoding, record])
     assert leaderboard.regimes == {"LLM": record.metadata["regime"]}
-    assert f"Regime (tbg regime, beside appendix D): {record.metadata['regime']}." in markdown_report(leaderboard)
+    note = f"Regime (tbg regime, beside appendix D): {record.metadata['regime']}."
+    assert markdown_line(note) in markdown_report(leaderboard)  # HTML-escaped, as every note of the report
 
 
 def test_pre_norm_pools_the_final_norms_input_and_keeps_the_log_probs(tiny_llama: tuple[Any, Any]) -> None:

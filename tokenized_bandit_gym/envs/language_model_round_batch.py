@@ -212,7 +212,7 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
         optimum = greedy
         if self.optimal_kind == "oracle_beam":
             optimum = problem.oracle_beam(queries, self.beam_width)
-        return round_summary(  # masked, so no two entries share memory (at B = 1 summary_row copies each)
+        summary = round_summary(  # masked, so no two entries share memory (at B = 1 summary_row copies each)
             utility=problem.utility_of(state).to(torch.float64),  # (B,)
             optimal_utility=optimum.utility.to(torch.float64),  # (B,)
             oracle_greedy_utility=greedy.utility.to(torch.float64),  # (B,)
@@ -224,6 +224,9 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
             ended=None if self.num_rows == 1 else ended,  # masking makes new tensors; one row is read as a copy
             response_logprob=state.sequence_logprob.to(torch.float64),  # (B,)
         )
+        if self.num_rows == 1:  # the one-round form says True; a vector env's every entry is (B,), this one too
+            summary["round_ended"] = ended.clone()
+        return summary
 
     def _initial_state(self, queries: torch.Tensor) -> LanguageModelState:
         """New rounds on ``queries`` ``(R,)``: rows of the pool's cached states, or one forward of the distinct ones."""
