@@ -25,6 +25,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from tokenized_bandit_gym.llm.additive_attention_mask import additive_attention_mask
 from tokenized_bandit_gym.llm.language_model_state import KeyValues
+from tokenized_bandit_gym.llm.static_kv_cache import appended
 
 
 class NativeDecoderForward(ABC):
@@ -77,10 +78,15 @@ class NativeDecoderForward(ABC):
 def with_past(
     past: KeyValues, layer: int, keys: torch.Tensor, values: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Layer ``layer``'s cache ``(N, h, S, hd)``: the new entries ``(N, h, T, hd)`` after its past, if any."""
+    """Layer ``layer``'s cache ``(N, h, S, hd)``: the new entries ``(N, h, T, hd)`` after its past, if any.
+
+    The entries are scratch columns of the past's preallocated cache where it has room (written in place,
+    :mod:`~tokenized_bandit_gym.llm.static_kv_cache`), else a concatenation; the caller commits them
+    (:func:`~tokenized_bandit_gym.llm.static_kv_cache.commit`) if they are to stay.
+    """
     if not past:
         return keys, values
-    return torch.cat([past[layer][0], keys], dim=2), torch.cat([past[layer][1], values], dim=2)
+    return appended(past[layer][0], keys, commit=False), appended(past[layer][1], values, commit=False)
 
 
 PACKED_ROWS_HINT = 256
