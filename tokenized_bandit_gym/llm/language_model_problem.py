@@ -725,18 +725,7 @@ class LanguageModelProblem:
     def _with_candidates(self, state: LanguageModelState, grow: torch.Tensor) -> LanguageModelState:
         """Recompute the top-k candidates of the rows ``grow`` ``(B,)`` and score every row's candidates."""
         state = self._across_switch(state, grow)
-        logprobs = self._logprobs(state.last_hidden)  # (B, n)
-        eos_allowed = self._eos_allowed(state)  # (B,)
-        ranked = logprobs
-        if self.first_eos_position > 1:  # EOS is no candidate where it may not be chosen: k other tokens
-            ranked = logprobs.clone()
-            ranked[:, self.eos_token_id] = torch.where(eos_allowed, ranked[:, self.eos_token_id], float("-inf"))
-        values, tokens = ranked.topk(self.top_k, dim=1)  # (B, k), (B, k)
-        missing = ~(tokens == self.eos_token_id).any(dim=1) & eos_allowed  # (B,)
-        if not self.eos_candidate:
-            missing &= state.finished | (state.lengths >= self.max_length - 1)  # only where EOS is the one action
-        tokens[:, -1] = torch.where(missing, self.eos_token_id, tokens[:, -1])
-        values[:, -1] = torch.where(missing, logprobs[:, self.eos_token_id], values[:, -1])
+        values, tokens = self._top_candidates(self._logprobs(state.last_hidden), state)  # (B, k), (B, k)
         tokens = torch.where(grow[:, None], tokens, state.candidate_tokens)  # (B, k)
         values = torch.where(grow[:, None], values, state.candidate_logprobs)  # (B, k)
         candidate_hidden, candidate_past = None, None
@@ -753,6 +742,25 @@ class LanguageModelProblem:
                 "candidate_past": candidate_past,
             }
         )
+
+    def _top_candidates(self, logprobs: torch.Tensor, state: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """The k candidates' log-probs and tokens ``(B, k)`` each from next-token ``logprobs`` ``(B, n)``.
+
+        ``state`` is anything with the rows' ``finished`` and ``lengths`` ``(B,)`` (the static step's rounds too).
+        EOS is ranked only where it may come next, and put in the last slot where it is allowed and missing.
+        """
+        eos_allowed = self._eos_allowed(state)  # (B,)
+        ranked = logprobs
+        if self.first_eos_position > 1:  # EOS is no candidate where it may not be chosen: k other tokens
+            ranked = logprobs.clone()
+            ranked[:, self.eos_token_id] = torch.where(eos_allowed, ranked[:, self.eos_token_id], float("-inf"))
+        values, tokens = ranked.topk(self.top_k, dim=1)  # (B, k), (B, k)
+        missing = ~(tokens == self.eos_token_id).any(dim=1) & eos_allowed  # (B,)
+        if not self.eos_candidate:
+            missing &= state.finished | (state.lengths >= self.max_length - 1)  # only where EOS is the one action
+        tokens[:, -1] = torch.where(missing, self.eos_token_id, tokens[:, -1])
+        values[:, -1] = torch.where(missing, logprobs[:, self.eos_token_id], values[:, -1])
+        return values, tokens
 
     def _across_switch(self, state: LanguageModelState, grow: torch.Tensor) -> LanguageModelState:
         """``state`` with the prefix of the rows ``grow`` whose candidates first cross the length switch recomputed.
