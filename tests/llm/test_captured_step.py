@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 import torch
 
-from tokenized_bandit_gym.llm.captured_step import CapturedStep, StaticLanguageModelStep
+from tokenized_bandit_gym.cuda_graph_step import CapturedStep
+from tokenized_bandit_gym.llm.captured_step import StaticLanguageModelStep
 from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 
 QUERIES = ["Once upon a time", "Tom saw a dog.", "The little girl named Lily went to the big park with mom."]
@@ -68,7 +69,7 @@ def test_captured_step_runs_eagerly_off_cuda(stories: tuple[Any, Any]) -> None:
     problem = LanguageModelProblem(*stories, QUERIES[:1], max_length=3, top_k=2)
     state = problem.initial_state(torch.tensor([0]))
     static, reference = StaticLanguageModelStep(problem, state), StaticLanguageModelStep(problem, state)
-    step = CapturedStep(static.step, torch.zeros(1, dtype=torch.int64), static.buffers())
+    step = CapturedStep(static.step, [torch.zeros(1, dtype=torch.int64)], static.buffers())
     assert not step.captured
     torch.testing.assert_close(step(torch.tensor([1])), reference.step(torch.tensor([1])))
 
@@ -81,7 +82,7 @@ def test_captured_step_replays_a_cuda_graph_equal_to_the_eager_step(stories: tup
     state = problem.initial_state(torch.tensor([0, 1, 2], device="cuda"))
     static, reference = StaticLanguageModelStep(problem, state), StaticLanguageModelStep(problem, state)
     example = torch.zeros(3, dtype=torch.int64, device="cuda")
-    step = CapturedStep(static.step, example, static.buffers())
+    step = CapturedStep(static.step, [example], static.buffers())
     assert step.captured
     for index in range(problem.max_length):
         actions = torch.full((3,), index % 3, device="cuda")

@@ -1,4 +1,4 @@
-"""The LLM core's step with static shapes, and a step captured once as a CUDA graph and replayed.
+"""The LLM core's step with static shapes, which can be traced whole and captured once as a CUDA graph.
 
 :class:`StaticLanguageModelStep` holds B rounds of a
 :class:`~tokenized_bandit_gym.llm.language_model_problem.LanguageModelProblem` in preallocated tensors (a KV
@@ -7,8 +7,9 @@ from the chosen candidates to the next candidates' ``[e : v]`` features in place
 no ``.item()``, no host synchronisation, no Python branch on the data. The candidates' forward attends over all
 C columns, the ones a row may not see masked. So the step can be traced whole (``torch.compile(...,
 fullgraph=True)``, tested on the CPU with the ``aot_eager`` backend) and captured as a CUDA graph
-(:class:`CapturedStep`). It computes what ``problem.advance`` then ``problem.candidate_embeddings`` compute, to
-float rounding (the masked columns add exact zeros, but the sums run over more columns).
+(:class:`~tokenized_bandit_gym.cuda_graph_step.CapturedStep`). It computes what ``problem.advance`` then
+``problem.candidate_embeddings`` compute, to float rounding (the masked columns add exact zeros, but the sums
+run over more columns).
 
 Supported: a native forward (Llama family, GPT-2), embeddings on, no length switch (longrope); anything else is a
 ValueError naming what. The eager core (``LanguageModelProblem.advance``) is unchanged and stays the default.
@@ -16,8 +17,6 @@ ValueError naming what. The eager core (``LanguageModelProblem.advance``) is unc
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -142,66 +141,3 @@ class StaticLanguageModelStep:
         for caches, candidates in ((self.keys, self.candidate_keys), (self.values, self.candidate_values)):
             for cache, entries in zip(caches, candidates, strict=True):
                 entries.copy_(cache.index_select(2, scratch))
-
-
-class CapturedStep:
-    """A step ``inputs -> output`` over state tensors it updates in place, captured once as a CUDA graph.
-
-    On a CUDA device the step runs ``warm_up`` times on a side stream, the state is restored, and one call is
-    captured; each call then copies its inputs into the graph's input tensor, replays the graph and returns a
-    copy of its output. Where capture fails (an operation that cannot be captured), or off CUDA, the step runs
-    eagerly: a failure says so once (a ``RuntimeWarning`` naming the error).
-
-    Args:
-        step: the step; it must read its state from, and write it to, the same tensors every call.
-        example: an input of the shape, dtype and device of every later one.
-        state: every tensor the step writes (restored after the warm-up runs).
-        warm_up: eager runs before the capture.
-
-    Attributes:
-        captured: whether calls replay a CUDA graph.
-    """
-
-    def __init__(
-        self,
-        step: Callable[[torch.Tensor], torch.Tensor],
-        example: torch.Tensor,
-        state: Sequence[torch.Tensor],
-        warm_up: int = 2,
-    ) -> None:
-        self.step = step
-        self.captured = False
-        self._graph: Any = None
-        if example.device.type != "cuda":
-            return
-        saved = [tensor.clone() for tensor in state]
-        self._input = example.clone()
-        try:
-            stream = torch.cuda.Stream(example.device)
-            stream.wait_stream(torch.cuda.current_stream(example.device))
-            with torch.cuda.stream(stream):
-                for _ in range(warm_up):
-                    step(self._input)
-            torch.cuda.current_stream(example.device).wait_stream(stream)
-            for tensor, value in zip(state, saved, strict=True):
-                tensor.copy_(value)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                self._output = step(self._input)
-            self._graph, self.captured = graph, True
-        except RuntimeError as error:
-            warnings.warn(
-                f"the step could not be captured as a CUDA graph; it runs eagerly ({error})",
-                RuntimeWarning,
-                stacklevel=2,
-            )
-        for tensor, value in zip(state, saved, strict=True):  # capture ran no kernels, the warm-up did
-            tensor.copy_(value)
-
-    def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
-        """The step's output for ``inputs`` (a new tensor)."""
-        if not self.captured:
-            return self.step(inputs)
-        self._input.copy_(inputs)
-        self._graph.replay()
-        return self._output.clone()
