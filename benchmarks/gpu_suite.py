@@ -2,7 +2,8 @@
 
 On a machine with a CUDA GPU it runs, in order, and measures each against a floor taken in the same run:
 
-* ``pytest -m gpu`` (the GPU tests, CUDA backend against the CPU; ``--no-pytest`` skips it);
+* ``pytest -m gpu`` on the test files that hold GPU tests (CUDA backend against the CPU, the captured steps
+  against the eager ones; ``--no-pytest`` skips it);
 * the Llama-3-8B-shaped step (random weights, bfloat16, built on the device, nothing downloaded) at B = 1 and
   B = 64 rounds: the eager core (``advance`` then the candidates' ``[e : v]``), the static-shape step captured
   as a CUDA graph (``StaticLanguageModelStep`` in ``CapturedStep``), and transformers' ``generate`` per token,
@@ -101,7 +102,12 @@ def run_gpu_tests(args: Args) -> dict[str, Any]:
     if not args.pytest or torch.device(args.device).type != "cuda":
         return {"ran": False, "why": "not a CUDA device" if args.pytest else "--no-pytest"}
     root = Path(__file__).resolve().parents[1]
-    command = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", "tests"]
+    files = sorted(
+        str(path.relative_to(root))
+        for path in (root / "tests").rglob("test_*.py")
+        if "mark.gpu" in path.read_text(encoding="utf-8")
+    )  # only the files with GPU tests: the others may import what a GPU machine lacks (SB3, PettingZoo)
+    command = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", *files]
     try:
         done = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=args.pytest_timeout)
     except subprocess.TimeoutExpired:
