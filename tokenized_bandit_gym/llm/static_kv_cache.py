@@ -24,16 +24,15 @@ columns); the first of them to diverge keeps writing in place, the others copy o
 from __future__ import annotations
 
 import torch
-from torch.utils.weak import WeakIdKeyDictionary
 
-_committed_ends = WeakIdKeyDictionary()
-"""A preallocated base tensor -> the column its committed entries end at."""
+_COMMITTED_END = "_tbg_committed_end"
+"""The attribute of a preallocated base tensor that holds the column its committed entries end at."""
 
 
 def _placement(cache: torch.Tensor) -> tuple[torch.Tensor, int, int] | None:
     """``(base, start, end)`` where ``cache`` is ``base[:, :, start:end]`` of a preallocated base; else None."""
     base = cache._base
-    if base is None or base not in _committed_ends or cache.dim() != 4:
+    if base is None or not hasattr(base, _COMMITTED_END) or cache.dim() != 4:
         return None
     if cache.shape[:2] != base.shape[:2] or cache.shape[3] != base.shape[3] or cache.stride() != base.stride():
         return None  # a row subset or another layout: not a column view
@@ -61,11 +60,11 @@ def appended(cache: torch.Tensor, entries: torch.Tensor, reserve: int = 0, commi
     placement = _placement(cache)
     if placement is not None:
         base, start, end = placement
-        if _committed_ends[base] == end and end + new <= base.shape[2]:
-            base[:, :, end : end + new].copy_(entries)
+        if getattr(base, _COMMITTED_END) == end and end + new <= base.shape[2]:
+            base.narrow(2, end, new).copy_(entries)
             if commit:
-                _committed_ends[base] = end + new
-            return base[:, :, start : end + new]
+                setattr(base, _COMMITTED_END, end + new)
+            return base.narrow(2, start, end + new - start)
     if not commit:
         return torch.cat([cache, entries], dim=2)
     return preallocated(torch.cat([cache, entries], dim=2), reserve)
@@ -76,7 +75,7 @@ def preallocated(cache: torch.Tensor, reserve: int) -> torch.Tensor:
     width = cache.shape[2]
     base = cache.new_empty(cache.shape[0], cache.shape[1], width + reserve, cache.shape[3])
     base[:, :, :width].copy_(cache)
-    _committed_ends[base] = width
+    setattr(base, _COMMITTED_END, width)
     return base[:, :, :width]
 
 
@@ -85,12 +84,12 @@ def commit(cache: torch.Tensor, new: int) -> None:
     placement = _placement(cache)
     if placement is not None:
         base, _, end = placement
-        if _committed_ends[base] == end - new:
-            _committed_ends[base] = end
+        if getattr(base, _COMMITTED_END) == end - new:
+            setattr(base, _COMMITTED_END, end)
 
 
 def detached(entries: torch.Tensor) -> torch.Tensor:
     """``entries`` as a tensor of their own where they are scratch columns of a base (later appends overwrite those)."""
-    if entries._base is not None and entries._base in _committed_ends:
+    if entries._base is not None and hasattr(entries._base, _COMMITTED_END):
         return entries.clone()
     return entries
