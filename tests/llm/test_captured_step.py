@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -78,7 +79,7 @@ def test_captured_step_runs_eagerly_off_cuda(stories: tuple[Any, Any]) -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_captured_step_replays_a_cuda_graph_equal_to_the_eager_step(stories: tuple[Any, Any]) -> None:
     model, tokenizer = stories
-    problem = LanguageModelProblem(model.to("cuda"), tokenizer, QUERIES, max_length=5, top_k=3)
+    problem = LanguageModelProblem(copy.deepcopy(model).to("cuda"), tokenizer, QUERIES, max_length=5, top_k=3)
     state = problem.initial_state(torch.tensor([0, 1, 2], device="cuda"))
     static, reference = StaticLanguageModelStep(problem, state), StaticLanguageModelStep(problem, state)
     example = torch.zeros(3, dtype=torch.int64, device="cuda")
