@@ -758,7 +758,7 @@ class DeviceRoundBatch(RoundBatch[torch.Tensor]):
 
     def restart(self, rows: torch.Tensor, queries: torch.Tensor, noise: torch.Tensor) -> None:
         """Start new rounds on ``rows`` ``(N,)`` bool (``torch.where`` on every field: no host read off the CPU)."""
-        if self._on_cpu and not bool(rows.any()):  # on the CPU, skip the work when no round starts
+        if self._on_cpu and not torch.compiler.is_compiling() and not bool(rows.any()):  # on the CPU, skip idle work
             return
         problem, state = self.problem, self.state
         carry_rows = rows.view(-1, *([1] * (state.carry.dim() - 1)))
@@ -802,7 +802,7 @@ class DeviceRoundBatch(RoundBatch[torch.Tensor]):
         if self.tables.has_embeddings:
             assert isinstance(problem, LinearTokenizedProblem)
             embeddings = problem.observed_candidate_embeddings(state)  # (N, n, d) float32
-            if self._on_cpu:  # zero only the finished rows (a boolean index_put scans every element)
+            if self._on_cpu and not torch.compiler.is_compiling():  # zero only the finished rows (index_put scans all)
                 embeddings.index_fill_(0, torch.nonzero(state.finished).flatten(), 0.0)
             else:  # no host round trip to find them
                 embeddings.masked_fill_(state.finished[:, None, None], 0.0)

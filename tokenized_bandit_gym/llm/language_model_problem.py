@@ -33,6 +33,7 @@ from tokenized_bandit_gym.llm.language_model_state import KeyValues, LanguageMod
 from tokenized_bandit_gym.llm.length_switch import length_switch, recomputed_prefix
 from tokenized_bandit_gym.llm.pre_norm import EMBEDDING_LAYERS, PreNormForward, final_norm_of, norm_inputs_recorded
 from tokenized_bandit_gym.llm.refusals import REFUSAL_ERRORS, described_failure, known_refusal, mismatch_reason
+from tokenized_bandit_gym.llm.static_kv_cache import appended, commit, detached, preallocated
 from tokenized_bandit_gym.llm.value_map import ValueMap
 
 if TYPE_CHECKING:
@@ -296,6 +297,8 @@ class LanguageModelProblem:
         attention_mask = valid.long()  # (B, W)
         position_ids = (attention_mask.cumsum(dim=1) - 1).clamp(min=0)  # (B, W)
         hidden, past = self._forward(input_ids, attention_mask, position_ids, ())  # (B, W, H)
+        reserve = self.max_length + self.top_k  # the response's entries and the candidates' scratch columns
+        past = tuple((preallocated(keys, reserve), preallocated(values, reserve)) for keys, values in past)
         pooled = self.pooling == "query_response"
         counted = valid & pooled  # (B, W): padding never enters the sum, even if its hidden state is not finite
         hidden_sum = torch.where(counted[:, :, None], hidden.float(), 0.0).sum(dim=1)  # (B, H)
@@ -361,12 +364,13 @@ class LanguageModelProblem:
                 slot = slots[shape] = chosen[:, None, :, None].expand(-1, shape[0], 1, shape[1])
             return entries.gather(2, slot)
 
-        past = []
+        past = []  # the chosen entries written into the preallocated cache's next column (copied where it has none)
+        reserve = self.max_length + self.top_k
         for (keys, values), (candidate_keys, candidate_values) in zip(state.past, state.candidate_past, strict=True):
             past.append(
                 (
-                    torch.cat([keys, chosen_entry(candidate_keys)], dim=2),  # (B, h, P + 1, hd)
-                    torch.cat([values, chosen_entry(candidate_values)], dim=2),
+                    appended(keys, chosen_entry(candidate_keys), reserve),  # (B, h, P + 1, hd)
+                    appended(values, chosen_entry(candidate_values), reserve),
                 )
             )
         return self._appended(state, tokens, grow, tuple(past), hidden, logprob)
@@ -385,6 +389,9 @@ class LanguageModelProblem:
         logprob = self._logprobs(state.last_hidden).gather(1, tokens[:, None])[:, 0]  # (B,)
         attention_mask = torch.cat([state.attention_mask, grow.long()[:, None]], dim=1)  # (B, P + 1)
         hidden, past = self._forward(tokens[:, None], attention_mask, state.next_positions[:, None], state.past)
+        for keys, values in past:  # the tokens' entries stay: committed where the forward wrote them in place
+            commit(keys, 1)
+            commit(values, 1)
         return self._appended(state, tokens, grow, past, hidden[:, 0], logprob)
 
     def utility_of(self, state: LanguageModelState) -> torch.Tensor:
@@ -782,18 +789,7 @@ class LanguageModelProblem:
     def _with_candidates(self, state: LanguageModelState, grow: torch.Tensor) -> LanguageModelState:
         """Recompute the top-k candidates of the rows ``grow`` ``(B,)`` and score every row's candidates."""
         state = self._across_switch(state, grow)
-        logprobs = self._logprobs(state.last_hidden)  # (B, n)
-        eos_allowed = self._eos_allowed(state)  # (B,)
-        ranked = logprobs
-        if self.first_eos_position > 1:  # EOS is no candidate where it may not be chosen: k other tokens
-            ranked = logprobs.clone()
-            ranked[:, self.eos_token_id] = torch.where(eos_allowed, ranked[:, self.eos_token_id], float("-inf"))
-        values, tokens = ranked.topk(self.top_k, dim=1)  # (B, k), (B, k)
-        missing = ~(tokens == self.eos_token_id).any(dim=1) & eos_allowed  # (B,)
-        if not self.eos_candidate:
-            missing &= state.finished | (state.lengths >= self.max_length - 1)  # only where EOS is the one action
-        tokens[:, -1] = torch.where(missing, self.eos_token_id, tokens[:, -1])
-        values[:, -1] = torch.where(missing, logprobs[:, self.eos_token_id], values[:, -1])
+        values, tokens = self._top_candidates(self._logprobs(state.last_hidden), state)  # (B, k), (B, k)
         tokens = torch.where(grow[:, None], tokens, state.candidate_tokens)  # (B, k)
         values = torch.where(grow[:, None], values, state.candidate_logprobs)  # (B, k)
         candidate_hidden, candidate_past = None, None
@@ -810,6 +806,25 @@ class LanguageModelProblem:
                 "candidate_past": candidate_past,
             }
         )
+
+    def _top_candidates(self, logprobs: torch.Tensor, state: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        """The k candidates' log-probs and tokens ``(B, k)`` each from next-token ``logprobs`` ``(B, n)``.
+
+        ``state`` is anything with the rows' ``finished`` and ``lengths`` ``(B,)`` (the static step's rounds too).
+        EOS is ranked only where it may come next, and put in the last slot where it is allowed and missing.
+        """
+        eos_allowed = self._eos_allowed(state)  # (B,)
+        ranked = logprobs
+        if self.first_eos_position > 1:  # EOS is no candidate where it may not be chosen: k other tokens
+            ranked = logprobs.clone()
+            ranked[:, self.eos_token_id] = torch.where(eos_allowed, ranked[:, self.eos_token_id], float("-inf"))
+        values, tokens = ranked.topk(self.top_k, dim=1)  # (B, k), (B, k)
+        missing = ~(tokens == self.eos_token_id).any(dim=1) & eos_allowed  # (B,)
+        if not self.eos_candidate:
+            missing &= state.finished | (state.lengths >= self.max_length - 1)  # only where EOS is the one action
+        tokens[:, -1] = torch.where(missing, self.eos_token_id, tokens[:, -1])
+        values[:, -1] = torch.where(missing, logprobs[:, self.eos_token_id], values[:, -1])
+        return values, tokens
 
     def _across_switch(self, state: LanguageModelState, grow: torch.Tensor) -> LanguageModelState:
         """``state`` with the prefix of the rows ``grow`` whose candidates first cross the length switch recomputed.
@@ -930,8 +945,10 @@ class LanguageModelProblem:
         )  # (B, 1, k, P + k)
         positions = next_positions[:, None].expand(batch, k)  # (B, k)
         hidden, new_past = self._forward(tokens, mask, positions, past)  # (B, k, H)
-        candidate_past = tuple((keys[:, :, prefix:], values[:, :, prefix:]) for keys, values in new_past)
-        return hidden, candidate_past  # candidate entries (B, h, k, hd): views of the forward's cache
+        candidate_past = tuple(
+            (detached(keys[:, :, prefix:]), detached(values[:, :, prefix:])) for keys, values in new_past
+        )  # candidate entries (B, h, k, hd), copied out of the cache's scratch columns (later steps overwrite those)
+        return hidden, candidate_past
 
     def _self_only_mask(self, k: int, dtype: torch.dtype, batch: int) -> torch.Tensor:
         """Additive mask ``(B, 1, k, k)`` letting candidate j see only itself (built once per k and dtype)."""

@@ -15,7 +15,13 @@ import torch.nn.functional as F
 from packaging.version import Version
 
 from tokenized_bandit_gym.llm.language_model_state import KeyValues
-from tokenized_bandit_gym.llm.native_decoder_forward import FrozenLinear, FrozenLinears, NativeDecoderForward, with_past
+from tokenized_bandit_gym.llm.native_decoder_forward import (
+    FrozenLinear,
+    FrozenLinears,
+    NativeDecoderForward,
+    ScratchColumns,
+    with_past,
+)
 
 LLAMA_FAMILY = ("llama", "mistral", "qwen2")
 _PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -73,7 +79,8 @@ class LlamaDecoderForward(NativeDecoderForward):
         base = self._base
         batch, new_tokens = input_ids.shape
         hidden = base.embed_tokens(input_ids)  # (N, T, H)
-        cos, signed_sin = self._rotary.of(hidden, position_ids)  # (N, T, 1, hd) each
+        in_range = isinstance(past, ScratchColumns)  # a static step keeps its positions in the table
+        cos, signed_sin = self._rotary.of(hidden, position_ids, checked=not in_range)  # (N, T, 1, hd) each
         cache = []
         for index, (layer, projection) in enumerate(zip(base.layers, self._projections, strict=True)):
             attention, mlp = layer.self_attn, layer.mlp
@@ -180,11 +187,20 @@ class RotaryTable:
         self.positions = min(int(positions), ROTARY_TABLE_POSITIONS) if static and positions else 0
         """Positions tabulated (0 when the embedding is dynamic or has no known range)."""
 
-    def of(self, hidden: torch.Tensor, position_ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``cos`` and ``signed_sin = [-sin1, sin2]`` ``(N, T, 1, hd)`` at ``position_ids`` ``(N, T)``."""
+    def of(
+        self, hidden: torch.Tensor, position_ids: torch.Tensor, checked: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``cos`` and ``signed_sin = [-sin1, sin2]`` ``(N, T, 1, hd)`` at ``position_ids`` ``(N, T)``.
+
+        ``checked=False``: the positions are known to lie in the table, which is then read without reading them
+        back (no host synchronisation).
+        """
         if hidden.device.type == "cpu" and self.positions > 0 and position_ids.numel() > 0:
-            low, high = torch.aminmax(position_ids)
-            if int(low) >= 0 and int(high) < self.positions:
+            in_table = not checked
+            if checked:
+                low, high = torch.aminmax(position_ids)
+                in_table = int(low) >= 0 and int(high) < self.positions
+            if in_table:
                 looked_up = F.embedding(position_ids, self._table(hidden))[:, :, None]  # (N, T, 1, 2 * hd)
                 return looked_up.chunk(2, dim=-1)  # (N, T, 1, hd) views
         cos, sin = self.rotary_emb(hidden, position_ids)  # (N, T, hd) each

@@ -25,6 +25,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from tokenized_bandit_gym.llm.additive_attention_mask import additive_attention_mask
 from tokenized_bandit_gym.llm.language_model_state import KeyValues
+from tokenized_bandit_gym.llm.static_kv_cache import appended
 
 
 class NativeDecoderForward(ABC):
@@ -75,12 +76,43 @@ class NativeDecoderForward(ABC):
 
 
 def with_past(
-    past: KeyValues, layer: int, keys: torch.Tensor, values: torch.Tensor
+    past: KeyValues | ScratchColumns, layer: int, keys: torch.Tensor, values: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Layer ``layer``'s cache ``(N, h, S, hd)``: the new entries ``(N, h, T, hd)`` after its past, if any."""
+    """Layer ``layer``'s cache ``(N, h, S, hd)``: the new entries ``(N, h, T, hd)`` after its past, if any.
+
+    The entries are scratch columns of the past's preallocated cache where it has room (written in place,
+    :mod:`~tokenized_bandit_gym.llm.static_kv_cache`), else a concatenation; the caller commits them
+    (:func:`~tokenized_bandit_gym.llm.static_kv_cache.commit`) if they are to stay.
+    """
+    if isinstance(past, ScratchColumns):
+        return past.written(layer, keys, values)
     if not past:
         return keys, values
-    return torch.cat([past[layer][0], keys], dim=2), torch.cat([past[layer][1], values], dim=2)
+    return appended(past[layer][0], keys, commit=False), appended(past[layer][1], values, commit=False)
+
+
+class ScratchColumns:
+    """A static cache ``(N, h, C, hd)`` per layer and the columns ``(T,)`` a forward's T new entries go to.
+
+    Passed as a native forward's ``past``: each layer writes its new keys and values into those columns in place
+    and attends over all C columns (the additive mask hides the columns a row must not see), so the forward's
+    shapes do not depend on how many columns are in use: what a captured step (a CUDA graph, ``torch.compile``)
+    needs. The rotary table is read without checking the positions' range (the caller keeps them in it).
+
+    Args:
+        keys: per layer ``(N, h, C, hd)``, written in place.
+        values: per layer ``(N, h, C, hd)``, written in place.
+        columns: ``(T,)`` int64 where the new entries go.
+    """
+
+    def __init__(self, keys: Sequence[torch.Tensor], values: Sequence[torch.Tensor], columns: torch.Tensor) -> None:
+        self.keys, self.values, self.columns = keys, values, columns
+
+    def written(self, layer: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Layer ``layer``'s whole cache ``(N, h, C, hd)`` with ``keys``, ``values`` ``(N, h, T, hd)`` written in."""
+        self.keys[layer].index_copy_(2, self.columns, keys)
+        self.values[layer].index_copy_(2, self.columns, values)
+        return self.keys[layer], self.values[layer]
 
 
 PACKED_ROWS_HINT = 256
@@ -241,8 +273,8 @@ class FrozenLinear:
         return self.stored_weight.t() if self.transposed else self.stored_weight
 
     def __call__(self, inputs: torch.Tensor) -> torch.Tensor:
-        """``inputs @ W.T + bias`` ``(..., out)``."""
-        if torch.is_grad_enabled():
+        """``inputs @ W.T + bias`` ``(..., out)`` (``F.linear`` while torch.compile traces: a graph of plain ops)."""
+        if torch.is_grad_enabled() or torch.compiler.is_compiling():
             return F.linear(inputs, self.weight, self.bias)
         if weight_state(self.stored_weight) != self._version:
             self._prepare()
@@ -338,7 +370,7 @@ class FrozenLinears:
 
     def __call__(self, inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """``inputs`` ``(..., in)`` through the linears: ``(..., size)`` per :attr:`sizes` (views if fused)."""
-        if self.parts is not None or torch.is_grad_enabled():
+        if self.parts is not None or torch.is_grad_enabled() or torch.compiler.is_compiling():
             return self._grouped([self._unfused(inputs, index) for index in range(len(self.weights))])
         fused = self._fused
         if fused is None or fused.versions != self._current_versions():

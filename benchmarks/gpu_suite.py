@@ -1,0 +1,419 @@
+"""One prepared GPU suite (issue 51): every GPU check and measurement in one call of at most 8 minutes.
+
+On a machine with a CUDA GPU it runs, in order, and measures each against a floor taken in the same run:
+
+* ``pytest -m gpu`` on the test files that hold GPU tests (CUDA backend against the CPU, the captured steps
+  against the eager ones; ``--no-pytest`` skips it);
+* the Llama-3-8B-shaped step (random weights, bfloat16, built on the device, nothing downloaded) at B = 1 and
+  B = 64 rounds: the eager core (``advance`` then the candidates' ``[e : v]``), the static-shape step captured
+  as a CUDA graph (``StaticLanguageModelStep`` in ``CapturedStep``), and transformers' ``generate`` per token,
+  against the bytes floor (weights read per step / measured copy bandwidth) and, at B = 64, the FLOPs floor
+  (the step's FLOPs / the measured bf16 matmul rate);
+* the SmolLM2-135M-shaped nine-row step (the Figure-2 rows: 3 agents x 3 seeds; float32, SmolLM2's 49,152-token
+  vocabulary), eager and captured, and the whole T = 1000 run it implies (1000 rounds x L steps; the
+  benchmark decodes are not counted);
+* the synthetic vector env (TLB, the torch backend, SAME_STEP autoreset) at N = 4,096, 65,536 and 1,048,576:
+  the vector env's own ``step`` (eager) and its static step captured (``StaticRoundStep`` in ``CapturedStep``),
+  in token-steps per second.
+
+It prints one table, the device named, with each of issue 51's targets and its ratio, and writes every figure
+to one JSON file (atomically). ``--device cpu --shape tiny`` runs the same code on 2-layer models and small N
+on the CPU in seconds: the smoke test (``tests/benchmarks/test_gpu_suite_smoke.py``). There "captured" is the
+static step run eagerly (no CUDA graph off CUDA).
+
+Run on a GPU (``docs/GPU_SUITE.md``): ``PYTHONPATH=. python benchmarks/gpu_suite.py --out gpu_suite.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import os
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from benchmarks.generate_timing import synchronise
+from benchmarks.llm_bandwidth_floor import SHAPES, bytes_read_per_step, measure_bandwidth, time_core_steps
+from benchmarks.llm_bandwidth_floor import Args as FloorArgs
+from benchmarks.llm_bandwidth_floor import build_model as build_floor_model
+from benchmarks.llm_bandwidth_floor import time_generate as time_generate_per_token
+from benchmarks.llm_rows_step_profile import SMOLLM2_SHAPES
+from benchmarks.llm_step import step_flops
+from tokenized_bandit_gym.evaluation.progress import write_json_atomically
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+SMOLLM2_VOCABULARY = 49152
+"""SmolLM2-135M's vocabulary (its LM head is a large part of a step)."""
+TINY_SMOLLM2_SHAPES = {**SHAPES["tiny"], "vocab_size": 512}
+"""The nine-row model of ``--shape tiny``."""
+
+
+@dataclasses.dataclass
+class Args:
+    """Command-line arguments (each field's docstring is its ``--help``)."""
+
+    device: str = "cuda"
+    """torch device"""
+    shape: str = "full"
+    """full (Llama-3-8B and SmolLM2 shapes, N up to 1,048,576) or tiny (2-layer models, small N: a smoke run)"""
+    out: str = "gpu_suite.json"
+    """the JSON file written (atomically)"""
+    pytest: bool = True
+    """run ``pytest -m gpu`` first (on a CUDA device only)"""
+    repeats: int = 2
+    """timed episodes per LLM configuration (after one warm-up episode)"""
+    max_length: int = 30
+    """L, tokens per episode"""
+    top_k: int = 15
+    """k, candidates per step"""
+    env_seconds: float = 1.0
+    """seconds stepping each vector env configuration"""
+    pytest_timeout: int = 240
+    """seconds ``pytest -m gpu`` may take"""
+
+
+def parse_args(argv: list[str] | None = None) -> Args:
+    """Args from the command line (one ``--field-name`` flag per field)."""
+    args = parse_dataclass_arguments(Args, __doc__, argv)
+    if args.shape not in ("full", "tiny"):
+        raise ValueError(f"shape must be 'full' or 'tiny', got {args.shape!r}")
+    return args
+
+
+def device_name(device: torch.device) -> str:
+    """The GPU's name, or the CPU's architecture."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    return f"cpu ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
+
+
+def run_gpu_tests(args: Args) -> dict[str, Any]:
+    """``pytest -m gpu`` in a subprocess: its exit status and summary line (skipped off CUDA)."""
+    if not args.pytest or torch.device(args.device).type != "cuda":
+        return {"ran": False, "why": "not a CUDA device" if args.pytest else "--no-pytest"}
+    root = Path(__file__).resolve().parents[1]
+    files = sorted(
+        str(path.relative_to(root))
+        for path in (root / "tests").rglob("test_*.py")
+        if "mark.gpu" in path.read_text(encoding="utf-8")
+    )  # only the files with GPU tests: the others may import what a GPU machine lacks (SB3, PettingZoo)
+    command = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", *files]
+    try:
+        done = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=args.pytest_timeout)
+    except subprocess.TimeoutExpired:
+        return {"ran": True, "returncode": None, "summary": f"timed out after {args.pytest_timeout} s"}
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    return {"ran": True, "returncode": done.returncode, "summary": lines[-1] if lines else done.stderr[-500:]}
+
+
+def matmul_rate(device: torch.device, dtype: torch.dtype, size: int) -> float:
+    """FLOPs per second of a ``size``^3 matmul in ``dtype``, best of 5, the device synchronised around each."""
+    left = torch.randn(size, size, device=device, dtype=dtype)
+    right = torch.randn(size, size, device=device, dtype=dtype)
+    torch.mm(left, right)
+    return 2 * size**3 / best_seconds(lambda: torch.mm(left, right), device, 5)
+
+
+def best_seconds(call: Callable[[], Any], device: torch.device, calls: int) -> float:
+    """Fastest of ``calls`` calls in seconds, the device synchronised around each."""
+    best = float("inf")
+    for _ in range(calls):
+        synchronise(device)
+        start = time.perf_counter()
+        call()
+        synchronise(device)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+@torch.no_grad()
+def time_captured_steps(problem: Any, batch: int, args: Args) -> tuple[float, bool]:
+    """Median seconds of a step of the static step in :class:`CapturedStep`, and whether it was captured."""
+    from tokenized_bandit_gym.cuda_graph_step import CapturedStep
+    from tokenized_bandit_gym.llm.captured_step import StaticLanguageModelStep
+
+    device = problem.device
+    queries = torch.arange(batch, device=device) % problem.num_queries
+    actions = torch.zeros(batch, dtype=torch.int64, device=device)  # the top candidate: the shapes are static
+    samples, captured = [], False
+    for episode in range(args.repeats + 1):  # the first episode warms up
+        static = StaticLanguageModelStep(problem, problem.initial_state(queries))
+        step = CapturedStep(static.step, [actions], static.buffers())
+        captured = step.captured
+        for _ in range(problem.max_length):
+            synchronise(device)
+            start = time.perf_counter()
+            step(actions)
+            synchronise(device)
+            if episode:
+                samples.append(time.perf_counter() - start)
+    return float(np.median(samples)), captured
+
+
+def language_model_problem(model: Any, args: Args) -> Any:
+    """The core on ``model`` with the shipped stories260K tokenizer (its ids drive the random model)."""
+    from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
+    from tokenized_bandit_gym.llm.load_language_model import load_language_model
+    from tokenized_bandit_gym.llm.query_sources import resolve_queries
+
+    _, tokenizer = load_language_model()
+    return LanguageModelProblem(model, tokenizer, resolve_queries(None), max_length=args.max_length, top_k=args.top_k)
+
+
+def llama_floor(args: Args, device: torch.device) -> dict[str, Any]:
+    """The 8B-shaped step at B = 1 and B = 64, eager and captured, beside ``generate``, and its floors."""
+    full = args.shape == "full"
+    floor_args = FloorArgs(
+        device=args.device,
+        shape="llama3-8b" if full else "tiny",
+        dtype="bfloat16" if full else "float32",
+        max_length=args.max_length,
+        top_k=args.top_k,
+        repeats=args.repeats,
+    )
+    model = build_floor_model(floor_args)
+    problem = language_model_problem(model, args)
+    dtype = model.get_output_embeddings().weight.dtype
+    weight_bytes = bytes_read_per_step(model)
+    bandwidth = measure_bandwidth(device, (1 << 30) if full else (1 << 24))
+    rate = matmul_rate(device, dtype, 8192 if device.type == "cuda" else 256)
+    result: dict[str, Any] = {
+        "shape": floor_args.shape,
+        "dtype": str(dtype),
+        "weight_bytes": weight_bytes,
+        "bandwidth_bytes_per_second": bandwidth,
+        "matmul_flops_per_second": rate,
+        "bytes_floor_ms": 1e3 * weight_bytes / bandwidth,
+        "batches": {},
+    }
+    for batch in (1, 64) if full else (1, 4):
+        flops_floor_ms = 1e3 * batch * step_flops(model, args.top_k) / rate
+        eager_ms = 1e3 * time_core_steps(problem, batch, floor_args)
+        captured_seconds, captured = time_captured_steps(problem, batch, args)
+        result["batches"][str(batch)] = {
+            "eager_ms": eager_ms,
+            "captured_ms": 1e3 * captured_seconds,
+            "captured": captured,
+            "flops_floor_ms": flops_floor_ms,
+            "floor_ms": max(result["bytes_floor_ms"], flops_floor_ms),
+        }
+    result["generate_ms_per_token"] = 1e3 * time_generate_per_token(model, floor_args)
+    del model, problem
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return result
+
+
+def nine_rows(args: Args, device: torch.device) -> dict[str, Any]:
+    """The SmolLM2-shaped step of the Figure-2 rows (9 rounds), eager and captured, and the T = 1000 run it implies."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    shapes = {**SMOLLM2_SHAPES, "vocab_size": SMOLLM2_VOCABULARY} if args.shape == "full" else TINY_SMOLLM2_SHAPES
+    config = LlamaConfig(**shapes, bos_token_id=1, eos_token_id=2, tie_word_embeddings=True)
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = LlamaForCausalLM(config).eval().requires_grad_(False)
+    problem = language_model_problem(model, args)
+    floor_args = FloorArgs(device=args.device, max_length=args.max_length, top_k=args.top_k, repeats=args.repeats)
+    eager_ms = 1e3 * time_core_steps(problem, 9, floor_args)
+    captured_seconds, captured = time_captured_steps(problem, 9, args)
+    best_ms = min(eager_ms, 1e3 * captured_seconds)
+    return {
+        "vocab_size": shapes["vocab_size"],
+        "eager_ms": eager_ms,
+        "captured_ms": 1e3 * captured_seconds,
+        "captured": captured,
+        "t1000_run_minutes_projected": best_ms * args.max_length * 1000 / 6e4,
+    }
+
+
+def vector_envs(args: Args, device: torch.device) -> dict[str, Any]:
+    """Token-steps per second of the TLB torch backend at each N: the vector env's step and the captured step."""
+    import gymnasium as gym
+
+    import tokenized_bandit_gym  # noqa: F401  (registers the ids)
+    from tokenized_bandit_gym.cuda_graph_step import CapturedStep
+    from tokenized_bandit_gym.envs.static_round_step import StaticRoundStep
+
+    sizes = (4096, 65536, 1048576) if args.shape == "full" else (64, 1024)
+    results = {}
+    for num_envs in sizes:
+        envs = gym.make_vec(
+            "TokenizedLinearBandit-v0",
+            num_envs=num_envs,
+            vectorization_mode="vector_entry_point",
+            array_backend="torch",
+            autoreset_mode="SameStep",
+            device=str(device),
+        )
+        envs.reset(seed=0)
+        rounds = envs.unwrapped.rounds
+        actions = rounds.mask.int().argmax(dim=1)  # (N,) an allowed token (not EOS before L)
+        eager = steps_per_second(functools.partial(envs.step, actions), device, args.env_seconds)
+        generator = torch.Generator(device=device).manual_seed(0)
+        queries = torch.randint(0, envs.unwrapped.problem.num_queries, (num_envs,), generator=generator, device=device)
+        noise = torch.zeros(num_envs, dtype=torch.float64, device=device)
+        static = StaticRoundStep(rounds)
+        step = CapturedStep(static.step, [actions, queries, noise], static.buffers())
+        captured = steps_per_second(functools.partial(step, actions, queries, noise), device, args.env_seconds)
+        results[str(num_envs)] = {
+            "eager_token_steps_per_second": eager * num_envs,
+            "captured_token_steps_per_second": captured * num_envs,
+            "captured": step.captured,
+        }
+        envs.close()
+        del envs, static, step
+    return results
+
+
+def steps_per_second(step: Callable[[], Any], device: torch.device, seconds: float) -> float:
+    """Calls per second of ``step`` over about ``seconds`` (after 3 warm-up calls), the device synchronised around."""
+    for _ in range(3):
+        step()
+    calls = 3
+    while True:
+        synchronise(device)
+        start = time.perf_counter()
+        for _ in range(calls):
+            step()
+        synchronise(device)
+        elapsed = time.perf_counter() - start
+        if elapsed >= seconds / 4 or calls >= 1 << 16:
+            return calls / elapsed
+        calls *= 4
+
+
+def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Issue 51's targets: what each measures, its value, its bound and the ratio (value / floor where one applies)."""
+    floor, rows, envs = results["llama"], results["nine_rows"], results["vector_envs"]
+    batches = list(floor["batches"])
+    rows_out = []
+    for batch, bound, what in ((batches[0], 1.5, "bytes floor"), (batches[1], 2.0, "max(bytes, FLOPs) floor")):
+        entry = floor["batches"][batch]
+        best = min(entry["eager_ms"], entry["captured_ms"])
+        rows_out.append(
+            {
+                "target": f"{floor['shape']} step, B = {batch}, within {bound}x of the {what}",
+                "value": f"{best:.3f} ms (floor {entry['floor_ms']:.3f} ms)",
+                "ratio": best / entry["floor_ms"],
+                "bound": bound,
+                "met": best / entry["floor_ms"] <= bound,
+            }
+        )
+    best_rows = min(rows["eager_ms"], rows["captured_ms"])
+    rows_out.append(
+        {
+            "target": "SmolLM2-shaped nine-row step at most 3 ms",
+            "value": f"{best_rows:.3f} ms",
+            "ratio": best_rows / 3.0,
+            "bound": 1.0,
+            "met": best_rows <= 3.0,
+        }
+    )
+    sizes = list(envs)
+    for size in sizes:
+        entry = envs[size]
+        rate = max(entry["eager_token_steps_per_second"], entry["captured_token_steps_per_second"])
+        wanted = 10e6 if size == sizes[0] else 200e6
+        rows_out.append(
+            {
+                "target": f"TLB torch backend at N = {int(size):,}: at least {wanted / 1e6:.0f} M token-steps/s",
+                "value": f"{rate / 1e6:.2f} M token-steps/s",
+                "ratio": wanted / rate,
+                "bound": 1.0,
+                "met": rate >= wanted,
+            }
+        )
+    minutes = rows["t1000_run_minutes_projected"]
+    rows_out.append(
+        {
+            "target": "T = 1000 Figure-2 run under 5 minutes (projected from the nine-row step; decodes not counted)",
+            "value": f"{minutes:.2f} min",
+            "ratio": minutes / 5.0,
+            "bound": 1.0,
+            "met": minutes < 5.0,
+        }
+    )
+    return rows_out
+
+
+def table(results: dict[str, Any]) -> str:
+    """The markdown report: the device, the measurements, then the targets with their ratios."""
+    floor, rows = results["llama"], results["nine_rows"]
+    lines = [
+        f"device: {results['device']}; torch {results['torch']}; {results['seconds']:.0f} s in all",
+        f"pytest -m gpu: {results['gpu_tests']}",
+        f"{floor['shape']} ({floor['dtype']}): {floor['weight_bytes'] / 2**30:.2f} GiB read a step, copy bandwidth "
+        f"{floor['bandwidth_bytes_per_second'] / 1e9:.0f} GB/s, matmul {floor['matmul_flops_per_second'] / 1e12:.1f} "
+        f"TFLOP/s, bytes floor {floor['bytes_floor_ms']:.3f} ms",
+        "",
+        "| what | eager | captured | floor | eager / floor | captured / floor |",
+        "|---|---|---|---|---|---|",
+    ]
+    for batch, entry in floor["batches"].items():
+        captured = f"{entry['captured_ms']:.3f} ms" + ("" if entry["captured"] else " (not a graph)")
+        lines.append(
+            f"| {floor['shape']} step, B = {batch} | {entry['eager_ms']:.3f} ms | {captured} | {entry['floor_ms']:.3f} "
+            f"ms | {entry['eager_ms'] / entry['floor_ms']:.2f}x | {entry['captured_ms'] / entry['floor_ms']:.2f}x |"
+        )
+    generate = floor["generate_ms_per_token"]
+    lines.append(
+        f"| generate, B = 1, per token | {generate:.3f} ms | - | {floor['bytes_floor_ms']:.3f} ms | "
+        f"{generate / floor['bytes_floor_ms']:.2f}x | - |"
+    )
+    lines.append(
+        f"| nine-row step (vocabulary {rows['vocab_size']:,}) | {rows['eager_ms']:.3f} ms | "
+        f"{rows['captured_ms']:.3f} ms{'' if rows['captured'] else ' (not a graph)'} | - | - | - |"
+    )
+    for size, entry in results["vector_envs"].items():
+        lines.append(
+            f"| TLB torch backend, N = {int(size):,} (M token-steps/s) | "
+            f"{entry['eager_token_steps_per_second'] / 1e6:.2f} | {entry['captured_token_steps_per_second'] / 1e6:.2f}"
+            f"{'' if entry['captured'] else ' (not a graph)'} | - | - | - |"
+        )
+    lines += ["", "| target | measured | ratio | met |", "|---|---|---|---|"]
+    for target in results["targets"]:
+        lines.append(f"| {target['target']} | {target['value']} | {target['ratio']:.2f} | {target['met']} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the suite: print the table, write the JSON, return the results."""
+    args = parse_args(argv)
+    device = torch.device(args.device)
+    start = time.perf_counter()
+    results: dict[str, Any] = {
+        "device": device_name(device),
+        "torch": torch.__version__,
+        "args": dataclasses.asdict(args),
+    }
+    results["gpu_tests"] = run_gpu_tests(args)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        results["llama"] = llama_floor(args, device)
+        results["nine_rows"] = nine_rows(args, device)
+        results["vector_envs"] = vector_envs(args, device)
+    results["warnings"] = sorted({str(warning.message) for warning in caught})
+    results["targets"] = targets(results)
+    results["seconds"] = time.perf_counter() - start
+    report = table(results)
+    results["table"] = report
+    write_json_atomically(args.out, results)
+    print(report)
+    for message in results["warnings"]:
+        print(f"warning: {message}")
+    return results
+
+
+if __name__ == "__main__":
+    main()

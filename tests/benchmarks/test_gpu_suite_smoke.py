@@ -1,0 +1,30 @@
+"""Smoke test: the GPU suite's CPU path (``--device cpu --shape tiny``) runs end to end and reports every target."""
+
+from __future__ import annotations
+
+import json
+import runpy
+from pathlib import Path
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def test_gpu_suite_runs_on_the_cpu_with_tiny_shapes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = runpy.run_path(str(BENCHMARKS / "gpu_suite.py"))
+    out = tmp_path / "suite.json"
+    argv = ["--device", "cpu", "--shape", "tiny", "--out", str(out), "--repeats", "1", "--max-length", "3"]
+    results = script["main"]([*argv, "--top-k", "3", "--env-seconds", "0.02"])
+    assert json.loads(out.read_text()) == json.loads(json.dumps(results))  # the file holds what was returned
+    printed = capsys.readouterr().out
+    assert printed.startswith("device: cpu")
+    assert results["gpu_tests"] == {"ran": False, "why": "not a CUDA device"}
+    for entry in results["llama"]["batches"].values():
+        assert entry["eager_ms"] > 0 and entry["captured_ms"] > 0 and not entry["captured"]  # no CUDA graph on a CPU
+        assert entry["floor_ms"] >= results["llama"]["bytes_floor_ms"] > 0
+    assert set(results["vector_envs"]) == {"64", "1024"}
+    assert all(entry["captured_token_steps_per_second"] > 0 for entry in results["vector_envs"].values())
+    assert len(results["targets"]) == 6
+    for target in results["targets"]:
+        assert target["ratio"] > 0 and target["target"] in printed
