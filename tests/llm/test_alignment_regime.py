@@ -257,6 +257,8 @@ def test_tbg_regime_prints_the_diagnostic_and_exits_by_the_verdict(capsys: pytes
     assert "appendix D: 8.5, 21.1, 8.1, 20.2" in printed and "verdict: does not separate" in printed
     assert main(["regime", "stories260K", *options, "--value-map", "scaled_logprob", "--no-score-forced-eos"]) in (0, 1)
     assert "v=scaled_logprob" in capsys.readouterr().out
-    assert main(["regime", "stories260K", "--rounds", "0"]) == 2
+    with pytest.raises(SystemExit) as refused:  # a size below its least value is refused while parsing
+        main(["regime", "stories260K", "--rounds", "0"])
+    assert refused.value.code == 2
     assert main(["regime", "stories260K", *options, "--pooling", "everything"]) == 2
     assert "pooling" in capsys.readouterr().err
