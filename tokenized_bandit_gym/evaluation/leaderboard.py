@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
-from tokenized_bandit_gym.evaluation.regret_statistics import (
+from tokenized_bandit_gym.evaluation.robust_statistics import (
     growth_exponent,
     iqm,
     pointwise_bootstrap_band,
