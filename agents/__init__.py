@@ -1,10 +1,14 @@
-"""Reference agents for tokenized bandits, one per file (installed as ``tokenized_bandit_gym.agents``).
+"""Reference agents for tokenized bandits, one per file; this folder is imported as ``tokenized_bandit_gym.agents``.
 
-The repository keeps them in its top-level ``agents/`` folder; the package installs it as
-``tokenized_bandit_gym.agents`` (so it cannot collide with another distribution's top-level
-``agents``). ``make(name, **kwargs)`` builds a registered agent and ``list_agents()`` lists the
-names; the registry itself lives in :mod:`tokenized_bandit_gym.registration`. Every agent
-implements :class:`tokenized_bandit_gym.agent.Agent`.
+The project's layout keeps the agents in the repository's top-level ``agents/`` folder, and
+``pyproject.toml`` maps it into the package (``[tool.setuptools.package-dir]``:
+``"tokenized_bandit_gym.agents" = "agents"``), because a top-level ``agents`` package would collide
+with other distributions' (e.g. openai-agents). So ``import agents`` does not work; import
+``tokenized_bandit_gym.agents.eoful`` (and so on), also inside this folder.
+
+``make(name, **kwargs)`` builds a registered agent and ``list_agents()`` lists the names; the
+registry itself lives in :mod:`tokenized_bandit_gym.registration`. Every agent implements
+:class:`tokenized_bandit_gym.agent.Agent`; ``tokenized_bandit_gym.testing.check_agent`` checks one.
 """
 
 from typing import Any

@@ -2,31 +2,20 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
 
 from tokenized_bandit_gym.agents.candidates import allowed_tokens, candidate_index, is_allowed
-from tokenized_bandit_gym.core.validation import check_int
+from tokenized_bandit_gym.agents.explore_then_commit import (
+    check_etc_arguments,
+    commit_block,
+    default_exploration_rounds,
+    start_exploration,
+)
 from tokenized_bandit_gym.task import Task
 
-
-def default_exploration_rounds(horizon: int) -> int:
-    """The paper's exploration parameter ``N = T^(2/3) (log T)^(1/3)``, rounded up, at least 1.
-
-    Theorem 4.2's proof plugs ``N = T^{2/3} (log T)^{1/3}`` (natural log) into
-    ``nLN + 2LT sqrt(2 log T / N)``. ``N`` counts submissions, so it is rounded up to an
-    integer; ``T = 1`` gives ``log T = 0`` and hence ``N = 1``.
-
-    Args:
-        horizon: T >= 1, the number of rounds.
-
-    Raises:
-        ValueError: ``horizon`` < 1.
-    """
-    horizon = check_int("horizon", horizon, minimum=1)
-    return max(1, math.ceil(horizon ** (2.0 / 3.0) * math.log(horizon) ** (1.0 / 3.0)))
+__all__ = ["GreedyETC", "default_exploration_rounds"]
 
 
 class GreedyETC:
@@ -65,10 +54,7 @@ class GreedyETC:
     name = "greedy_etc"
 
     def __init__(self, exploration_rounds: int | None = None, completion_token: int | None = None) -> None:
-        if exploration_rounds is not None:
-            check_int("exploration_rounds", exploration_rounds, minimum=1)
-        if completion_token is not None:
-            check_int("completion_token", completion_token, minimum=0)
+        check_etc_arguments(exploration_rounds, completion_token)
         self.exploration_rounds_override = exploration_rounds
         self.completion_token = completion_token
         self._task: Task | None = None
@@ -87,27 +73,15 @@ class GreedyETC:
             ValueError: the env has ``fixed_length=True`` and no ``completion_token`` was
                 given, or ``completion_token`` is EOS or out of the vocabulary.
         """
-        if getattr(task.problem, "fixed_length", False) and self.completion_token is None:
-            raise ValueError(
-                f"{type(self).__name__} explores stopped sequences y:t:EOS (paper Algorithm 2), but this env has "
-                "fixed_length=True (EOS only at position L); pass completion_token=c to submit y:t:c...c:EOS instead"
-            )
-        if self.completion_token is not None and not (
-            0 <= self.completion_token < task.vocab_size and self.completion_token != task.eos_token_id
-        ):
-            raise ValueError(
-                f"completion_token must be a non-EOS token id below {task.vocab_size}, got {self.completion_token!r}"
-            )
-        self._task = task
-        self.exploration_rounds = (
-            self.exploration_rounds_override
-            if self.exploration_rounds_override is not None
-            else default_exploration_rounds(task.horizon)
+        self.exploration_rounds, self.prefix = start_exploration(
+            task,
+            self.exploration_rounds_override,
+            self.completion_token,
+            f"{type(self).__name__} explores stopped sequences y:t:EOS (paper Algorithm 2)",
+            "y:t",
         )
-        self.prefix = []
-        self.committed = task.max_length == 1
-        if self.committed:
-            self.prefix = [task.eos_token_id]
+        self._task = task
+        self.committed = bool(self.prefix)
         self._start_level()
 
     @property
@@ -170,12 +144,7 @@ class GreedyETC:
         if self.level_tokens is None:
             raise ValueError("GreedyETC.commit() before the level's tokens were observed")
         best = self.level_tokens[int(np.argmax(self._sums / self._counts))]  # ties: first in candidate order
-        self.prefix.append(best)
-        if best == task.eos_token_id:
-            self.committed = True
-        elif len(self.prefix) == task.max_length - 1:
-            self.prefix.append(task.eos_token_id)
-            self.committed = True
+        self.committed = commit_block(self.prefix, [best], task)
         self._start_level()
 
     def _start_level(self) -> None:

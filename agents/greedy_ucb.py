@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from tokenized_bandit_gym.agents.candidates import allowed_tokens, candidate_index
-from tokenized_bandit_gym.agents.greedy_etc import default_exploration_rounds
+from tokenized_bandit_gym.agents.explore_then_commit import default_exploration_rounds
 from tokenized_bandit_gym.core.validation import check_int, check_real
 from tokenized_bandit_gym.task import Task
 

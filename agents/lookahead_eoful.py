@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from tokenized_bandit_gym.agents.candidate_index import candidate_index
+from tokenized_bandit_gym.agents.candidates import candidate_index
 from tokenized_bandit_gym.agents.eoful import beta_scale
 from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem

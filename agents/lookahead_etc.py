@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from tokenized_bandit_gym.agents.candidates import allowed_tokens, candidate_index, is_allowed
-from tokenized_bandit_gym.agents.greedy_etc import default_exploration_rounds
+from tokenized_bandit_gym.agents.explore_then_commit import check_etc_arguments, commit_block, start_exploration
 from tokenized_bandit_gym.core.validation import check_int
 from tokenized_bandit_gym.task import Task
 
@@ -55,10 +55,7 @@ class LookaheadETC:
         completion_token: int | None = None,
     ) -> None:
         self.lookahead = check_int("lookahead", lookahead, minimum=1)
-        if exploration_rounds is not None:
-            check_int("exploration_rounds", exploration_rounds, minimum=1)
-        if completion_token is not None:
-            check_int("completion_token", completion_token, minimum=0)
+        check_etc_arguments(exploration_rounds, completion_token)
         self.exploration_rounds_override = exploration_rounds
         self.completion_token = completion_token
         self._task: Task | None = None
@@ -76,27 +73,15 @@ class LookaheadETC:
         Raises:
             ValueError: ``fixed_length=True`` without ``completion_token``, or a bad ``completion_token``.
         """
-        if getattr(task.problem, "fixed_length", False) and self.completion_token is None:
-            raise ValueError(
-                "LookaheadETC explores stopped sequences y:z:EOS (paper appendix B), but this env has "
-                "fixed_length=True (EOS only at position L); pass completion_token=c to submit y:z:c...c:EOS instead"
-            )
-        if self.completion_token is not None and not (
-            0 <= self.completion_token < task.vocab_size and self.completion_token != task.eos_token_id
-        ):
-            raise ValueError(
-                f"completion_token must be a non-EOS token id below {task.vocab_size}, got {self.completion_token!r}"
-            )
-        self._task = task
-        self.exploration_rounds = (
-            self.exploration_rounds_override
-            if self.exploration_rounds_override is not None
-            else default_exploration_rounds(task.horizon)
+        self.exploration_rounds, self.prefix = start_exploration(
+            task,
+            self.exploration_rounds_override,
+            self.completion_token,
+            "LookaheadETC explores stopped sequences y:z:EOS (paper appendix B)",
+            "y:z",
         )
-        self.prefix = []
-        self.committed = task.max_length == 1
-        if self.committed:
-            self.prefix = [task.eos_token_id]
+        self._task = task
+        self.committed = bool(self.prefix)
         self._start_level()
 
     @property
@@ -145,12 +130,7 @@ class LookaheadETC:
         if self._arm < len(self.level_arms):
             return
         best = self.level_arms[int(np.argmax(self._sums / self._counts))]  # ties: first block
-        self.prefix.extend(best)
-        if best and best[-1] == task.eos_token_id:
-            self.committed = True
-        elif len(self.prefix) == task.max_length - 1:
-            self.prefix.append(task.eos_token_id)
-            self.committed = True
+        self.committed = commit_block(self.prefix, best, task)
         self._start_level()
 
     def _block_arms(self, alphabet: list[int]) -> list[tuple[int, ...]]:

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from tokenized_bandit_gym.agents.candidate_index import candidate_index
+from tokenized_bandit_gym.agents.candidates import candidate_index
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 
 

@@ -47,7 +47,7 @@ from benchmarks.llm_bandwidth_floor import build_model as build_floor_model
 from benchmarks.llm_bandwidth_floor import time_generate as time_generate_per_token
 from benchmarks.llm_rows_step_profile import SMOLLM2_SHAPES
 from benchmarks.llm_step import step_flops
-from tokenized_bandit_gym.evaluation.progress import write_json_atomically
+from tokenized_bandit_gym.evaluation.atomic_files import write_json_atomically
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

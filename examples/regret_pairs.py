@@ -2,7 +2,7 @@
 
 The agents of one seed share its queries and noise (common random numbers), so the difference of two agents'
 regret on one seed is the unit of comparison: the interval is Student's t over the per-seed differences
-(:func:`~tokenized_bandit_gym.evaluation.regret_statistics.paired_interval`). Each agent's regret per round in
+(:func:`~tokenized_bandit_gym.evaluation.robust_statistics.paired_interval`). Each agent's regret per round in
 each quarter of the horizon says whether its regret is still linear (a flat rate) or sublinear (a falling one).
 
     PYTHONPATH=. python examples/regret_pairs.py --regret-json runs/regret_smollm2/regret.json
@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from tokenized_bandit_gym.evaluation.regret_statistics import paired_interval, quarter_rates
+from tokenized_bandit_gym.evaluation.robust_statistics import paired_interval, quarter_rates
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 
 AGENT_LABELS = {"eoful": "EOFUL", "fixed_theta_greedy": "WrongTheta", "misaligned_greedy": "Misaligned greedy"}

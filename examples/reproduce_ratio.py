@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from tokenized_bandit_gym.evaluation import provenance
-from tokenized_bandit_gym.evaluation.progress import write_json_atomically
+from tokenized_bandit_gym.evaluation.atomic_files import write_json_atomically
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 from tokenized_bandit_gym.threads import use_small_work_threads
 

@@ -8,16 +8,13 @@ of hanging the run, and no hung worker outlives it.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
 import tokenized_bandit_gym
+from tokenized_bandit_gym import testing
 
 ENV_IDS = tokenized_bandit_gym.registered_ids()
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -25,22 +22,12 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 def run_fresh(script: str, timeout_s: float) -> str:
     """Run ``script`` in a fresh interpreter (nothing set first) and return its stdout; fail on a hang or an error."""
-    process = subprocess.Popen(
-        [sys.executable, "-c", textwrap.dedent(script)],
-        cwd=REPO_ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,  # its own process group: the forked workers die with it on a timeout
-    )
     try:
-        stdout, stderr = process.communicate(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        stdout, stderr = process.communicate()
-        pytest.fail(f"deadlock: no end within {timeout_s} s; it printed:\n{stdout}\n{stderr[-2000:]}")
-    assert process.returncode == 0, stderr[-4000:]
-    return stdout
+        completed = testing.run_in_fresh_interpreter(textwrap.dedent(script), timeout_s=timeout_s, cwd=REPO_ROOT)
+    except TimeoutError as error:
+        pytest.fail(str(error))
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    return completed.stdout
 
 
 def test_forked_child_runs_torch_on_one_thread_and_the_parent_keeps_its_own() -> None:
@@ -77,45 +64,18 @@ def test_fork_hook_imports_no_torch_into_a_child_whose_parent_had_none() -> None
     assert output.split() == ["0", "False"]
 
 
-@pytest.mark.slow  # every id, the LLM ones at their default size: about 40 s on a busy 2-core machine
-def test_async_make_vec_steps_every_id_in_a_fresh_process() -> None:
-    """``gym.make_vec(id, 2, vectorization_mode="async")`` with the default fork start method, every id."""
-    output = run_fresh(
-        f"""
-        import gymnasium as gym, numpy as np, tokenized_bandit_gym
-        for env_id in {ENV_IDS!r}:
-            envs = gym.make_vec(env_id, 2, vectorization_mode="async")
-            observation, _ = envs.reset(seed=0)
-            for _ in range(3):
-                observation, *_ = envs.step(np.asarray(observation["action_mask"]).argmax(axis=1))
-            envs.close()
-            print("stepped", env_id, flush=True)
-        """,
-        timeout_s=240,
-    )
-    assert output.split() == [word for env_id in ENV_IDS for word in ("stepped", env_id)]
+@pytest.mark.slow  # every id, the LLM ones at their default size: about 60 s on a busy 2-core machine
+@pytest.mark.parametrize("env_id", ENV_IDS)
+def test_async_make_vec_steps_every_id_in_a_fresh_process(env_id: str) -> None:
+    """``gym.make_vec(id, 2, vectorization_mode="async")`` with the fork start method, every id."""
+    testing.check_fork_safety(env_id, timeout_s=240)
 
 
 @pytest.mark.parametrize(
     ("env_id", "kwargs"), [("TokenizedLinearBandit-v0", {}), ("TokenizedAlignment-v0", {"max_length": 5, "top_k": 4})]
 )
 def test_fork_context_after_the_parent_stepped_an_env(env_id: str, kwargs: dict[str, int]) -> None:
-    output = run_fresh(
-        f"""
-        import gymnasium as gym, tokenized_bandit_gym
-        from gymnasium.vector import AsyncVectorEnv
-        env = gym.make({env_id!r}, **{kwargs!r})
-        env.reset(seed=0)
-        env.step(0)
-        envs = AsyncVectorEnv([lambda: gym.make({env_id!r}, **{kwargs!r})] * 2, context="fork")
-        envs.reset(seed=1)
-        envs.step([0, 0])
-        envs.close()
-        print("stepped")
-        """,
-        timeout_s=120,
-    )
-    assert output.split() == ["stepped"]
+    testing.check_fork_safety(env_id, **kwargs)
 
 
 @pytest.mark.slow  # importing Tianshou takes about 10 s

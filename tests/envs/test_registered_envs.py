@@ -1,59 +1,28 @@
-"""Every registered id, tested the moment it is registered (Gymnasium's tests/envs style)."""
+"""Every registered id, tested the moment it is registered (Gymnasium's tests/envs style).
+
+The conformance checks themselves live in :mod:`tokenized_bandit_gym.testing` (users run them on their
+own ids); this file runs them on every registered id and adds the checks of this project's semantics.
+"""
 
 from __future__ import annotations
 
 import copy
 import pickle
-import warnings
 
 import cloudpickle
 import gymnasium as gym
 import numpy as np
 import pytest
-import torch
-from gymnasium.utils.env_checker import check_env as gym_check_env
-from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 import tokenized_bandit_gym
+from tokenized_bandit_gym import testing
 from tokenized_bandit_gym.registration import LLM_ENVS, SYNTHETIC_ENVS
+from tokenized_bandit_gym.testing import random_trajectory
 
 ENV_IDS = [env_id for env_id in tokenized_bandit_gym.registered_ids() if env_id in SYNTHETIC_ENVS]
 
 
 pytestmark = pytest.mark.usefixtures("small_work_threads")
-
-
-def play(env: gym.Env, seed: int, policy_seed: int, rounds: int = 3) -> list:
-    """Trajectories of ``rounds`` episodes with a seeded random policy over allowed actions."""
-    rng = np.random.default_rng(policy_seed)
-    trajectory = []
-    observation, info = env.reset(seed=seed)
-    for round_index in range(rounds):
-        if round_index:
-            observation, info = env.reset()
-        trajectory.append(("reset", info["query_index"], observation))
-        terminated = False
-        while not terminated:
-            action = int(rng.choice(np.flatnonzero(observation["action_mask"])))
-            observation, reward, terminated, truncated, info = env.step(action)
-            assert truncated is False
-            trajectory.append((action, reward, observation, info))
-    return trajectory
-
-
-def assert_same(first: object, second: object) -> None:
-    if isinstance(first, dict):
-        assert first.keys() == second.keys()
-        for key in first:
-            assert_same(first[key], second[key])
-    elif isinstance(first, (list, tuple)):
-        assert len(first) == len(second)
-        for a, b in zip(first, second, strict=True):
-            assert_same(a, b)
-    elif isinstance(first, np.ndarray):
-        np.testing.assert_array_equal(first, second)
-    else:
-        assert first == second
 
 
 def test_every_synthetic_id_is_registered() -> None:
@@ -62,14 +31,12 @@ def test_every_synthetic_id_is_registered() -> None:
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_gymnasium_check_env(env_id: str) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", category=UserWarning)
-        gym_check_env(gym.make(env_id).unwrapped, skip_render_check=False)
+    testing.check_gymnasium_api(env_id)
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_sb3_check_env(env_id: str) -> None:
-    sb3_check_env(gym.make(env_id).unwrapped, warn=True)
+    testing.check_sb3_api(env_id)
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
@@ -79,30 +46,11 @@ def test_make_with_module_prefix(env_id: str) -> None:
 
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
-def test_same_seeds_give_identical_trajectories(env_id: str) -> None:
-    assert_same(play(gym.make(env_id), seed=7, policy_seed=1), play(gym.make(env_id), seed=7, policy_seed=1))
+def test_same_seeds_give_identical_trajectories_and_common_random_numbers(env_id: str) -> None:
+    """Same seeds, same trajectory; two policies with the same seed see the same queries and noise."""
+    testing.check_determinism(env_id)
 
 
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_common_random_numbers_under_different_actions(env_id: str) -> None:
-    """Two envs with the same seed and different policies see the same queries and noise."""
-
-    def queries_and_noise(policy_seed: int) -> list:
-        steps = play(gym.make(env_id), seed=11, policy_seed=policy_seed, rounds=6)
-        queries = [step[1] for step in steps if step[0] == "reset"]
-        noise = [step[3]["noise"] for step in steps if step[0] != "reset" and step[3]["round_ended"]]
-        return [queries, noise]
-
-    first, second = queries_and_noise(1), queries_and_noise(2)
-    assert_same(first, second)
-
-
-# How an env travels: pickle (multiprocessing), cloudpickle (SuperSuit, Ray, Tianshou workers), deepcopy.
-COPIERS = {
-    "pickle": lambda env: pickle.loads(pickle.dumps(env)),
-    "cloudpickle": lambda env: cloudpickle.loads(cloudpickle.dumps(env)),
-    "deepcopy": copy.deepcopy,
-}
 SMALL_LLM = {"max_length": 5, "top_k": 4}
 
 
@@ -110,45 +58,16 @@ def small_kwargs(env_id: str) -> dict:
     return dict(SMALL_LLM) if env_id in LLM_ENVS else {}
 
 
-def carry_on(env: gym.Env, policy_seed: int, rounds: int = 3) -> list:
-    """Finish the round in progress, then play ``rounds`` more without reseeding (the env's own streams go on)."""
-    rng = np.random.default_rng(policy_seed)
-    trajectory = []
-    for round_index in range(rounds + 1):
-        if round_index:
-            observation, info = env.reset()
-            trajectory.append(("reset", info, observation))
-        terminated = False
-        while not terminated:
-            action = int(rng.choice(np.flatnonzero(env.get_wrapper_attr("action_masks")())))
-            observation, reward, terminated, _, info = env.step(action)
-            trajectory.append((action, reward, observation, info))
-    return trajectory
-
-
-@pytest.mark.parametrize("copier", sorted(COPIERS))
+@pytest.mark.parametrize("copier", sorted(testing.COPIERS))
 @pytest.mark.parametrize("env_id", tokenized_bandit_gym.registered_ids())
 def test_copied_env_continues_identically_from_mid_round(env_id: str, copier: str) -> None:
     """Every id, the LLM ones included (rebuilt from their recipe, with their round state and streams)."""
-    env = gym.make(env_id, **small_kwargs(env_id))
-    observation, _ = env.reset(seed=3)
-    not_eos = observation["candidate_tokens"] != env.unwrapped.eos_token_id
-    env.step(int(np.flatnonzero(observation["action_mask"].astype(bool) & not_eos)[0]))  # the round goes on
-    copied = COPIERS[copier](env)
-    assert copied.unwrapped is not env.unwrapped
-    assert_same(carry_on(copied, policy_seed=0), carry_on(env, policy_seed=0))
+    testing.check_pickling(env_id, copiers=[copier], **small_kwargs(env_id))
 
 
 @pytest.mark.parametrize("env_id", tokenized_bandit_gym.registered_ids())
 def test_copied_native_vector_env_continues_identically(env_id: str) -> None:
-    envs = gym.make_vec(env_id, 3, **small_kwargs(env_id))
-    observation, _ = envs.reset(seed=4)
-    envs.step(np.asarray(observation["action_mask"]).argmax(axis=1))
-    copied = cloudpickle.loads(cloudpickle.dumps(envs))
-    for _ in range(8):
-        actions = np.asarray(observation["action_mask"]).argmax(axis=1)
-        observation, *rest = envs.step(actions)
-        assert_same([observation, *rest], list(copied.step(actions)))
+    testing.check_vector_pickling(env_id, **small_kwargs(env_id))
 
 
 @pytest.mark.parametrize("env_id", sorted(LLM_ENVS))
@@ -174,7 +93,7 @@ def test_llm_env_over_a_loaded_model_refuses_to_pickle() -> None:
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_episode_end_reports_exact_regret(env_id: str) -> None:
     assert gym.make(env_id).unwrapped.optimal_kind == "exact"
-    for step in play(gym.make(env_id), seed=0, policy_seed=4, rounds=5):
+    for step in random_trajectory(gym.make(env_id), seed=0, policy_seed=4, rounds=5):
         if step[0] == "reset" or not step[3]["round_ended"]:
             if step[0] != "reset":
                 assert step[1] == 0.0
@@ -240,7 +159,7 @@ def test_ansi_render_shows_the_response(env_id: str) -> None:
 
 def test_noise_free_reward_equals_utility() -> None:
     env = gym.make("TokenizedLinearBandit-v0", noise_scale=0.0)
-    for step in play(env, seed=2, policy_seed=2):
+    for step in random_trajectory(env, seed=2, policy_seed=2):
         if step[0] != "reset" and "utility" in step[3]:
             assert step[1] == step[3]["utility"]
 
@@ -249,7 +168,7 @@ def test_bounded_noise_stays_within_scale() -> None:
     env = gym.make("TokenizedMultiArmedBandit-v0", noise="bounded", noise_scale=0.05)
     noise = [
         step[3]["noise"]
-        for step in play(env, seed=0, policy_seed=0, rounds=50)
+        for step in random_trajectory(env, seed=0, policy_seed=0, rounds=50)
         if step[0] != "reset" and "noise" in step[3]
     ]
     assert max(abs(value) for value in noise) <= 0.05
@@ -284,24 +203,4 @@ def test_fixed_length_masks_early_eos_and_ends_at_length() -> None:
 @pytest.mark.parametrize("env_id", tokenized_bandit_gym.registered_ids())
 def test_every_problem_implements_the_protocol(env_id: str) -> None:
     """Synthetic and LLM problems alike: the typed Protocol, and its calls agree with each other."""
-    from tokenized_bandit_gym.core import TokenizedBanditProblem
-    from tokenized_bandit_gym.registration import LLM_ENVS
-
-    kwargs = {"max_length": 4, "top_k": 3} if env_id in LLM_ENVS else {}
-    env = gym.make(env_id, **kwargs)
-    problem = env.unwrapped.problem
-    assert isinstance(problem, TokenizedBanditProblem)
-    queries = torch.arange(min(problem.num_queries, 3))
-    state = problem.initial_state(queries)
-    mask = problem.action_mask(state)
-    assert mask.shape == (len(queries), env.action_space.n) and mask.dtype == torch.bool
-    assert problem.candidate_utilities(state).shape == mask.shape
-    greedy = problem.greedy_decode(queries)
-    assert greedy.responses.shape == (len(queries), problem.max_length)
-    torch.testing.assert_close(problem.utility(queries, greedy.responses), greedy.utility, rtol=0, atol=1e-5)
-    torch.testing.assert_close(problem.oracle_greedy(queries).utility, greedy.utility, rtol=0, atol=1e-5)
-    for _ in range(problem.max_length):  # the first allowed candidate at every step: complete after L steps
-        state = problem.advance(state, problem.action_mask(state).int().argmax(dim=1))
-    played = problem.utility_of(state)
-    assert played.shape == (len(queries),)
-    torch.testing.assert_close(problem.utility(queries, state.tokens), played, rtol=0, atol=1e-5)
+    testing.check_problem_protocol(env_id, **({"max_length": 4, "top_k": 3} if env_id in LLM_ENVS else {}))

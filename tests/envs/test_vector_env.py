@@ -17,99 +17,19 @@ import torch
 from gymnasium.vector import AutoresetMode
 
 import tokenized_bandit_gym
+from tokenized_bandit_gym import testing
 from tokenized_bandit_gym.core import NoiseModel, RoundStreams
 from tokenized_bandit_gym.core.round_buffer import RoundBuffer
 from tokenized_bandit_gym.registration import LLM_ENVS
+from tokenized_bandit_gym.testing import LLM_FLOAT_ATOL, first_difference
 
 VECTOR_IDS = [env_id for env_id in tokenized_bandit_gym.registered_ids() if gym.spec(env_id).vector_entry_point]
 # the shipped stories260K at small L and k keeps the LLM cases fast
 LLM_KWARGS: dict[str, Any] = {"max_length": 4, "top_k": 3, "optimal_kind": "oracle_greedy"}
-FLOAT_ATOL = 1e-4  # LLM rows: the batched forward over a padded cache rounds differently from a batch of one
 
 
 def _kwargs(env_id: str) -> dict[str, Any]:
     return dict(LLM_KWARGS) if env_id in LLM_ENVS else {}
-
-
-def _eos_actions(observations: dict[str, Any], eos: int) -> np.ndarray:
-    """``(N,)`` the action that appends EOS in each row (``-1`` where EOS is not a candidate)."""
-    is_eos = np.asarray(observations["candidate_tokens"]) == eos  # (N, k)
-    return np.where(is_eos.any(axis=1), is_eos.argmax(axis=1), -1)
-
-
-def _policy_actions(rng: np.random.Generator, masks: np.ndarray, eos_actions: np.ndarray) -> np.ndarray:
-    """Mostly allowed actions, sometimes EOS, and a masked action wherever only EOS is allowed."""
-    actions = np.empty(masks.shape[0], dtype=np.int64)
-    for row, mask in enumerate(masks.astype(bool)):
-        allowed = np.flatnonzero(mask)
-        eos = int(eos_actions[row])
-        if allowed.size == 1 and rng.random() < 0.5:
-            actions[row] = rng.integers(masks.shape[1])  # any action at position L: the forced EOS
-        elif eos >= 0 and mask[eos] and rng.random() < 0.15:
-            actions[row] = eos
-        else:
-            actions[row] = rng.choice(allowed)
-    return actions
-
-
-class _Reference:
-    """N single envs driven with NEXT_STEP autoreset, the way SyncVectorEnv drives them."""
-
-    def __init__(self, env_id: str, seeds: list[int], **kwargs: Any) -> None:
-        self.envs = [gym.make(env_id, **kwargs) for _ in seeds]
-        self.seeds = seeds
-        self.autoreset = np.zeros(len(seeds), dtype=bool)
-
-    def reset(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        results = [env.reset(seed=seed) for env, seed in zip(self.envs, self.seeds, strict=True)]
-        self.autoreset[:] = False
-        return [r[0] for r in results], [r[1] for r in results]
-
-    def step(self, actions: np.ndarray) -> tuple[list[Any], np.ndarray, np.ndarray, list[dict[str, Any]]]:
-        observations, rewards, terminated, infos = [], np.zeros(len(self.envs)), np.zeros(len(self.envs), bool), []
-        for row, env in enumerate(self.envs):
-            if self.autoreset[row]:
-                observation, info = env.reset()
-            else:
-                observation, rewards[row], terminated[row], _, info = env.step(int(actions[row]))
-            observations.append(observation)
-            infos.append(info)
-        self.autoreset = terminated.copy()
-        return observations, rewards, terminated, infos
-
-
-def _assert_same(actual: Any, expected: Any, message: str, atol: float = 0.0) -> None:
-    """Bit for bit (synthetic: the core computes a response's utility the same way at any batch size).
-
-    With ``atol > 0`` (LLM envs) floats agree to ``atol``; tokens, actions and flags stay exact.
-    """
-    expected = np.asarray(expected)
-    if atol and expected.dtype.kind == "f":
-        np.testing.assert_allclose(actual, expected, rtol=0.0, atol=atol, err_msg=message)
-    else:
-        np.testing.assert_array_equal(actual, expected, err_msg=message)
-
-
-def _assert_rows_equal(batched: dict[str, Any], singles: list[dict[str, Any]], atol: float = 0.0) -> None:
-    for row, single in enumerate(singles):
-        assert set(batched) == set(single)
-        for key, value in single.items():
-            _assert_same(batched[key][row], value, f"observation {key!r}, row {row}", atol)
-
-
-def _assert_infos_equal(batched: dict[str, Any], singles: list[dict[str, Any]], atol: float = 0.0) -> None:
-    keys = {key for info in singles for key in info}
-    assert {key for key in batched if not key.startswith("_")} == keys
-    for key in keys:
-        for row, info in enumerate(singles):
-            assert bool(batched[f"_{key}"][row]) == (key in info), f"mask _{key}, row {row}"
-            if key not in info:
-                continue
-            value = batched[key][row]
-            if key == "response":
-                value = value[: len(info[key])]
-                assert np.all(batched[key][row][len(info[key]) :] == info[key][-1])  # padded with EOS
-            _assert_same(value, info[key], f"info {key!r}, row {row}", atol)
 
 
 EQUIVALENCE_CASES = [pytest.param(env_id, _kwargs(env_id), id=env_id) for env_id in VECTOR_IDS] + [
@@ -133,30 +53,8 @@ EQUIVALENCE_CASES = [pytest.param(env_id, _kwargs(env_id), id=env_id) for env_id
 
 @pytest.mark.parametrize(("env_id", "kwargs"), EQUIVALENCE_CASES)
 def test_vector_env_replays_single_envs_exactly(env_id: str, kwargs: dict[str, Any]) -> None:
-    atol = FLOAT_ATOL if env_id in LLM_ENVS else 0.0
-    seeds = [3, 11, 12, 40, 7]
-    vector = gym.make_vec(
-        env_id, num_envs=len(seeds), vectorization_mode="vector_entry_point", round_buffer=4, **kwargs
-    )
-    reference = _Reference(env_id, seeds, **kwargs)
-    observations, infos = vector.reset(seed=seeds)
-    expected_observations, expected_infos = reference.reset()
-    _assert_rows_equal(observations, expected_observations, atol)
-    _assert_infos_equal(infos, expected_infos, atol)
-    rng = np.random.default_rng(0)
-    eos = vector.unwrapped.eos_token_id
-    episodes = np.zeros(len(seeds), dtype=int)
-    for _ in range(60 if atol == 0.0 else 30):  # several episodes per sub-env, ending apart, across buffer refills
-        actions = _policy_actions(rng, observations["action_mask"], _eos_actions(observations, eos))
-        observations, rewards, terminated, truncated, infos = vector.step(actions)
-        expected_observations, expected_rewards, expected_terminated, expected_infos = reference.step(actions)
-        _assert_rows_equal(observations, expected_observations, atol)
-        _assert_same(rewards, expected_rewards, "rewards", atol)
-        np.testing.assert_array_equal(terminated, expected_terminated)
-        assert not truncated.any()
-        _assert_infos_equal(infos, expected_infos, atol)
-        episodes += terminated
-    assert episodes.min() >= 3
+    """Bit for bit on the synthetic ids; LLM floats within ``LLM_FLOAT_ATOL`` (tokens, actions, flags exact)."""
+    testing.check_vector_matches_single(env_id, **kwargs)
 
 
 @pytest.mark.parametrize("env_id", VECTOR_IDS)
@@ -247,7 +145,7 @@ def test_a_refused_step_changes_nothing(env_id: str) -> None:
         refused.step(np.array([allowed[0], allowed[1], eos]))
     rng = np.random.default_rng(5)
     for _ in range(12):
-        actions = _policy_actions(rng, observations["action_mask"], _eos_actions(observations, eos))
+        actions = testing.mixed_actions(rng, observations["action_mask"], testing.eos_actions(observations, eos))
         outputs, expected = refused.step(actions), untouched.step(actions)
         for name, output, value in zip(("observation", "infos"), outputs[::4], expected[::4], strict=True):
             assert output.keys() == value.keys(), name
@@ -275,8 +173,8 @@ def _run(envs: gym.vector.VectorEnv, seed: Any, steps: int) -> list[np.ndarray]:
     rng = np.random.default_rng(1)
     trace = []
     for _ in range(steps):
-        eos_actions = _eos_actions(observations, envs.unwrapped.eos_token_id)
-        actions = _policy_actions(rng, np.asarray(observations["action_mask"]), eos_actions)
+        eos_actions = testing.eos_actions(observations, envs.unwrapped.eos_token_id)
+        actions = testing.mixed_actions(rng, np.asarray(observations["action_mask"]), eos_actions)
         observations, rewards, _, _, infos = envs.step(actions)
         trace += [np.asarray(observations["response"]), np.asarray(rewards), np.asarray(infos["query_index"])]
     return trace
@@ -364,8 +262,8 @@ def _assert_torch_backend_matches_numpy_backend(env_id: str, num_envs: int, **kw
         for key, value in torch_observations.items():
             assert isinstance(value, torch.Tensor) and value.device == device
             np.testing.assert_array_equal(value.numpy(), numpy_observations[key])
-        eos_actions = _eos_actions(numpy_observations, numpy_envs.unwrapped.eos_token_id)
-        actions = _policy_actions(rng, numpy_observations["action_mask"], eos_actions)
+        eos_actions = testing.eos_actions(numpy_observations, numpy_envs.unwrapped.eos_token_id)
+        actions = testing.mixed_actions(rng, numpy_observations["action_mask"], eos_actions)
         numpy_observations, numpy_rewards, numpy_terminated, _, numpy_infos = numpy_envs.step(actions)
         torch_observations, rewards, terminated, truncated, torch_infos = torch_envs.step(
             torch.as_tensor(actions, device=device)
@@ -393,8 +291,8 @@ def test_cuda_torch_backend_matches_cpu_within_tolerance() -> None:
         torch.testing.assert_close(
             cuda_observations["candidate_embeddings"].cpu(), cpu_observations["candidate_embeddings"]
         )
-        eos_actions = _eos_actions(cpu_observations, cpu.unwrapped.eos_token_id)
-        actions = _policy_actions(rng, cpu_observations["action_mask"].numpy(), eos_actions)
+        eos_actions = testing.eos_actions(cpu_observations, cpu.unwrapped.eos_token_id)
+        actions = testing.mixed_actions(rng, cpu_observations["action_mask"].numpy(), eos_actions)
         cpu_observations, cpu_rewards, _, _, _ = cpu.step(torch.as_tensor(actions))
         cuda_observations, cuda_rewards, _, _, _ = cuda.step(torch.as_tensor(actions, device="cuda"))
         torch.testing.assert_close(cuda_rewards.cpu(), cpu_rewards)
@@ -462,7 +360,9 @@ def test_llm_torch_backend_matches_numpy_backend_and_stays_on_device(env_id: str
         for key, value in torch_observations.items():
             assert isinstance(value, torch.Tensor) and value.device == device
             np.testing.assert_array_equal(value.numpy(), numpy_observations[key])
-        actions = _policy_actions(rng, numpy_observations["action_mask"], _eos_actions(numpy_observations, eos))
+        actions = testing.mixed_actions(
+            rng, numpy_observations["action_mask"], testing.eos_actions(numpy_observations, eos)
+        )
         numpy_observations, numpy_rewards, numpy_terminated, _, numpy_infos = numpy_envs.step(actions)
         torch_observations, rewards, terminated, _, torch_infos = torch_envs.step(torch.as_tensor(actions))
         assert rewards.device == device and terminated.device == device
@@ -494,12 +394,12 @@ def test_llm_bad_action_batches_and_strict_actions_raise(env_id: str) -> None:
         envs.step(np.array([0.0, 1.0]))
     with pytest.raises(ValueError, match=rf"action {k} of sub-env 1 is out of range: it must lie in \[0, {k}\)"):
         envs.step(np.array([0, k]))
-    eos_actions = _eos_actions(observations, envs.unwrapped.eos_token_id)
+    eos_actions = testing.eos_actions(observations, envs.unwrapped.eos_token_id)
     non_eos = (eos_actions + 1) % k  # never the EOS candidate
     for _ in range(LLM_KWARGS["max_length"] - 1):
         observations, _, terminated, _, _ = envs.step(non_eos)
         assert not terminated.any()
-        eos_actions = _eos_actions(observations, envs.unwrapped.eos_token_id)
+        eos_actions = testing.eos_actions(observations, envs.unwrapped.eos_token_id)
         non_eos = (eos_actions + 1) % k
     # position L: only EOS is allowed, and strict_actions refuses the forced EOS
     with pytest.raises(ValueError, match=r"action \d of sub-env 0 is masked at position 4: allowed actions are"):
@@ -515,7 +415,7 @@ def test_llm_cache_stays_as_wide_as_the_longest_live_prefix() -> None:
     rng = np.random.default_rng(0)
     eos = envs.unwrapped.eos_token_id
     for _ in range(40):  # about ten rounds per sub-env: without trimming the cache would grow by 40 columns
-        actions = _policy_actions(rng, observations["action_mask"], _eos_actions(observations, eos))
+        actions = testing.mixed_actions(rng, observations["action_mask"], testing.eos_actions(observations, eos))
         observations, *_ = envs.step(actions)
         width = envs.unwrapped.rounds.state.attention_mask.shape[1]
         assert width <= query_width + LLM_KWARGS["max_length"] + 1
@@ -531,11 +431,13 @@ def test_llm_cached_initial_states_match_encoding_each_restart() -> None:
     restarts = 0
     for _ in range(20):
         for key, value in encoded_observations.items():
-            _assert_same(cached_observations[key], value, f"observation {key!r}", FLOAT_ATOL)
-        actions = _policy_actions(rng, encoded_observations["action_mask"], _eos_actions(encoded_observations, eos))
+            assert first_difference(cached_observations[key], value, f"observation {key!r}", LLM_FLOAT_ATOL) is None
+        actions = testing.mixed_actions(
+            rng, encoded_observations["action_mask"], testing.eos_actions(encoded_observations, eos)
+        )
         cached_observations, cached_rewards, _, _, _ = cached.step(actions)
         encoded_observations, encoded_rewards, terminated, _, _ = encoded.step(actions)
-        _assert_same(cached_rewards, encoded_rewards, "rewards", FLOAT_ATOL)
+        assert first_difference(cached_rewards, encoded_rewards, "rewards", LLM_FLOAT_ATOL) is None
         restarts += int(terminated.sum())
     assert restarts >= 4
     with pytest.raises(TypeError, match="cache_initial_states must be a bool or None, got 'yes'"):
@@ -561,7 +463,7 @@ def test_no_two_outputs_share_memory_and_none_shares_the_env_state(env_id: str, 
     ended_steps = 0
     for _ in range(6):
         masks = np.asarray(observations["action_mask"]).astype(bool)
-        eos_actions = _eos_actions(observations, eos)
+        eos_actions = testing.eos_actions(observations, eos)
         usable = (eos_actions >= 0) & masks[np.arange(len(masks)), np.maximum(eos_actions, 0)]
         actions = np.where(usable, eos_actions, masks.argmax(axis=1))
         observations, rewards, terminated, truncated, infos = envs.step(actions)
@@ -580,61 +482,11 @@ def test_no_two_outputs_share_memory_and_none_shares_the_env_state(env_id: str, 
     assert ended_steps > 0
 
 
-def _assert_vector_infos_equal(actual: dict[str, Any], expected: dict[str, Any], atol: float, where: str) -> None:
-    """Gymnasium's vector infos, key by key: the same keys and masks, equal values (and dtypes) on the masked rows."""
-    assert actual.keys() == expected.keys(), where
-    for key in (key for key in expected if not key.startswith("_")):
-        mask = np.asarray(expected[f"_{key}"])
-        np.testing.assert_array_equal(np.asarray(actual[f"_{key}"]), mask, err_msg=f"{where} _{key}")
-        if isinstance(expected[key], dict):  # final_info
-            _assert_vector_infos_equal(actual[key], expected[key], atol, f"{where} {key}")
-        elif key == "final_obs":
-            for row in np.flatnonzero(mask):
-                _assert_rows_equal(
-                    {name: value[None] for name, value in actual[key][row].items()}, [expected[key][row]], atol
-                )
-        else:
-            assert np.asarray(actual[key]).dtype == np.asarray(expected[key]).dtype, f"{where} {key}"
-            _assert_same(np.asarray(actual[key])[mask], np.asarray(expected[key])[mask], f"{where} {key}", atol)
-
-
 @pytest.mark.parametrize("mode", list(AutoresetMode), ids=lambda mode: mode.value)
 @pytest.mark.parametrize("env_id", VECTOR_IDS)
 def test_every_autoreset_mode_replays_gymnasiums_sync_vector_env(env_id: str, mode: AutoresetMode) -> None:
     """Sub-env i is the single env in every autoreset mode: the native env equals SyncVectorEnv over single envs."""
-    atol = FLOAT_ATOL if env_id in LLM_ENVS else 0.0
-    seeds = [3, 11, 12, 40]
-    kwargs = _kwargs(env_id)
-    native = gym.make_vec(env_id, num_envs=len(seeds), autoreset_mode=mode, round_buffer=4, **kwargs)
-    sync = gym.vector.SyncVectorEnv([lambda: gym.make(env_id, **kwargs)] * len(seeds), autoreset_mode=mode)
-    assert native.metadata["autoreset_mode"] == native.unwrapped.autoreset_mode == mode
-    observations, infos = native.reset(seed=seeds)
-    expected_observations, expected_infos = sync.reset(seed=seeds)
-    for key, value in expected_observations.items():
-        _assert_same(observations[key], value, f"reset observation {key}", atol)
-    _assert_vector_infos_equal(infos, expected_infos, atol, "reset")
-    rng = np.random.default_rng(0)
-    eos = native.unwrapped.eos_token_id
-    ended = 0
-    for step in range(40 if atol == 0.0 else 16):
-        actions = _policy_actions(rng, observations["action_mask"], _eos_actions(observations, eos))
-        observations, rewards, terminated, truncated, infos = native.step(actions)
-        expected_observations, expected_rewards, expected_terminated, _, expected_infos = sync.step(actions)
-        for key, value in expected_observations.items():
-            _assert_same(observations[key], value, f"step {step} observation {key}", atol)
-        _assert_same(rewards, expected_rewards, f"step {step} rewards", atol)
-        np.testing.assert_array_equal(terminated, expected_terminated)
-        _assert_vector_infos_equal(infos, expected_infos, atol, f"step {step}")
-        ended += int(terminated.sum())
-        if mode == AutoresetMode.DISABLED and terminated.any():
-            with pytest.raises(ValueError, match="reset_mask"):
-                native.step(actions)
-            observations, infos = native.reset(options={"reset_mask": terminated})
-            expected_observations, expected_infos = sync.reset(options={"reset_mask": terminated.copy()})
-            for key, value in expected_observations.items():
-                _assert_same(observations[key], value, f"step {step} reset observation {key}", atol)
-            _assert_vector_infos_equal(infos, expected_infos, atol, f"step {step} reset")
-    assert ended >= 4
+    testing.check_autoreset_matches_sync(env_id, mode, **_kwargs(env_id))
 
 
 def test_bad_autoreset_mode_and_reset_mask_are_refused_naming_them() -> None:

@@ -27,7 +27,7 @@ from tokenized_bandit_gym.evaluation.leaderboard_report import (
 )
 from tokenized_bandit_gym.evaluation.leaderboard_spec import parse_spec
 from tokenized_bandit_gym.evaluation.regret_plots import agent_colours, close_figure, plot_all, plot_task
-from tokenized_bandit_gym.evaluation.regret_statistics import (
+from tokenized_bandit_gym.evaluation.robust_statistics import (
     growth_exponent,
     growth_exponent_interval,
     horizon_exponent_interval,

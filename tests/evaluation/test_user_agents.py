@@ -33,6 +33,7 @@ from tokenized_bandit_gym.registration import (
     register_agent,
     restore_agent_registrations,
 )
+from tokenized_bandit_gym.testing import check_agent
 
 REPO = Path(__file__).resolve().parents[2]
 AGENTS_GUIDE = REPO / "docs" / "AGENTS.md"
@@ -140,6 +141,16 @@ def test_module_class_entry_point_and_import_play_in_workers(user_files: Path, b
         "installed_epsilon_greedy": 2,
         "epsilon_greedy": 2,
     }
+
+
+def test_readme_agent_passes_the_conformance_checks(user_files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The README's agent passes ``tokenized_bandit_gym.testing.check_agent`` by its "module:Class" reference."""
+    monkeypatch.syspath_prepend(str(user_files))
+    monkeypatch.setattr("tokenized_bandit_gym.registration.AGENT_ENTRY_POINTS", dict(AGENT_ENTRY_POINTS))
+    try:
+        check_agent("my_agents:EpsilonGreedy", "TokenizedMultiArmedBandit-v0", rounds=20)
+    finally:
+        sys.modules.pop("my_agents", None)  # the module of this test's folder
 
 
 def test_bad_module_class_is_refused_at_spec_load_naming_it() -> None:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tokenized_bandit_gym.evaluation.regret_statistics import paired_interval, quarter_rates
+from tokenized_bandit_gym.evaluation.robust_statistics import paired_interval, quarter_rates
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, TypeVar
 import numpy as np
 
 from tokenized_bandit_gym.evaluation.leaderboard_claims import Claim, claim_task_order, measure_claims
-from tokenized_bandit_gym.evaluation.regret_statistics import (
+from tokenized_bandit_gym.evaluation.robust_statistics import (
     growth_exponent,
     iqm,
     loglog_slopes,

@@ -31,7 +31,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from tokenized_bandit_gym.evaluation.regret_statistics import (
+from tokenized_bandit_gym.evaluation.robust_statistics import (
     bound_shape,
     growth_exponent,
     growth_exponent_interval,

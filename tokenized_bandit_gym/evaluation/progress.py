@@ -1,6 +1,4 @@
-"""Progress of long runs: counters that suit where they write, and the records an interrupted run resumes from.
-
-Counters: a tqdm bar on a terminal, plain periodic lines in a log.
+"""Progress of long runs: counters that suit where they write (a tqdm bar on a terminal, plain periodic lines in a log).
 
 A tqdm bar redraws itself with carriage returns and cursor escapes, which a log file or a CI console
 that is not a terminal keeps as garbage. :func:`progress_counter` asks the stream: on a terminal it draws
@@ -10,10 +8,7 @@ Either way the count never passes its total (late or repeated credit is clipped)
 
 from __future__ import annotations
 
-import json
-import os
 import sys
-import tempfile
 import time
 from typing import Any, TextIO
 
@@ -103,31 +98,3 @@ class ProgressCounter:
         elif self._enabled:
             self._print_line()
             self._enabled = False
-
-
-def write_json_atomically(path: str | os.PathLike[str], document: Any) -> None:
-    """Write ``document`` as JSON to ``path`` through a temporary file beside it, renamed into place.
-
-    A run killed mid-write leaves the previous file whole (the record it resumes from), never half a file;
-    missing folders are created.
-    """
-    write_bytes_atomically(path, json.dumps(document).encode("utf-8"))
-
-
-def write_bytes_atomically(path: str | os.PathLike[str], data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file beside it, flushed to disk and renamed into place.
-
-    A run killed mid-write leaves the previous file whole, never half a file; missing folders are created.
-    """
-    folder = os.path.dirname(os.fspath(path)) or "."
-    os.makedirs(folder, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=os.path.splitext(os.fspath(path))[1])
-    try:
-        with os.fdopen(handle, "wb") as stream:
-            stream.write(data)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        os.unlink(temporary)
-        raise

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from tokenized_bandit_gym.evaluation.leaderboard import Leaderboard
-from tokenized_bandit_gym.evaluation.regret_statistics import bound_shape
+from tokenized_bandit_gym.evaluation.robust_statistics import bound_shape
 
 BAND = "95% pointwise bootstrap CI of the mean"
 

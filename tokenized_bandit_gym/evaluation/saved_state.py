@@ -85,7 +85,7 @@ def write_state(
     Raises:
         StateError: ``document`` holds a value of a type this format does not hold (named in the message).
     """
-    from tokenized_bandit_gym.evaluation.progress import write_bytes_atomically
+    from tokenized_bandit_gym.evaluation.atomic_files import write_bytes_atomically
 
     encoder = _Encoder(shared or {})
     try:

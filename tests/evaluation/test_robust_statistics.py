@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from tokenized_bandit_gym.evaluation.regret_statistics import (
+from tokenized_bandit_gym.evaluation.robust_statistics import (
     growth_exponent,
     iqm,
     pointwise_bootstrap_band,
