@@ -31,8 +31,7 @@ import numpy as np
 from examples import reproduce_regret
 from tokenized_bandit_gym.evaluation.atomic_files import write_json_atomically
 from tokenized_bandit_gym.evaluation.robust_statistics import paired_interval, quarter_rates
-from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
-from tokenized_bandit_gym.threads import use_small_work_threads
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments, run_script
 
 AGENTS = "eoful,misaligned_greedy"
 
@@ -196,12 +195,4 @@ def plot(summary: dict[str, Any], path: str) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        arguments = parse_dataclass_arguments(Args, __doc__, sys.argv[1:])
-        use_small_work_threads(arguments.threads or None)
-        main(arguments)
-    except SystemExit as stop:
-        if isinstance(stop.code, str):
-            print(stop.code, file=sys.stderr)
-            sys.exit(2)
-        raise
+    run_script(lambda: parse_dataclass_arguments(Args, __doc__, sys.argv[1:]), main)

@@ -33,7 +33,6 @@ import dataclasses
 import json
 import math
 import os
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,8 +40,7 @@ import numpy as np
 
 from tokenized_bandit_gym.evaluation import provenance
 from tokenized_bandit_gym.evaluation.atomic_files import write_json_atomically
-from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
-from tokenized_bandit_gym.threads import use_small_work_threads
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments, run_script
 
 ENV_ID = "TokenizedAlignment-v0"
 
@@ -286,12 +284,4 @@ def plot(summary: dict[str, Any], path: str) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        arguments = parse_args()
-        use_small_work_threads(arguments.threads or None)  # one torch thread unless --threads/OMP_NUM_THREADS say
-        main(arguments)
-    except SystemExit as stop:
-        if isinstance(stop.code, str):
-            print(stop.code, file=sys.stderr)
-            sys.exit(2)
-        raise
+    run_script(parse_args, main)

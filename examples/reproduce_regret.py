@@ -51,7 +51,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -60,8 +59,7 @@ import numpy as np
 
 from tokenized_bandit_gym.evaluation import provenance
 from tokenized_bandit_gym.evaluation.atomic_files import write_json_atomically
-from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
-from tokenized_bandit_gym.threads import use_small_work_threads
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments, run_script
 
 ENV_ID = "TokenizedAlignment-v1"
 """The env the script runs by default (``--env-id``): the calibrated reading."""
@@ -554,12 +552,4 @@ def plot(results: dict[str, Any], path: str) -> None:
 
 
 if __name__ == "__main__":
-    try:
-        arguments = parse_args()
-        use_small_work_threads(arguments.threads or None)  # one torch thread unless --threads/OMP_NUM_THREADS say
-        main(arguments)
-    except SystemExit as stop:
-        if isinstance(stop.code, str):
-            print(stop.code, file=sys.stderr)
-            sys.exit(2)
-        raise
+    run_script(parse_args, main)

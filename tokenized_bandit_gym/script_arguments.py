@@ -11,6 +11,7 @@ import argparse
 import ast
 import dataclasses
 import inspect
+import sys
 import textwrap
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
@@ -107,3 +108,26 @@ def int_at_least(minimum: int) -> Callable[[str], int]:
 
     parse.__name__ = wanted  # argparse names the type in its "invalid ... value" message
     return parse
+
+
+def run_script(parse: Callable[[], Any], main: Callable[[Any], object]) -> None:
+    """A reproduction script's ``__main__``: parse its settings, keep torch to a small work pool, run ``main``.
+
+    A ``SystemExit`` carrying a message (a bad setting, refused by the script) prints that one line and exits 2,
+    as argparse does; any other exit status passes through.
+
+    Args:
+        parse: returns the script's settings (an object with a ``threads`` field: 0 lets torch choose).
+        main: the script's entry point, called with those settings.
+    """
+    from tokenized_bandit_gym.threads import use_small_work_threads
+
+    try:
+        arguments = parse()
+        use_small_work_threads(arguments.threads or None)  # one torch thread unless --threads/OMP_NUM_THREADS say
+        main(arguments)
+    except SystemExit as stop:
+        if isinstance(stop.code, str):
+            print(stop.code, file=sys.stderr)
+            sys.exit(2)
+        raise
