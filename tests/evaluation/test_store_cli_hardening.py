@@ -396,6 +396,20 @@ def test_markdown_escapes_labels_as_html_does() -> None:
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in text and "&lt;img src=x onerror=alert(1)&gt;" in text
 
 
+def test_the_terminal_table_shows_labels_and_notes_unescaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The table printed to the terminal reads as typed ('<' in a label or note), the file keeps the escapes."""
+    store = tmp_path / "s.sqlite"
+    with ResultsStore(store) as opened:
+        opened.add(make_record("Task <a>", "agent <b>", 0, [0.5] * 5))
+        opened.add(make_record("Task <a>", "random", 0, [0.75] * 5))
+    assert main(["report", "--store", str(store), "--out", str(tmp_path / "report")]) == 0
+    printed = capsys.readouterr().out
+    assert "agent <b>" in printed and "&lt;" not in printed
+    assert "agent &lt;b&gt;" in (tmp_path / "report" / "leaderboard.md").read_text(encoding="utf-8")
+
+
 # -------------------------------------------------------------------------------- 6. labels follow the specs
 def labelled(path: Path, name: str) -> Path:
     write_spec(path, rounds=5, seeds=2)

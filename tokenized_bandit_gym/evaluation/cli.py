@@ -325,6 +325,7 @@ def _report(store: object, runs: list[RunSpec] | None, title: str, out: Path, sp
         The exit status: 1 when a damaged run was left out, else 0.
     """
     import dataclasses
+    import html
 
     from tokenized_bandit_gym.evaluation.leaderboard import build_leaderboard
     from tokenized_bandit_gym.evaluation.leaderboard_report import markdown_report
@@ -344,7 +345,8 @@ def _report(store: object, runs: list[RunSpec] | None, title: str, out: Path, sp
         return damaged
     given = store.labels() if runs is None else None  # type: ignore[attr-defined]
     leaderboard = build_leaderboard(records, title=title, spec=spec, given_labels=given)  # type: ignore[arg-type]
-    print(markdown_report(leaderboard))
+    # The terminal renders no HTML: the entity escapes that leaderboard.md needs (labels, '<' in notes) are undone.
+    print(html.unescape(markdown_report(leaderboard)))
     paths = write_report_atomically(leaderboard, out)
     print(f"report written to {out}/ ({paths['html'].name}, {paths['markdown'].name}, plots, CSV, JSON)")
     return damaged
