@@ -463,6 +463,10 @@ def plotted_leaderboard(document: dict[str, Any]) -> Leaderboard:
     )
 
 
+# The CSV tables a report writes (NAME.csv), in this order; is_report_file knows them by this list too.
+CSV_TABLES = ("summary", "aggregate", "runs", "claims")
+
+
 def write_report(leaderboard: Leaderboard, out_dir: str | Path) -> dict[str, Path]:
     """Write every output (see the module docstring) into ``out_dir``; returns name -> path."""
     out = Path(out_dir)
@@ -519,15 +523,11 @@ def write_report(leaderboard: Leaderboard, out_dir: str | Path) -> dict[str, Pat
                 **{key: _json_value(value) for key, value in sorted(record.metadata.items())},
             }
         )
-    paths["summary.csv"] = out / "summary.csv"
-    _write_csv(paths["summary.csv"], summary)
-    paths["aggregate.csv"] = out / "aggregate.csv"
-    _write_csv(paths["aggregate.csv"], aggregate)
-    paths["runs.csv"] = out / "runs.csv"
-    _write_csv(paths["runs.csv"], runs)
     claims = _claim_rows(leaderboard)
-    paths["claims.csv"] = out / "claims.csv"
-    _write_csv(paths["claims.csv"], claims)
+    tables = {"summary": summary, "aggregate": aggregate, "runs": runs, "claims": claims}
+    for name in CSV_TABLES:
+        paths[f"{name}.csv"] = out / f"{name}.csv"
+        _write_csv(paths[f"{name}.csv"], tables[name])
     paths["json"] = out / "leaderboard.json"
     document = {
         "title": leaderboard.title,
@@ -573,7 +573,7 @@ def write_report(leaderboard: Leaderboard, out_dir: str | Path) -> dict[str, Pat
 
 # The names of the files :func:`write_report` writes: fixed ones, and a plot pair per task and per horizon sweep.
 _REPORT_FILE = re.compile(
-    r"(leaderboard\.(html|md|json)|(summary|aggregate|runs|claims)\.csv|regret_curves\.(png|svg)"
+    rf"(leaderboard\.(html|md|json)|({'|'.join(CSV_TABLES)})\.csv|regret_curves\.(png|svg)"
     r"|(regret|horizons)_[A-Za-z0-9._-]+\.(png|svg))"
 )
 
