@@ -139,7 +139,7 @@ def best_seconds(call: Callable[[], Any], device: torch.device, calls: int) -> f
 @torch.no_grad()
 def time_captured_steps(problem: Any, batch: int, args: Args) -> tuple[float, bool]:
     """Median seconds of a step of the static step in :class:`CapturedStep`, and whether it was captured."""
-    from tokenized_bandit_gym.cuda_graph_step import CapturedStep
+    from tokenized_bandit_gym.core.cuda_graph_step import CapturedStep
     from tokenized_bandit_gym.llm.captured_step import StaticLanguageModelStep
 
     device = problem.device
@@ -242,7 +242,7 @@ def vector_envs(args: Args, device: torch.device) -> dict[str, Any]:
     import gymnasium as gym
 
     import tokenized_bandit_gym  # noqa: F401  (registers the ids)
-    from tokenized_bandit_gym.cuda_graph_step import CapturedStep
+    from tokenized_bandit_gym.core.cuda_graph_step import CapturedStep
     from tokenized_bandit_gym.envs.static_round_step import StaticRoundStep
 
     sizes = (4096, 65536, 1048576) if args.shape == "full" else (64, 1024)

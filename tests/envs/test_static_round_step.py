@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import tokenized_bandit_gym  # noqa: F401  (registers the ids)
-from tokenized_bandit_gym.cuda_graph_step import CapturedStep
+from tokenized_bandit_gym.core.cuda_graph_step import CapturedStep
 from tokenized_bandit_gym.envs.static_round_step import StaticRoundStep
 
 

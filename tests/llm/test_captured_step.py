@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 
-from tokenized_bandit_gym.cuda_graph_step import CapturedStep
+from tokenized_bandit_gym.core.cuda_graph_step import CapturedStep
 from tokenized_bandit_gym.llm.captured_step import StaticLanguageModelStep
 from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 

@@ -5,7 +5,7 @@ autoreset, on a :class:`~tokenized_bandit_gym.envs.round_batch.DeviceRoundBatch`
 append, the rewards of the rounds that end, their restart on the next queries and noises given, and the next
 observation's mask and candidate embeddings. Its state lives in tensors it overwrites in place, and nothing is
 read back to the host, so the whole step can be traced by ``torch.compile(..., fullgraph=True)`` and captured
-once as a CUDA graph (:class:`~tokenized_bandit_gym.cuda_graph_step.CapturedStep`). It calls the batch's own
+once as a CUDA graph (:class:`~tokenized_bandit_gym.core.cuda_graph_step.CapturedStep`). It calls the batch's own
 methods, so its numbers are the vector env's. Checking the actions (range, refused masked actions) reads them
 back and is the caller's, as drawing the next queries and noises is.
 """

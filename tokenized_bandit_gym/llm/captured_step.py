@@ -7,7 +7,7 @@ from the chosen candidates to the next candidates' ``[e : v]`` features in place
 no ``.item()``, no host synchronisation, no Python branch on the data. The candidates' forward attends over all
 C columns, the ones a row may not see masked. So the step can be traced whole (``torch.compile(...,
 fullgraph=True)``, tested on the CPU with the ``aot_eager`` backend) and captured as a CUDA graph
-(:class:`~tokenized_bandit_gym.cuda_graph_step.CapturedStep`). It computes what ``problem.advance`` then
+(:class:`~tokenized_bandit_gym.core.cuda_graph_step.CapturedStep`). It computes what ``problem.advance`` then
 ``problem.candidate_embeddings`` compute, to float rounding (the masked columns add exact zeros, but the sums
 run over more columns).
 
