@@ -32,6 +32,7 @@ import os
 import subprocess
 import sys
 import time
+import traceback
 import warnings
 from collections.abc import Callable
 from pathlib import Path
@@ -79,7 +80,9 @@ class Args:
     env_seconds: float = 1.0
     """seconds stepping each vector env configuration"""
     pytest_timeout: int = 240
-    """seconds ``pytest -m gpu`` may take"""
+    """seconds ``pytest -m gpu`` may take (less if the budget has less left)"""
+    budget_seconds: float = 450.0
+    """the whole suite's time: a part that would start with under 20 s left is skipped, and says so"""
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
@@ -97,8 +100,11 @@ def device_name(device: torch.device) -> str:
     return f"cpu ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
 
 
-def run_gpu_tests(args: Args) -> dict[str, Any]:
-    """``pytest -m gpu`` in a subprocess: its exit status and summary line (skipped off CUDA)."""
+def run_gpu_tests(args: Args, seconds_left: float) -> dict[str, Any]:
+    """``pytest -m gpu`` in a subprocess, for at most ``seconds_left``: its exit status and summary line.
+
+    Skipped off CUDA.
+    """
     if not args.pytest or torch.device(args.device).type != "cuda":
         return {"ran": False, "why": "not a CUDA device" if args.pytest else "--no-pytest"}
     root = Path(__file__).resolve().parents[1]
@@ -108,12 +114,16 @@ def run_gpu_tests(args: Args) -> dict[str, Any]:
         if "mark.gpu" in path.read_text(encoding="utf-8")
     )  # only the files with GPU tests: the others may import what a GPU machine lacks (SB3, PettingZoo)
     command = [sys.executable, "-m", "pytest", "-m", "gpu", "-q", "-p", "no:cacheprovider", *files]
+    timeout = max(1.0, min(args.pytest_timeout, seconds_left))
     try:
-        done = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=args.pytest_timeout)
+        done = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"ran": True, "returncode": None, "summary": f"timed out after {args.pytest_timeout} s"}
+        return {"ran": True, "returncode": None, "summary": f"timed out after {timeout:.0f} s"}
     lines = [line for line in done.stdout.splitlines() if line.strip()]
-    return {"ran": True, "returncode": done.returncode, "summary": lines[-1] if lines else done.stderr[-500:]}
+    result = {"ran": True, "returncode": done.returncode, "summary": lines[-1] if lines else done.stderr[-500:]}
+    if done.returncode:
+        result["tail"] = "\n".join(lines[-60:]) + done.stderr[-2000:]  # the failures, for the record
+    return result
 
 
 def matmul_rate(device: torch.device, dtype: torch.dtype, size: int) -> float:
@@ -238,6 +248,20 @@ def nine_rows(args: Args, device: torch.device) -> dict[str, Any]:
 
 
 def vector_envs(args: Args, device: torch.device) -> dict[str, Any]:
+    """The TLB torch backend at N = 4,096 and 65,536 (64 and 1,024 with ``--shape tiny``)."""
+    return vector_envs_at(args, device, (4096, 65536) if args.shape == "full" else (64, 1024))
+
+
+def vector_envs_large(args: Args, device: torch.device) -> dict[str, Any]:
+    """The TLB torch backend at N = 1,048,576 (4,096 with ``--shape tiny``).
+
+    Its own part, run last: seeding a million rounds' NumPy streams (one per sub-env, so that sub-env i replays a
+    single env seeded alike) is host work of about 80 s at reset, whatever the device.
+    """
+    return vector_envs_at(args, device, (1048576,) if args.shape == "full" else (4096,))
+
+
+def vector_envs_at(args: Args, device: torch.device, sizes: tuple[int, ...]) -> dict[str, Any]:
     """Token-steps per second of the TLB torch backend at each N: the vector env's step and the captured step."""
     import gymnasium as gym
 
@@ -245,7 +269,6 @@ def vector_envs(args: Args, device: torch.device) -> dict[str, Any]:
     from tokenized_bandit_gym.core.cuda_graph_step import CapturedStep
     from tokenized_bandit_gym.envs.static_round_step import StaticRoundStep
 
-    sizes = (4096, 65536, 1048576) if args.shape == "full" else (64, 1024)
     results = {}
     for num_envs in sizes:
         envs = gym.make_vec(
@@ -293,33 +316,46 @@ def steps_per_second(step: Callable[[], Any], device: torch.device, seconds: flo
         calls *= 4
 
 
+def measured_vector_envs(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each N measured (by ``vector_envs`` and ``vector_envs_large``), smallest first: its figures."""
+    measured = {**results.get("vector_envs", {}), **results.get("vector_envs_large", {})}
+    return {size: measured[size] for size in sorted((size for size in measured if size.isdigit()), key=int)}
+
+
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Issue 51's targets: what each measures, its value, its bound and the ratio (value / floor where one applies)."""
-    floor, rows, envs = results["llama"], results["nine_rows"], results["vector_envs"]
-    batches = list(floor["batches"])
+    """Issue 51's targets: what each measures, its value, its bound and the ratio (value / floor where one applies).
+
+    A part of the suite that failed or was skipped contributes no target.
+    """
     rows_out = []
-    for batch, bound, what in ((batches[0], 1.5, "bytes floor"), (batches[1], 2.0, "max(bytes, FLOPs) floor")):
-        entry = floor["batches"][batch]
-        best = min(entry["eager_ms"], entry["captured_ms"])
+    floor = results.get("llama", {})
+    if "batches" in floor:
+        batches = list(floor["batches"])
+        for batch, bound, what in ((batches[0], 1.5, "bytes floor"), (batches[1], 2.0, "max(bytes, FLOPs) floor")):
+            entry = floor["batches"][batch]
+            best = min(entry["eager_ms"], entry["captured_ms"])
+            rows_out.append(
+                {
+                    "target": f"{floor['shape']} step, B = {batch}, within {bound}x of the {what}",
+                    "value": f"{best:.3f} ms (floor {entry['floor_ms']:.3f} ms)",
+                    "ratio": best / entry["floor_ms"],
+                    "bound": bound,
+                    "met": best / entry["floor_ms"] <= bound,
+                }
+            )
+    rows = results.get("nine_rows", {})
+    if "eager_ms" in rows:
+        best_rows = min(rows["eager_ms"], rows["captured_ms"])
         rows_out.append(
             {
-                "target": f"{floor['shape']} step, B = {batch}, within {bound}x of the {what}",
-                "value": f"{best:.3f} ms (floor {entry['floor_ms']:.3f} ms)",
-                "ratio": best / entry["floor_ms"],
-                "bound": bound,
-                "met": best / entry["floor_ms"] <= bound,
+                "target": "SmolLM2-shaped nine-row step at most 3 ms",
+                "value": f"{best_rows:.3f} ms",
+                "ratio": best_rows / 3.0,
+                "bound": 1.0,
+                "met": best_rows <= 3.0,
             }
         )
-    best_rows = min(rows["eager_ms"], rows["captured_ms"])
-    rows_out.append(
-        {
-            "target": "SmolLM2-shaped nine-row step at most 3 ms",
-            "value": f"{best_rows:.3f} ms",
-            "ratio": best_rows / 3.0,
-            "bound": 1.0,
-            "met": best_rows <= 3.0,
-        }
-    )
+    envs = measured_vector_envs(results)
     sizes = list(envs)
     for size in sizes:
         entry = envs[size]
@@ -334,51 +370,60 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 "met": rate >= wanted,
             }
         )
-    minutes = rows["t1000_run_minutes_projected"]
-    rows_out.append(
-        {
-            "target": "T = 1000 Figure-2 run under 5 minutes (projected from the nine-row step; decodes not counted)",
-            "value": f"{minutes:.2f} min",
-            "ratio": minutes / 5.0,
-            "bound": 1.0,
-            "met": minutes < 5.0,
-        }
-    )
+    if "eager_ms" in rows:
+        minutes = rows["t1000_run_minutes_projected"]
+        rows_out.append(
+            {
+                "target": "T = 1000 Figure-2 run under 5 minutes (projected from the nine-row step; no decodes)",
+                "value": f"{minutes:.2f} min",
+                "ratio": minutes / 5.0,
+                "bound": 1.0,
+                "met": minutes < 5.0,
+            }
+        )
     return rows_out
 
 
 def table(results: dict[str, Any]) -> str:
     """The markdown report: the device, the measurements, then the targets with their ratios."""
-    floor, rows = results["llama"], results["nine_rows"]
     lines = [
         f"device: {results['device']}; torch {results['torch']}; {results['seconds']:.0f} s in all",
-        f"pytest -m gpu: {results['gpu_tests']}",
-        f"{floor['shape']} ({floor['dtype']}): {floor['weight_bytes'] / 2**30:.2f} GiB read a step, copy bandwidth "
-        f"{floor['bandwidth_bytes_per_second'] / 1e9:.0f} GB/s, matmul {floor['matmul_flops_per_second'] / 1e12:.1f} "
-        f"TFLOP/s, bytes floor {floor['bytes_floor_ms']:.3f} ms",
-        "",
-        "| what | eager | captured | floor | eager / floor | captured / floor |",
-        "|---|---|---|---|---|---|",
+        f"pytest -m gpu: {results.get('gpu_tests')}",
     ]
-    for batch, entry in floor["batches"].items():
+    for part in PARTS:
+        problem = results.get(part, {}).get("error") or results.get(part, {}).get("skipped")
+        if problem:
+            lines.append(f"{part}: {problem.strip().splitlines()[-1]}")
+    floor, rows = results.get("llama", {}), results.get("nine_rows", {})
+    if "batches" in floor:
+        lines.append(
+            f"{floor['shape']} ({floor['dtype']}): {floor['weight_bytes'] / 2**30:.2f} GiB read a step, copy "
+            f"bandwidth {floor['bandwidth_bytes_per_second'] / 1e9:.0f} GB/s, matmul "
+            f"{floor['matmul_flops_per_second'] / 1e12:.1f} TFLOP/s, bytes floor {floor['bytes_floor_ms']:.3f} ms"
+        )
+    lines += ["", "| what | eager | captured | floor | eager / floor | captured / floor |", "|---|---|---|---|---|---|"]
+    for batch, entry in floor.get("batches", {}).items():
         captured = f"{entry['captured_ms']:.3f} ms" + ("" if entry["captured"] else " (not a graph)")
         lines.append(
             f"| {floor['shape']} step, B = {batch} | {entry['eager_ms']:.3f} ms | {captured} | {entry['floor_ms']:.3f} "
             f"ms | {entry['eager_ms'] / entry['floor_ms']:.2f}x | {entry['captured_ms'] / entry['floor_ms']:.2f}x |"
         )
-    generate = floor["generate_ms_per_token"]
-    lines.append(
-        f"| generate, B = 1, per token | {generate:.3f} ms | - | {floor['bytes_floor_ms']:.3f} ms | "
-        f"{generate / floor['bytes_floor_ms']:.2f}x | - |"
-    )
-    lines.append(
-        f"| nine-row step (vocabulary {rows['vocab_size']:,}) | {rows['eager_ms']:.3f} ms | "
-        f"{rows['captured_ms']:.3f} ms{'' if rows['captured'] else ' (not a graph)'} | - | - | - |"
-    )
-    for size, entry in results["vector_envs"].items():
+    if "generate_ms_per_token" in floor:
+        generate = floor["generate_ms_per_token"]
+        lines.append(
+            f"| generate, B = 1, per token | {generate:.3f} ms | - | {floor['bytes_floor_ms']:.3f} ms | "
+            f"{generate / floor['bytes_floor_ms']:.2f}x | - |"
+        )
+    if "eager_ms" in rows:
+        lines.append(
+            f"| nine-row step (vocabulary {rows['vocab_size']:,}) | {rows['eager_ms']:.3f} ms | "
+            f"{rows['captured_ms']:.3f} ms{'' if rows['captured'] else ' (not a graph)'} | - | - | - |"
+        )
+    for size, entry in measured_vector_envs(results).items():
         lines.append(
             f"| TLB torch backend, N = {int(size):,} (M token-steps/s) | "
-            f"{entry['eager_token_steps_per_second'] / 1e6:.2f} | {entry['captured_token_steps_per_second'] / 1e6:.2f}"
+            f"{entry['eager_token_steps_per_second'] / 1e6:.2f} | "
+            f"{entry['captured_token_steps_per_second'] / 1e6:.2f}"
             f"{'' if entry['captured'] else ' (not a graph)'} | - | - | - |"
         )
     lines += ["", "| target | measured | ratio | met |", "|---|---|---|---|"]
@@ -387,8 +432,34 @@ def table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+PARTS: dict[str, Callable[[Args, torch.device], dict[str, Any]]] = {
+    "vector_envs": vector_envs,
+    "nine_rows": nine_rows,
+    "llama": llama_floor,
+    "vector_envs_large": vector_envs_large,
+}
+"""The measured parts, the most informative a second first, so that a short loan gets the most of them.
+
+``pytest -m gpu`` runs before ``vector_envs_large`` (whose host-side reset alone takes about 80 s).
+"""
+
+MINIMUM_SECONDS_FOR_A_PART = {"vector_envs_large": 150.0}
+"""A part that would start with less of the budget left than this (20 s unless named) is skipped, and says so."""
+
+
+def run_tests(args: Args, results: dict[str, Any], start: float) -> None:
+    """``pytest -m gpu`` into ``results["gpu_tests"]``, with the budget left (less 30 s), and the JSON rewritten."""
+    print(f"[{time.perf_counter() - start:6.1f} s] pytest -m gpu ...", flush=True)
+    results["gpu_tests"] = run_gpu_tests(args, args.budget_seconds - (time.perf_counter() - start) - 30)
+    write_json_atomically(args.out, results)
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    """Run the suite: print the table, write the JSON, return the results."""
+    """Run the suite: print the table, write the JSON, return the results.
+
+    Each part runs on its own: one that raises is recorded with its traceback and the others still run, and the
+    JSON is rewritten after each part, so a run cut short still leaves what it measured.
+    """
     args = parse_args(argv)
     device = torch.device(args.device)
     start = time.perf_counter()
@@ -397,12 +468,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         "torch": torch.__version__,
         "args": dataclasses.asdict(args),
     }
-    results["gpu_tests"] = run_gpu_tests(args)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", RuntimeWarning)
-        results["llama"] = llama_floor(args, device)
-        results["nine_rows"] = nine_rows(args, device)
-        results["vector_envs"] = vector_envs(args, device)
+    caught: list[warnings.WarningMessage] = []
+    for name, part in PARTS.items():
+        if name == "vector_envs_large":
+            run_tests(args, results, start)
+        seconds_left = args.budget_seconds - (time.perf_counter() - start)
+        if seconds_left < MINIMUM_SECONDS_FOR_A_PART.get(name, 20.0):
+            results[name] = {"skipped": f"{seconds_left:.0f} s of the budget left"}
+            continue
+        print(f"[{time.perf_counter() - start:6.1f} s] {name} ...", flush=True)
+        with warnings.catch_warnings(record=True) as caught_here:
+            warnings.simplefilter("always", RuntimeWarning)
+            try:
+                results[name] = part(args, device)
+            except Exception:  # noqa: BLE001  (recorded: the other parts still run)
+                results[name] = {"error": traceback.format_exc()}
+                print(results[name]["error"], flush=True)
+        caught += caught_here
+        write_json_atomically(args.out, results)
+    if "gpu_tests" not in results:
+        run_tests(args, results, start)
     results["warnings"] = sorted({str(warning.message) for warning in caught})
     results["targets"] = targets(results)
     results["seconds"] = time.perf_counter() - start
@@ -412,6 +497,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print(report)
     for message in results["warnings"]:
         print(f"warning: {message}")
+    if results["gpu_tests"].get("tail"):
+        print(results["gpu_tests"]["tail"])
     return results
 
 
