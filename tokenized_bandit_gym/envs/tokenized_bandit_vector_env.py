@@ -354,9 +354,13 @@ class TokenizedBanditVectorEnv(VectorEnv):
         self._autoreset = self._all_rows(False)
         infos = self._step_infos(batch.pending_summary(), forced_eos & ~terminated, self._all_rows(True))
         if some_ended:
+            ended = np.flatnonzero(as_host_array(terminated))  # (R,)
+            # one gather per key, then the R rows as views of it: a per-row index of N-row tensors cost
+            # ~10 us of Python each (30 ms a step at N = 4,096 on an H200)
+            ended_rows = {key: list(_take_rows(value, ended)) for key, value in final_observation.items()}
             final_obs = np.full(self.num_envs, None, dtype=object)
-            for row in np.flatnonzero(as_host_array(terminated)).tolist():
-                final_obs[row] = {key: value[row] for key, value in final_observation.items()}
+            for position, row in enumerate(ended.tolist()):
+                final_obs[row] = {key: rows[position] for key, rows in ended_rows.items()}
             infos["final_obs"], infos["_final_obs"] = final_obs, self._copy(terminated)
             infos["final_info"], infos["_final_info"] = final_info, self._copy(terminated)
         return infos
@@ -560,3 +564,10 @@ def _autoreset_mode(mode: object) -> AutoresetMode:
 def _is_integer(value: object) -> bool:
     """Whether ``value`` is an integer (Python or NumPy), not a bool."""
     return isinstance(value, Integral) and not isinstance(value, (bool, np.bool_))
+
+
+def _take_rows(value: Any, rows: np.ndarray) -> Any:
+    """``value[rows]`` for a NumPy array or a torch tensor (on any device): ``(R, ...)`` from ``(N, ...)``."""
+    if isinstance(value, np.ndarray):
+        return value[rows]
+    return value[torch.as_tensor(rows, device=value.device)]
