@@ -143,6 +143,30 @@ class LevelByLevelETC:
         self.committed = bool(self.prefix)
         self._start_level()
 
+    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
+        """The next token of this round's submission, as a candidate index: ``y``'s, the explored arm's, then EOS.
+
+        After ``y`` and this round's arm (:meth:`_explored_token`), EOS when it is an allowed candidate, else
+        the padding ``completion_token``.
+
+        Raises:
+            ValueError: before :meth:`reset`, or when the planned token is not an allowed candidate.
+        """
+        task = self._require_task()
+        position = int(observation["length"])
+        if position < len(self.prefix):
+            return candidate_index(observation, self.prefix[position])
+        explored = self._explored_token(observation, position)
+        if explored is not None:
+            return candidate_index(observation, explored)
+        if is_allowed(observation, task.eos_token_id):
+            return candidate_index(observation, task.eos_token_id)
+        return candidate_index(observation, self.completion())
+
+    def _explored_token(self, observation: dict[str, Any], position: int) -> int | None:
+        """The token of this round's arm at ``position`` (past ``y``), or None past the arm or once committed."""
+        raise NotImplementedError
+
     @property
     def committed_response(self) -> tuple[int, ...] | None:
         """The committed response (ending with EOS) once exploration is over, else None."""
@@ -180,12 +204,6 @@ class LevelByLevelETC:
         """Zero sums and counts for a level of ``arms`` arms."""
         self._sums = np.zeros(arms)
         self._counts = np.zeros(arms, dtype=np.int64)
-
-    def _stop_or_pad(self, observation: dict[str, Any], task: Task) -> int:
-        """After the explored block: EOS when it is an allowed candidate, else the padding token, as an index."""
-        if is_allowed(observation, task.eos_token_id):
-            return candidate_index(observation, task.eos_token_id)
-        return candidate_index(observation, self.completion())
 
     def completion(self) -> int:
         """The padding token under ``fixed_length``.

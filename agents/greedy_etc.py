@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tokenized_bandit_gym.agents.candidates import allowed_tokens, candidate_index
+from tokenized_bandit_gym.agents.candidates import allowed_tokens
 from tokenized_bandit_gym.agents.explore_then_commit import LevelByLevelETC, commit_block, default_exploration_rounds
 
 __all__ = ["GreedyETC", "default_exploration_rounds"]
@@ -49,20 +49,11 @@ class GreedyETC(LevelByLevelETC):
     level_tokens: list[int] | None
     """The level's tokens (the allowed candidates at ``y``), None until the level is observed."""
 
-    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
-        """The next token of this round's submission, as a candidate index.
-
-        Raises:
-            ValueError: before :meth:`reset`, or when the planned token is not an allowed candidate.
-        """
-        task = self._require_task()
-        position = int(observation["length"])
-        if position < len(self.prefix):
-            return candidate_index(observation, self.prefix[position])
+    def _explored_token(self, observation: dict[str, Any], position: int) -> int | None:
+        """The level's explored token right after ``y`` (the level read on its first visit), else None."""
         if position == len(self.prefix) and not self.committed:
-            level_tokens = self.observe_level(observation)
-            return candidate_index(observation, level_tokens[self._arm])
-        return self._stop_or_pad(observation, task)
+            return self.observe_level(observation)[self._arm]
+        return None
 
     def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
         """Credit the reward to the token explored this round; commit once all had N rounds."""

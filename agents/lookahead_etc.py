@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from tokenized_bandit_gym.agents.candidates import allowed_tokens, candidate_index
+from tokenized_bandit_gym.agents.candidates import allowed_tokens
 from tokenized_bandit_gym.agents.explore_then_commit import LevelByLevelETC, commit_block
 from tokenized_bandit_gym.core.validation import check_int
 
@@ -58,25 +58,16 @@ class LookaheadETC(LevelByLevelETC):
         self.lookahead = check_int("lookahead", lookahead, minimum=1)
         super().__init__(exploration_rounds, completion_token)
 
-    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
-        """The next token of this round's submission, as a candidate index.
-
-        Raises:
-            ValueError: before :meth:`reset`, or when the planned token is not an allowed candidate.
-        """
-        task = self._require_task()
-        position = int(observation["length"])
-        if position < len(self.prefix):
-            return candidate_index(observation, self.prefix[position])
-        if not self.committed:
-            if self.level_arms is None:
-                self.level_arms = self._block_arms(allowed_tokens(observation))
-                self._new_level(len(self.level_arms))
-            block = self.level_arms[self._arm]
-            offset = position - len(self.prefix)
-            if offset < len(block):
-                return candidate_index(observation, block[offset])
-        return self._stop_or_pad(observation, task)
+    def _explored_token(self, observation: dict[str, Any], position: int) -> int | None:
+        """The explored block's token at ``position`` (the level's blocks built on its first visit), else None."""
+        if self.committed:
+            return None
+        if self.level_arms is None:
+            self.level_arms = self._block_arms(allowed_tokens(observation))
+            self._new_level(len(self.level_arms))
+        block = self.level_arms[self._arm]
+        offset = position - len(self.prefix)
+        return block[offset] if offset < len(block) else None
 
     def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
         """Credit the reward to the block explored this round; commit once all had N rounds."""
