@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec
 
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedBanditProblem
 
@@ -46,21 +47,51 @@ class Task:
     @classmethod
     def from_env(cls, env: gym.Env[Any, Any], horizon: int) -> Task:
         """Describe ``env`` (wrapped or not) for an agent that will play ``horizon`` rounds."""
-        if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
-            raise ValueError(f"horizon must be a positive integer, got {horizon!r}")
+        check_horizon(horizon)
         base = env.unwrapped
         problem: TokenizedBanditProblem[Any] = base.problem  # type: ignore[attr-defined]
-        spec = env.spec
+        return cls.of_problem(problem, env.spec, base, env.observation_space, env.action_space, horizon)
+
+    @classmethod
+    def of_problem(
+        cls,
+        problem: TokenizedBanditProblem[Any],
+        spec: EnvSpec | None,
+        base: object,
+        observation_space: gym.Space[Any],
+        action_space: gym.Space[Any],
+        horizon: int,
+    ) -> Task:
+        """The task of an env of ``problem`` whose (single) spaces are these, ``horizon`` rounds long.
+
+        Args:
+            problem: the env's instance.
+            spec: the env's spec (its id is the task's), or None.
+            base: the unwrapped env, whose ``feedback`` (``"scalar"`` when it has none) is the task's.
+            observation_space: one round's observation space (a vector env's single one).
+            action_space: one round's action space, ``Discrete(k)``.
+            horizon: T, checked by the caller (:func:`check_horizon`).
+        """
         return cls(
             env_id=spec.id if spec is not None else None,
             vocab_size=problem.vocab_size,
-            num_candidates=int(env.action_space.n),  # type: ignore[attr-defined]
+            num_candidates=int(action_space.n),  # type: ignore[attr-defined]
             max_length=problem.max_length,
             eos_token_id=problem.eos_token_id,
             embedding_dim=problem.embedding_dim,
             horizon=horizon,
-            observation_space=env.observation_space,
-            action_space=env.action_space,
+            observation_space=observation_space,
+            action_space=action_space,
             problem=problem,
             feedback=getattr(base, "feedback", "scalar"),
         )
+
+
+def check_horizon(horizon: int) -> None:
+    """Refuse a ``horizon`` that is not a positive integer (a bool included).
+
+    Raises:
+        ValueError: naming ``horizon``.
+    """
+    if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
+        raise ValueError(f"horizon must be a positive integer, got {horizon!r}")

@@ -166,3 +166,28 @@ def check_dtype(value: object) -> torch.dtype:
     if isinstance(value, str) and value in dtypes:
         return dtypes[value]
     raise ValueError(f"dtype must be one of {tuple(dtypes)}, got {value!r}")
+
+
+def check_replay(
+    queries: torch.Tensor, responses: torch.Tensor, max_length: int, num_queries: int, vocab_size: int | None = None
+) -> None:
+    """Refuse a replay a problem's ``state_for`` cannot play: shapes, length, query indices and token ids.
+
+    Args:
+        queries: ``(B,)`` int64 query indices, each in ``[0, num_queries)``.
+        responses: ``(B, T)`` int64 token ids with ``T <= max_length`` (each in ``[0, vocab_size)`` when given).
+        max_length: L.
+        num_queries: Q.
+        vocab_size: n, or None to leave the token ids unchecked.
+
+    Raises:
+        ValueError: naming the shape, the length, the token ids or the query indices that are out of range.
+    """
+    if responses.dim() != 2 or responses.shape[0] != queries.shape[0]:
+        raise ValueError(f"responses must have shape (B, T) with B = {queries.shape[0]}, got {tuple(responses.shape)}")
+    if responses.shape[1] > max_length:
+        raise ValueError(f"responses have {responses.shape[1]} tokens, more than max_length={max_length}")
+    if vocab_size is not None and responses.numel() and (responses.min() < 0 or responses.max() >= vocab_size):
+        raise ValueError(f"response token ids must lie in [0, {vocab_size}), got {responses.tolist()}")
+    if queries.numel() and (queries.min() < 0 or queries.max() >= num_queries):
+        raise ValueError(f"query indices must lie in [0, {num_queries}), got {queries.tolist()}")

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
-from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses
-from tokenized_bandit_gym.core.validation import check_choice, check_int, check_real
+from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses, replayed
+from tokenized_bandit_gym.core.validation import check_choice, check_int, check_real, check_replay
 from tokenized_bandit_gym.llm.attention_layout import MASKED_KERNELS
 from tokenized_bandit_gym.llm.decoder_forward import FORWARD_IMPLEMENTATIONS, has_native_forward, select_decoder_forward
 from tokenized_bandit_gym.llm.language_model_head import LanguageModelHead
@@ -460,21 +460,10 @@ class LanguageModelProblem:
         """
         queries = torch.as_tensor(queries, device=self.device, dtype=torch.int64).reshape(-1)
         responses = torch.as_tensor(responses, device=self.device, dtype=torch.int64)
-        if responses.dim() != 2 or responses.shape[0] != queries.shape[0]:
-            raise ValueError(
-                f"responses must have shape (B, T) with B = {queries.shape[0]}, got {tuple(responses.shape)}"
-            )
-        if responses.shape[1] > self.max_length:
-            raise ValueError(f"responses have {responses.shape[1]} tokens, more than max_length={self.max_length}")
-        if queries.numel() and (queries.min() < 0 or queries.max() >= self.num_queries):
-            raise ValueError(f"query indices must lie in [0, {self.num_queries}), got {queries.tolist()}")
+        check_replay(queries, responses, self.max_length, self.num_queries)
         if lengths is None and queries.shape[0] == 1:
             return self._memoised_state(int(queries[0]), [int(t) for t in responses[0].tolist()])
-        state = self.initial_state(queries)
-        for position in range(responses.shape[1]):
-            active = None if lengths is None else torch.as_tensor(lengths, device=self.device) > position
-            state = self.advance_tokens(state, responses[:, position], active)
-        return state
+        return replayed(self.initial_state(queries), responses, lengths, self.advance_tokens)
 
     def utility(
         self, queries: torch.Tensor, responses: torch.Tensor, lengths: torch.Tensor | None = None
