@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -58,6 +58,8 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    observation_space: spaces.Dict  # type: ignore[assignment]  # gymnasium types Dict as Space[dict[str, Space]]
+    action_space: spaces.Discrete
     benchmark_upper_bound = BENCHMARK_UPPER_BOUND
 
     def __init__(
@@ -145,7 +147,7 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
             num_rows,
             optimal_kind=self.optimal_kind,
             beam_width=self.beam_width,
-            feature_space=self.observation_space.spaces.get("candidate_embeddings"),
+            feature_space=cast("spaces.Box | None", self.observation_space.spaces.get("candidate_embeddings")),
             observe_logprobs=self.observe_logprobs,
             cache_initial_states=cache_initial_states,
         )

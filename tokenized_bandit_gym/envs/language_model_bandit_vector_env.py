@@ -9,6 +9,7 @@ import torch
 
 from tokenized_bandit_gym.envs.language_model_bandit_env import BENCHMARK_UPPER_BOUND, LanguageModelBanditEnv
 from tokenized_bandit_gym.envs.language_model_round_batch import LanguageModelRoundBatch
+from tokenized_bandit_gym.envs.tokenized_bandit_env import TokenizedBanditEnv
 from tokenized_bandit_gym.envs.tokenized_bandit_vector_env import TokenizedBanditVectorEnv
 
 MAX_CACHED_QUERIES = 256
@@ -52,7 +53,8 @@ class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
         **env_kwargs: the single env's keywords (``model``, ``top_k``, ``max_length``, ``device``, ...).
     """
 
-    single_env_class: ClassVar[type[LanguageModelBanditEnv]]  # type: ignore[assignment]
+    single_env_class: ClassVar[type[LanguageModelBanditEnv]]
+    _template: LanguageModelBanditEnv
 
     def __init__(
         self,
@@ -106,8 +108,10 @@ class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
             self._with_benchmark_flag(infos["final_info"], infos["_final_info"])
         return infos
 
-    def _make_round_batch(self, template: Any) -> LanguageModelRoundBatch:
+    def _make_round_batch(self, template: TokenizedBanditEnv | LanguageModelBanditEnv) -> LanguageModelRoundBatch:
         """The N-row LLM round batch, with the pool's initial states cached as ``cache_initial_states`` says."""
+        if not isinstance(template, LanguageModelBanditEnv):
+            raise TypeError(f"{type(self).__name__} plays an LLM-backed env, got {type(template).__name__}")
         cache = self.cache_initial_states
         if cache is None:
             cache = self.cache_initial_states = template.problem.num_queries <= MAX_CACHED_QUERIES
