@@ -9,6 +9,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from tokenized_bandit_gym.agent import Agent, check_feedback
@@ -30,11 +31,14 @@ def vector_task(vector_env: gym.vector.VectorEnv, horizon: int) -> Task:
     problem = getattr(base, "problem", None)
     if problem is None:
         raise TypeError(f"{base!r} is not a tokenized bandit vector env (it has no .problem)")
+    action_space = base.single_action_space
+    if not isinstance(action_space, spaces.Discrete):
+        raise TypeError(f"{base!r} is not a tokenized bandit vector env (its actions are {action_space}, not Discrete)")
     spec = vector_env.spec
     return Task(
         env_id=spec.id if spec is not None else None,
         vocab_size=problem.vocab_size,
-        num_candidates=int(base.single_action_space.n),
+        num_candidates=int(action_space.n),
         max_length=problem.max_length,
         eos_token_id=problem.eos_token_id,
         embedding_dim=problem.embedding_dim,

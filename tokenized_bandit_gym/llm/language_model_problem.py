@@ -433,6 +433,8 @@ class LanguageModelProblem:
     def candidate_pooled(self, state: LanguageModelState) -> torch.Tensor:
         """Raw mean-pooled last-layer hidden states of ``x:y:tau`` ``(B, k, H)`` float32 (before the norm)."""
         self._require_embeddings()
+        if state.candidate_hidden is None:
+            raise ValueError("the state holds no candidate hidden states (made by a problem with embeddings=False)")
         total = state.hidden_sum[:, None, :] + state.candidate_hidden.float()  # (B, k, H)
         return total / (state.pooled_count + 1)[:, None, None].float()  # (B, k, H)
 
@@ -648,7 +650,7 @@ class LanguageModelProblem:
         if forward_requested == "auto":
             native = has_native_forward(self.model) and self._final_norm is None
             forwards = ["native", "transformers"] if native else ["transformers"]
-        paths = []
+        paths: list[tuple[str, str]] = []
         for forward in forwards:
             batchings = [batching_requested]
             if batching_requested == "auto":
@@ -704,9 +706,12 @@ class LanguageModelProblem:
                 stepped = self.advance(state, torch.zeros(1, dtype=torch.int64, device=self.device))
                 following = stepped.candidate_tokens[0][:, None]  # (k, 1) the next step's candidates
                 longer = torch.cat([sequences[:1].expand(k, -1), following], dim=1)  # (k, T + 2)
+                stepped_hidden = stepped.candidate_hidden  # scored, as the state it stepped from
+                if stepped_hidden is None:
+                    raise ValueError("a step over the KV cache dropped the candidates' hidden states")
                 step = (
                     "a step over the KV cache",
-                    self._as_last_hidden(stepped.candidate_hidden[0]),
+                    self._as_last_hidden(stepped_hidden[0]),
                     self._reference_last_hidden(longer),
                 )
             stage = f"an episode stepped to its last position ({self.max_length} steps)"

@@ -127,7 +127,7 @@ def _load(
         raise ValueError(f"could not load the causal LM {name!r}: {error}") from error
     if tokenizer.eos_token_id is None:
         raise ValueError(f"the tokenizer of {name!r} has no EOS token: a tokenized bandit needs one to end responses")
-    language_model.to(device)
+    language_model.to(device)  # type: ignore[arg-type]  # transformers types its wrapped .to as unbound
     language_model.eval()
     language_model.requires_grad_(False)
     return language_model, tokenizer

@@ -83,7 +83,7 @@ def make_language_model_problem(
         language_model = model
     texts = resolve_queries(queries, seed, query_column=query_column, query_field=query_field)
     preference_data = _preference_data(theta, comparisons, comparison_fields)
-    latent = None if preference_data is not None else theta
+    latent: torch.Tensor | Sequence[float] | None = None
     if isinstance(theta, str) and preference_data is None:
         if theta != "random":
             raise ValueError(f"theta must be None, 'random', 'hh-rlhf', 'comparisons' or a vector, got {theta!r}")
@@ -91,6 +91,8 @@ def make_language_model_problem(
         generator = torch.Generator().manual_seed(seed)
         direction = torch.randn(hidden, generator=generator, dtype=torch.float64)
         latent = direction / direction.norm()
+    elif not isinstance(theta, str):
+        latent = theta
     if isinstance(model, torch.nn.Module):  # passed in loaded: nothing to rebuild it from, so no recipe
         problem = LanguageModelProblem(language_model, tokenizer, texts, theta=latent, **problem_kwargs)
     else:
