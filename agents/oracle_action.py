@@ -7,11 +7,11 @@ from typing import Any
 import torch
 
 from tokenized_bandit_gym.agents.candidates import candidate_index
-from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
+from tokenized_bandit_gym.core.tokenized_problem import TokenizedBanditProblem
 
 
 def oracle_action(
-    problem: TokenizedProblem | None,
+    problem: TokenizedBanditProblem[Any] | None,
     benchmark: str,
     observation: dict[str, Any],
     info: dict[str, Any],

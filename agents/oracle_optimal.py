@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tokenized_bandit_gym.agents.oracle_action import oracle_action
-from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
+from tokenized_bandit_gym.core.tokenized_problem import TokenizedBanditProblem
 from tokenized_bandit_gym.task import Task
 
 
@@ -21,7 +21,7 @@ class OracleOptimal:
     name = "oracle_optimal"
 
     def __init__(self) -> None:
-        self._problem: TokenizedProblem | None = None
+        self._problem: TokenizedBanditProblem[Any] | None = None
 
     def reset(self, task: Task, seed: int | None = None) -> None:
         """Keep the instance."""

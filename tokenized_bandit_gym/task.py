@@ -23,7 +23,7 @@ class Task:
         embedding_dim: d, or None when the task has no features (TMAB).
         horizon: T, the number of rounds the agent will play (explore-then-commit needs it).
         observation_space: the env's observation space.
-        action_space: the env's action space.
+        action_space: the env's action space, ``Discrete(k)``.
         problem: the instance. Its embedding oracle (``problem.embed``) is public; only oracle
             baselines may read its hidden parameters, and they say so.
         feedback: the env's feedback channel, ``"scalar"`` (reward ``u + eta``) or ``"pairwise"``
@@ -39,7 +39,7 @@ class Task:
     embedding_dim: int | None
     horizon: int
     observation_space: gym.Space[Any]
-    action_space: gym.Space[Any]
+    action_space: gym.spaces.Discrete
     problem: TokenizedBanditProblem[Any]
     feedback: str = "scalar"
 
@@ -49,18 +49,23 @@ class Task:
         if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
             raise ValueError(f"horizon must be a positive integer, got {horizon!r}")
         base = env.unwrapped
-        problem: TokenizedBanditProblem[Any] = base.problem  # type: ignore[attr-defined]
+        problem: TokenizedBanditProblem[Any] | None = getattr(base, "problem", None)
+        if problem is None:
+            raise TypeError(f"{base!r} is not a tokenized bandit env (it has no .problem)")
+        action_space = env.action_space
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise TypeError(f"{base!r} is not a tokenized bandit env (its actions are {action_space}, not Discrete)")
         spec = env.spec
         return cls(
             env_id=spec.id if spec is not None else None,
             vocab_size=problem.vocab_size,
-            num_candidates=int(env.action_space.n),  # type: ignore[attr-defined]
+            num_candidates=int(action_space.n),
             max_length=problem.max_length,
             eos_token_id=problem.eos_token_id,
             embedding_dim=problem.embedding_dim,
             horizon=horizon,
             observation_space=env.observation_space,
-            action_space=env.action_space,
+            action_space=action_space,
             problem=problem,
             feedback=getattr(base, "feedback", "scalar"),
         )

@@ -44,7 +44,7 @@ def vector_task(vector_env: gym.vector.VectorEnv, horizon: int) -> Task:
         embedding_dim=problem.embedding_dim,
         horizon=horizon,
         observation_space=base.single_observation_space,
-        action_space=base.single_action_space,
+        action_space=action_space,
         problem=problem,
         feedback=getattr(base, "feedback", "scalar"),
     )
