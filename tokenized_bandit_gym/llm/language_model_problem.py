@@ -37,7 +37,10 @@ from tokenized_bandit_gym.llm.static_kv_cache import appended, commit, detached,
 from tokenized_bandit_gym.llm.value_map import ValueMap
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
     from tokenized_bandit_gym.llm.make_language_model_problem import LanguageModelRecipe
+    from tokenized_bandit_gym.llm.preference_theta import PreferenceFit
 
 POOLING_SPANS = ("query_response", "response")
 CANDIDATE_BATCHING = ("auto", "mask", "expand")
@@ -145,8 +148,8 @@ class LanguageModelProblem:
 
     def __init__(
         self,
-        model: Any,
-        tokenizer: Any,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
         queries: Sequence[str],
         max_length: int = 30,
         top_k: int = 15,
@@ -216,7 +219,7 @@ class LanguageModelProblem:
         default_source = "the paper's 0.5 * 1, unit-normed" if theta_scale == "unit" else "the paper's literal 0.5 * 1"
         self.theta_source = default_source if theta is None else "a vector given by the user"
         """Where :attr:`latent_theta` came from, in words (reports print it)."""
-        self.preference_fit: Any = None
+        self.preference_fit: PreferenceFit | None = None
         """The :class:`~tokenized_bandit_gym.llm.preference_theta.PreferenceFit` of a theta fitted on comparisons."""
         self.query_texts = list(queries)
         if not self.query_texts:
@@ -1076,11 +1079,11 @@ class LanguageModelProblem:
         rows = []
         for text in texts:
             if self.chat_template:
-                ids = self.tokenizer.apply_chat_template(
+                # ids, or a BatchEncoding holding them (transformers types it as any of its outputs, str included)
+                templated: Any = self.tokenizer.apply_chat_template(
                     [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
                 )
-                if not isinstance(ids, list):
-                    ids = ids["input_ids"]
+                ids = templated if isinstance(templated, list) else templated["input_ids"]
             else:
                 ids = self.tokenizer(text)["input_ids"]
             if not ids:

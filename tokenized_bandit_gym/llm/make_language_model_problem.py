@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -21,10 +21,15 @@ from tokenized_bandit_gym.llm.preference_theta import (
 )
 from tokenized_bandit_gym.llm.query_sources import resolve_queries
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from tokenized_bandit_gym.llm.preference_theta import PreferenceFit
+
 
 def make_language_model_problem(
-    model: Any,
-    tokenizer: Any = None,
+    model: str | os.PathLike[str] | PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase | None = None,
     queries: str | os.PathLike[str] | Sequence[str] | None = None,
     theta: str | torch.Tensor | Sequence[float] | None = None,
     instance_seed: int = 0,
@@ -167,7 +172,7 @@ class LanguageModelRecipe:
     theta: torch.Tensor | Sequence[float] | None
     problem_kwargs: dict[str, Any] = field(default_factory=dict)
     theta_source: str | None = None
-    preference_fit: Any = None
+    preference_fit: PreferenceFit | None = None
 
     def build(self) -> LanguageModelProblem:
         """Load the model (or take it from the loader's cache) and build the problem."""
@@ -176,7 +181,7 @@ class LanguageModelRecipe:
         )
         return self.build_with(language_model, tokenizer)
 
-    def build_with(self, language_model: Any, tokenizer: Any) -> LanguageModelProblem:
+    def build_with(self, language_model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> LanguageModelProblem:
         """The problem over ``language_model`` (loaded from this recipe), remembering the recipe."""
         problem = LanguageModelProblem(language_model, tokenizer, self.queries, theta=self.theta, **self.problem_kwargs)
         problem.recipe = self
