@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any, cast
 
@@ -215,7 +216,7 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
         info["benchmark_upper_bound"] = BENCHMARK_UPPER_BOUND
         return self._observe(), reward, terminated, False, info
 
-    def response_text(self, response: Any) -> str:
+    def response_text(self, response: np.ndarray | torch.Tensor | Sequence[int]) -> str:
         """The text of a response's token ids (``info["response"]``, ``(L,)``; its fill value gives ``""``).
 
         Text is not an info entry (no strings in info): this decodes what the info holds.

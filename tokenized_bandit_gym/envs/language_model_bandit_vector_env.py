@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -73,7 +74,7 @@ class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
         self.observe_features = template.observe_features
         self.observe_logprobs = template.observe_logprobs
 
-    def response_text(self, response: Any) -> str:
+    def response_text(self, response: np.ndarray | torch.Tensor | Sequence[int]) -> str:
         """The text of one row of ``info["response"]`` (``(L,)``; the fill value gives ``""``)."""
         return self._template.response_text(response)
 
