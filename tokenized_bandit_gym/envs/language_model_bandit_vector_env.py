@@ -11,7 +11,11 @@ import torch
 from tokenized_bandit_gym.envs.language_model_bandit_env import BENCHMARK_UPPER_BOUND, LanguageModelBanditEnv
 from tokenized_bandit_gym.envs.language_model_round_batch import LanguageModelRoundBatch
 from tokenized_bandit_gym.envs.tokenized_bandit_env import TokenizedBanditEnv
-from tokenized_bandit_gym.envs.tokenized_bandit_vector_env import TokenizedBanditVectorEnv
+from tokenized_bandit_gym.envs.tokenized_bandit_vector_env import (
+    TokenizedBanditVectorEnv,
+    VectorArray,
+    VectorObservation,
+)
 
 MAX_CACHED_QUERIES = 256
 """Query pools up to this size have their initial states cached by default (one KV cache per query)."""
@@ -80,12 +84,14 @@ class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
 
     benchmark_upper_bound = BENCHMARK_UPPER_BOUND
 
-    def reset(self, *args: Any, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    def reset(self, *args: Any, **kwargs: Any) -> tuple[VectorObservation, dict[str, Any]]:
         """The shared vector env's reset; ``infos["benchmark_upper_bound"]`` ``(N,)`` bool is added."""
         observations, infos = super().reset(*args, **kwargs)
         return observations, self._with_benchmark_flag(infos)
 
-    def step(self, actions: Any) -> tuple[dict[str, Any], Any, Any, Any, dict[str, Any]]:
+    def step(
+        self, actions: VectorArray | Sequence[int]
+    ) -> tuple[VectorObservation, VectorArray, VectorArray, VectorArray, dict[str, Any]]:
         """The shared vector env's step; ``infos["benchmark_upper_bound"]`` ``(N,)`` bool is added."""
         observations, rewards, terminated, truncated, infos = super().step(actions)
         return observations, rewards, terminated, truncated, self._with_benchmark_flag(infos)

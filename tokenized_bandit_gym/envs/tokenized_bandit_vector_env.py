@@ -26,6 +26,11 @@ if TYPE_CHECKING:
 
 ARRAY_BACKENDS = ("numpy", "torch")
 
+VectorArray = np.ndarray | torch.Tensor
+"""What the vector env returns per batch of rows: NumPy arrays (``array_backend="numpy"``) or tensors (``"torch"``)."""
+VectorObservation = dict[str, np.ndarray] | dict[str, torch.Tensor]
+"""A batch of observations: one array (or tensor) per key of the observation space, ``(N, ...)`` each."""
+
 
 def vector_env_memory_bytes(num_envs: int, single_observation_space: spaces.Dict, round_buffer: int) -> int:
     """A lower bound of the bytes a native vector env of ``num_envs`` rows allocates when it is made.
@@ -187,7 +192,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
         *,
         seed: int | Sequence[int | None] | None = None,
         options: dict[str, Any] | None = None,
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+    ) -> tuple[VectorObservation, dict[str, Any]]:
         """Start a new round on every sub-env, or on those ``options["reset_mask"]`` says.
 
         Args:
@@ -238,7 +243,9 @@ class TokenizedBanditVectorEnv(VectorEnv):
         infos = self._step_infos(batch.pending_summary(), self._all_rows(False), restarting)
         return self._observe(), self._infos_to_backend(infos)
 
-    def step(self, actions: Any) -> tuple[dict[str, Any], Any, Any, Any, dict[str, Any]]:
+    def step(
+        self, actions: VectorArray | Sequence[int]
+    ) -> tuple[VectorObservation, VectorArray, VectorArray, VectorArray, dict[str, Any]]:
         """Append one token per sub-env; sub-envs whose round ended restart as :attr:`autoreset_mode` says.
 
         Args:
@@ -427,7 +434,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
             return infos
         return {key: self._to_backend(value) for key, value in infos.items()}
 
-    def action_masks(self) -> Any:
+    def action_masks(self) -> VectorArray:
         """Allowed actions now, ``(N, k)`` bool (array or tensor by backend)."""
         return self._to_backend(self._copy(self.rounds.mask))
 
