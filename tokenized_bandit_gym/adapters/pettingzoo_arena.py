@@ -109,9 +109,10 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
             env = gym.make(env, **env_kwargs)
         elif env_kwargs:
             raise ValueError(f"keywords {sorted(env_kwargs)} are only used with an env id, not an env object")
-        if not hasattr(env.unwrapped, "round_batch") or not hasattr(env.unwrapped, "problem"):
-            raise TypeError(f"env must be a tokenized bandit env, got {type(env.unwrapped).__name__}")
-        base = cast("TokenizedBanditEnv | LanguageModelBanditEnv", env.unwrapped)  # a duck-typed check
+        unwrapped = env.unwrapped
+        if not hasattr(unwrapped, "round_batch") or not hasattr(unwrapped, "problem"):
+            raise TypeError(f"env must be a tokenized bandit env, got {type(unwrapped).__name__}")
+        base = cast("TokenizedBanditEnv | LanguageModelBanditEnv", unwrapped)  # what the check above found
         if getattr(base, "feedback", "scalar") != "scalar":
             raise ValueError(f"the arena plays scalar feedback only, got an env with feedback={base.feedback!r}")
         self.env = env
