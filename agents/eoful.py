@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -266,7 +266,7 @@ class EOFUL:
                 (np.array(self._prefix_widths), float(confidence.width_host(rows[-1]))),
             ]
         else:
-            prefixes = torch.stack(self._prefixes)  # (|y|, d)
+            prefixes = torch.stack(cast("list[torch.Tensor]", self._prefixes))  # (|y|, d) tensors off the host
             response_tensor = confidence.as_tensor(response)  # (d,)
             norms = [
                 (norm(prefixes).cpu().numpy(), float(norm(response_tensor)))

@@ -122,7 +122,7 @@ class LevelByLevelETC:
         self._task: Task | None = None
         self.exploration_rounds = 0
         self.prefix: list[int] = []
-        self.committed = False
+        self.committed: bool = False
         self._start_level()
 
     def reset(self, task: Task, seed: int | None = None) -> None:

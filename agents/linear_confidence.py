@@ -31,7 +31,7 @@ different orders), so the tests hold them to 1e-12 and to identical decisions.
 from __future__ import annotations
 
 import math
-from typing import Protocol
+from typing import Protocol, cast
 
 import numpy as np
 import torch
@@ -59,7 +59,7 @@ def masked_argmax(scores: np.ndarray | torch.Tensor, mask: np.ndarray | torch.Te
     """
     if isinstance(scores, np.ndarray):
         return np.where(mask, scores, -np.inf).argmax(axis=-1)
-    return scores.masked_fill(~mask, float("-inf")).argmax(dim=-1)
+    return scores.masked_fill(~cast(torch.Tensor, mask), float("-inf")).argmax(dim=-1)
 
 
 def confidence_radius(round_index: int, dim: int, max_length: int, sigma: float, delta: float) -> float:

@@ -77,7 +77,7 @@ class LookaheadETC(LevelByLevelETC):
         if not self._credit_explored_arm(reward, len(self.level_arms)):
             return
         best = self.level_arms[self._best_arm()]  # ties: first block
-        self.committed = commit_block(self.prefix, best, task)
+        self.committed: bool = commit_block(self.prefix, best, task)
         self._start_level()
 
     def _block_arms(self, alphabet: list[int]) -> list[tuple[int, ...]]:

@@ -7,12 +7,12 @@ from typing import Any, ClassVar
 import torch
 
 from tokenized_bandit_gym.agents.candidates import candidate_index
-from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
+from tokenized_bandit_gym.core.tokenized_problem import TokenizedBanditProblem
 from tokenized_bandit_gym.task import Task
 
 
 def oracle_action(
-    problem: TokenizedProblem | None,
+    problem: TokenizedBanditProblem[Any] | None,
     benchmark: str,
     observation: dict[str, Any],
     info: dict[str, Any],
@@ -46,7 +46,7 @@ class OracleAgent:
     """``"optimal"`` or ``"oracle_greedy"``: the decode that is played (see :func:`oracle_action`)."""
 
     def __init__(self) -> None:
-        self._problem: TokenizedProblem | None = None
+        self._problem: TokenizedBanditProblem[Any] | None = None
 
     def reset(self, task: Task, seed: int | None = None) -> None:
         """Keep the instance."""

@@ -24,7 +24,7 @@ class Task:
         embedding_dim: d, or None when the task has no features (TMAB).
         horizon: T, the number of rounds the agent will play (explore-then-commit needs it).
         observation_space: the env's observation space.
-        action_space: the env's action space.
+        action_space: the env's action space, ``Discrete(k)``.
         problem: the instance. Its embedding oracle (``problem.embed``) is public; only oracle
             baselines may read its hidden parameters, and they say so.
         feedback: the env's feedback channel, ``"scalar"`` (reward ``u + eta``) or ``"pairwise"``
@@ -40,7 +40,7 @@ class Task:
     embedding_dim: int | None
     horizon: int
     observation_space: gym.Space[Any]
-    action_space: gym.Space[Any]
+    action_space: gym.spaces.Discrete
     problem: TokenizedBanditProblem[Any]
     feedback: str = "scalar"
 
@@ -49,8 +49,13 @@ class Task:
         """Describe ``env`` (wrapped or not) for an agent that will play ``horizon`` rounds."""
         check_horizon(horizon)
         base = env.unwrapped
-        problem: TokenizedBanditProblem[Any] = base.problem  # type: ignore[attr-defined]
-        return cls.of_problem(problem, env.spec, base, env.observation_space, env.action_space, horizon)
+        problem: TokenizedBanditProblem[Any] | None = getattr(base, "problem", None)
+        if problem is None:
+            raise TypeError(f"{base!r} is not a tokenized bandit env (it has no .problem)")
+        action_space = env.action_space
+        if not isinstance(action_space, gym.spaces.Discrete):
+            raise TypeError(f"{base!r} is not a tokenized bandit env (its actions are {action_space}, not Discrete)")
+        return cls.of_problem(problem, env.spec, base, env.observation_space, action_space, horizon)
 
     @classmethod
     def of_problem(
@@ -59,7 +64,7 @@ class Task:
         spec: EnvSpec | None,
         base: object,
         observation_space: gym.Space[Any],
-        action_space: gym.Space[Any],
+        action_space: gym.spaces.Discrete,
         horizon: int,
     ) -> Task:
         """The task of an env of ``problem`` whose (single) spaces are these, ``horizon`` rounds long.
@@ -75,7 +80,7 @@ class Task:
         return cls(
             env_id=spec.id if spec is not None else None,
             vocab_size=problem.vocab_size,
-            num_candidates=int(action_space.n),  # type: ignore[attr-defined]
+            num_candidates=int(action_space.n),
             max_length=problem.max_length,
             eos_token_id=problem.eos_token_id,
             embedding_dim=problem.embedding_dim,

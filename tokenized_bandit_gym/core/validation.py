@@ -6,6 +6,7 @@ import math
 import os
 from collections.abc import Iterable
 from numbers import Integral, Real
+from typing import cast
 
 import torch
 
@@ -22,11 +23,12 @@ def check_int(name: str, value: object, minimum: int | None = None, maximum: int
     """
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
-    if minimum is not None and value < minimum:
+    number = int(value)
+    if minimum is not None and number < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
-    if maximum is not None and value > maximum:
+    if maximum is not None and number > maximum:
         raise ValueError(f"{name} must be <= {maximum}, got {value!r}")
-    return int(value)
+    return number
 
 
 def check_reset_seed(seed: object, name: str = "seed") -> int | None:
@@ -86,7 +88,7 @@ def check_device(value: object) -> torch.device:
         ValueError: not a device name, or a CUDA/MPS device this build or machine does not have.
     """
     try:
-        device = torch.device(value)  # type: ignore[arg-type]
+        device = torch.device(cast("str | torch.device | int", value))  # torch raises a TypeError on anything else
     except (RuntimeError, TypeError) as error:
         raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {value!r}") from error
     if device.type == "cuda":

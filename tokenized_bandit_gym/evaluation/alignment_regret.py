@@ -197,10 +197,8 @@ def _hidden_size(model: str) -> int:
 
 def make_agent(name: str, env: Any, args: AlignmentRegretOptions) -> Any:
     """The registry agent ``name`` with these options' settings (EOFUL's radius and ratios, WrongTheta's theta')."""
-    try:
-        from tokenized_bandit_gym import agents
-    except ImportError as error:
-        raise require("the agents package", error) from error
+    from tokenized_bandit_gym.registration import make_agent as make_registered_agent
+
     kwargs: dict[str, Any] = {}
     if name == "eoful":
         kwargs.update(beta=args.beta, record_ratios=True)
@@ -210,7 +208,9 @@ def make_agent(name: str, env: Any, args: AlignmentRegretOptions) -> Any:
     elif name == "fixed_theta_greedy":
         kwargs["theta"] = "negated" if args.wrong_theta == 0.0 else wrong_theta(env.unwrapped.problem, args.wrong_theta)
     try:
-        return agents.make(name, **kwargs)
+        return make_registered_agent(name, **kwargs)
+    except ImportError as error:
+        raise require("the agents package", error) from error
     except ValueError as error:
         raise require(f"the agent {name!r}", error) from error
 

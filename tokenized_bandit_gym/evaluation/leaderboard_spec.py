@@ -170,7 +170,7 @@ def as_runs(runs: object) -> list[RunSpec]:
         raise TypeError(f"runs must be a list of RunSpec, got the callable {runs!r}: call it (spec.runs())")
     if isinstance(runs, (str, bytes, Mapping)) or not hasattr(runs, "__iter__"):
         raise TypeError(f"runs must be a list of RunSpec (e.g. spec.runs()) or a LeaderboardSpec, got {runs!r}")
-    listed = list(runs)  # type: ignore[call-overload]
+    listed = list(runs)
     for position, run in enumerate(listed):
         if not isinstance(run, RunSpec):
             raise TypeError(f"runs[{position}] must be a RunSpec (e.g. from spec.runs()), got {run!r}")
@@ -341,7 +341,7 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>", check_registry: 
     else:
         raise SpecError(f"seeds must be a non-empty list of integers or a positive integer, got {raw_seeds!r}")
 
-    tasks = []
+    tasks: list[TaskEntry] = []
     for index, entry in enumerate(_table_list(data, "task")):
         where = f"task[{index}]"
         env_id, kwargs, label = _named_entry(where, entry, _TASK_KEYS, "id", "a registered env id")
@@ -383,7 +383,7 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>", check_registry: 
         )
 
     task_labels = [task.label for task in tasks]
-    agent_entries = []
+    agent_entries: list[AgentEntry] = []
     for index, entry in enumerate(_table_list(data, "agent")):
         where = f"agent[{index}]"
         name, kwargs, label = _named_entry(where, entry, _AGENT_KEYS, "name", "a registered agent name")
@@ -507,10 +507,9 @@ def _check_against_registries(spec: LeaderboardSpec) -> None:
                 f"registered: {known}"
             )
         entry_point = gym.spec(task.id).entry_point
-        if isinstance(entry_point, str):
-            entry_point = load_env_creator(entry_point)
-        if callable(entry_point):
-            _check_keywords(f"task[{index}].kwargs", task.kwargs, entry_point, repr(task.id))
+        creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+        if callable(creator):
+            _check_keywords(f"task[{index}].kwargs", task.kwargs, creator, repr(task.id))
         identity = canonical_json([task.id, task.kwargs])
         players = []  # (agent index, agent entry, identity) of each agent playing this task not checked yet
         for agent_index, agent in enumerate(spec.agents):

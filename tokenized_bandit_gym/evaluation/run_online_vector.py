@@ -9,6 +9,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from tokenized_bandit_gym.agent import Agent, check_feedback
@@ -29,9 +30,10 @@ def vector_task(vector_env: gym.vector.VectorEnv, horizon: int) -> Task:
     problem = getattr(base, "problem", None)
     if problem is None:
         raise TypeError(f"{base!r} is not a tokenized bandit vector env (it has no .problem)")
-    return Task.of_problem(
-        problem, vector_env.spec, base, base.single_observation_space, base.single_action_space, horizon
-    )
+    action_space = base.single_action_space
+    if not isinstance(action_space, spaces.Discrete):
+        raise TypeError(f"{base!r} is not a tokenized bandit vector env (its actions are {action_space}, not Discrete)")
+    return Task.of_problem(problem, vector_env.spec, base, base.single_observation_space, action_space, horizon)
 
 
 def _as_batched_agent(agent: object) -> BatchedAgent:

@@ -190,8 +190,8 @@ def pooled_embeddings(problem: Any, texts: Sequence[str], max_tokens: int = 64, 
     """
     rows = []
     for text in texts:
-        ids = [int(i) for i in problem.tokenizer(text)["input_ids"]][-max_tokens:]
-        rows.append(ids or [problem.eos_token_id])
+        token_ids = [int(i) for i in problem.tokenizer(text)["input_ids"]][-max_tokens:]
+        rows.append(token_ids or [problem.eos_token_id])
     pooled = []
     for start in range(0, len(rows), batch_size):
         batch = rows[start : start + batch_size]
