@@ -3,7 +3,8 @@
 ``--step round``: the TLB torch backend's ``StaticRoundStep``, on the vector env ``benchmarks/gpu_suite.py`` builds
 (``TokenizedLinearBandit-v0``, the torch backend, ``SAME_STEP``, N rounds). ``--step llm``: the LLM core's
 ``StaticLanguageModelStep`` of B rounds on the suite's random Llama (``--shape tiny`` or ``smollm2``, L = 30,
-k = 15, the top candidate chosen each step).
+k = 15, the top candidate chosen each step). ``--step eager``: the LLM core's own ``advance`` then
+``candidate_embeddings`` on the same rounds (rows i and i + Q are equal: the core scores them once).
 
 One worker process per checkout imports that checkout's package, builds the step and warms up. It first reports
 what one step dispatches, counted under a ``TorchDispatchMode``: the torch operations that run a kernel (views
@@ -54,7 +55,7 @@ class Count(TorchDispatchMode):
         if func._schema.returns and func._schema.returns[0].alias_info is not None and not func._schema.is_mutable:
             return result  # a view: no kernel
         name = func.__name__.split(".")[0]
-        if name.startswith("empty") or name == "_unsafe_view":
+        if name.startswith(("empty", "new_empty")) or name == "_unsafe_view":
             return result  # an allocation, or a view: no kernel
         if name in ("index_copy_", "index_put_", "scatter_"):  # writes the source's entries into its first argument
             source = [t for t in tree_flatten((args[1:], kwargs))[0] if isinstance(t, torch.Tensor)]
@@ -119,7 +120,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 import benchmarks.gpu_suite as suite
 from tokenized_bandit_gym.llm.captured_step import StaticLanguageModelStep
 
-rows, steps, shape = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+rows, steps, shape, eager = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4] == "eager"
 args = suite.parse_args(["--device", "cpu", "--shape", "full" if shape == "smollm2" else "tiny"])
 shapes = suite.TINY_SMOLLM2_SHAPES
 if shape == "smollm2":
@@ -130,6 +131,28 @@ model = LlamaForCausalLM(config).eval().requires_grad_(False)
 problem, _ = suite.language_model_problem(model, args)
 initial = problem.initial_state(torch.arange(rows) % problem.num_queries)
 actions = torch.zeros(rows, dtype=torch.int64)
+
+
+def eager_episode():
+    # the core's own step, as benchmarks/llm_bandwidth_floor.py times it: the top candidate that is not EOS
+    state, seconds = initial, []
+    while not bool(state.finished.all()) and len(seconds) < steps:
+        mask = problem.action_mask(state)
+        non_eos = mask & (state.candidate_tokens != problem.eos_token_id)
+        chosen = torch.where(non_eos.any(dim=1), non_eos.float().argmax(dim=1), mask.float().argmax(dim=1))
+        start = time.perf_counter()
+        state = problem.advance(state, chosen)
+        problem.candidate_embeddings(state)
+        seconds.append(time.perf_counter() - start)
+    return sum(seconds) / len(seconds)
+
+
+if eager:
+    eager_episode()  # warm-up
+    report_counts(lambda: problem.candidate_embeddings(problem.advance(initial, actions)))
+    for line in sys.stdin:
+        print(json.dumps({"seconds": eager_episode()}), flush=True)
+    sys.exit(0)
 with torch.no_grad():
     static = StaticLanguageModelStep(problem, initial)
     static.step(actions)
@@ -154,13 +177,14 @@ class Args:
     after: str = "."
     """checkout of the change"""
     step: str = "round"
-    """round (the TLB torch backend's StaticRoundStep) or llm (the LLM core's StaticLanguageModelStep)"""
+    """round (the TLB torch backend's StaticRoundStep), llm (the LLM core's StaticLanguageModelStep) or eager (the
+    LLM core's own advance then candidate_embeddings, the top candidate that is not EOS chosen)"""
     num_envs: int = 65536
     """N, the rounds of ``--step round``"""
     rows: int = 9
-    """B, the rounds of ``--step llm`` (the Figure-2 rows: 9)"""
+    """B, the rounds of ``--step llm`` or ``eager`` (Figure 2's: 9); row i's query is i mod Q"""
     shape: str = "tiny"
-    """the model of ``--step llm``: tiny (2 layers, vocabulary 512) or smollm2 (SmolLM2-135M's, vocabulary 49,152)"""
+    """the model of ``--step llm`` or ``eager``: tiny (2 layers, vocabulary 512) or smollm2 (SmolLM2-135M's)"""
     steps: int = 3
     """steps timed per request"""
     repeats: int = 6
@@ -178,11 +202,12 @@ def main(argv: list[str] | None = None) -> str:
     if args.step == "round":
         script, arguments, rows = _ROUND_WORKER, (str(args.num_envs), str(args.steps)), args.num_envs
         what = f"StaticRoundStep, N = {args.num_envs:,}"
-    elif args.step == "llm":
-        script, arguments, rows = _LLM_WORKER, (str(args.rows), str(args.steps), args.shape), args.rows
-        what = f"StaticLanguageModelStep, {args.shape} shapes, B = {args.rows} (L = 30, k = 15)"
+    elif args.step in ("llm", "eager"):
+        script, arguments, rows = _LLM_WORKER, (str(args.rows), str(args.steps), args.shape, args.step), args.rows
+        name = "StaticLanguageModelStep" if args.step == "llm" else "the eager core's advance + candidate_embeddings"
+        what = f"{name}, {args.shape} shapes, B = {args.rows} (L = 30, k = 15)"
     else:
-        raise ValueError(f"--step must be round or llm, got {args.step!r}")
+        raise ValueError(f"--step must be round, llm or eager, got {args.step!r}")
     workers, counts = {}, {}
     for label, checkout in checkouts.items():
         workers[label] = CheckoutWorker(checkout, script, arguments)
