@@ -94,7 +94,10 @@ class StaticLanguageModelStep:
         self.candidate_hidden = state.candidate_hidden.clone()
         self._slots = torch.arange(problem.top_k, device=problem.device)  # (k,)
         self._columns = torch.arange(self.capacity, device=problem.device)  # (C,)
-        self._mask_dtype = problem._lm_head.weight.dtype
+        mask_dtype = problem._lm_head.weight.dtype
+        # the additive mask's two values as 0-dim tensors, made once: one torch.where builds the mask
+        self._attended = torch.zeros((), dtype=mask_dtype, device=problem.device)
+        self._blocked = torch.full((), torch.finfo(mask_dtype).min, dtype=mask_dtype, device=problem.device)
 
     def buffers(self) -> list[torch.Tensor]:
         """Every tensor :meth:`step` writes (to save and restore around warm-up runs)."""
@@ -125,18 +128,18 @@ class StaticLanguageModelStep:
         self.visible.index_copy_(1, column, grow[:, None])
         grow_column, grown_by = grow[:, None], grow.long()
         appended = self.tokens.scatter(1, self.lengths.clamp(max=problem.max_length - 1)[:, None], token[:, None])
-        self.tokens.copy_(torch.where(grow_column, appended, self.tokens))
+        torch.where(grow_column, appended, self.tokens, out=self.tokens)
         self.lengths.add_(grown_by)
         self.finished.logical_or_(grow & (token == problem.eos_token_id))
         self.next_positions.add_(grown_by)
         self.pooled_count.add_(grown_by)
         self.hidden_sum.add_(torch.where(grow_column, hidden.float(), 0.0))
         self.sequence_logprob.add_(torch.where(grow, logprob.double(), 0.0))
-        self.last_hidden.copy_(torch.where(grow_column, hidden, self.last_hidden))
+        torch.where(grow_column, hidden, self.last_hidden, out=self.last_hidden)
         self.width.add_(1)
         values, tokens = problem._top_candidates(problem._logprobs(self.last_hidden), self)  # (B, k) each
-        self.candidate_tokens.copy_(torch.where(grow_column, tokens, self.candidate_tokens))
-        self.candidate_logprobs.copy_(torch.where(grow_column, values, self.candidate_logprobs))
+        torch.where(grow_column, tokens, self.candidate_tokens, out=self.candidate_tokens)
+        torch.where(grow_column, values, self.candidate_logprobs, out=self.candidate_logprobs)
         self._score()
         return problem.candidate_embeddings(self)
 
@@ -146,8 +149,7 @@ class StaticLanguageModelStep:
         scratch = self.width + self._slots  # (k,) the candidates' columns
         own = self._columns[None, :] == scratch[:, None]  # (k, C)
         allowed = self.visible[:, None, :] | own[None]  # (B, k, C)
-        mask = torch.zeros(allowed.shape, dtype=self._mask_dtype, device=allowed.device)
-        mask = mask.masked_fill(~allowed, torch.finfo(self._mask_dtype).min)[:, None]  # (B, 1, k, C)
+        mask = torch.where(allowed, self._attended, self._blocked)[:, None]  # (B, 1, k, C) additive
         positions = self.next_positions[:, None].expand(batch, k)  # (B, k)
         columns = ScratchColumns(self.keys, self.values, scratch)
         hidden, _ = self.problem._forward(self.candidate_tokens, mask, positions, columns)  # (B, k, H)
