@@ -44,7 +44,8 @@ for line in sys.stdin:
 class CheckoutWorker:
     """A process running ``script`` on one checkout's package: it answers each request line with one JSON line.
 
-    The script's first line names the package it imported (``{"package": ...}``), checked to lie in the checkout.
+    The script's first line names the package it imported (``{"package": ...}``), checked to lie in the checkout,
+    and is kept (:attr:`first`).
 
     Args:
         checkout: the checkout's root (its ``PYTHONPATH`` and working directory).
@@ -62,7 +63,8 @@ class CheckoutWorker:
             stdout=subprocess.PIPE,
             text=True,
         )
-        package = self._read()["package"]
+        self.first = self._read()  # the script's first line: the package, and whatever else it reports
+        package = self.first["package"]
         if not package.startswith(str(checkout)):
             raise RuntimeError(f"the worker imported the package from {package}, outside {checkout}")
 

@@ -186,6 +186,24 @@ def test_candidate_embeddings_equal_the_embedding_of_each_candidate(family: str)
     assert torch.equal(problem.candidate_embeddings(state), general)
 
 
+@pytest.mark.parametrize("family", LINEAR)
+@pytest.mark.parametrize("off_the_cpu", [False, True])
+def test_observed_candidate_embeddings_are_the_candidate_embeddings_rounded(
+    monkeypatch: pytest.MonkeyPatch, family: str, off_the_cpu: bool
+) -> None:
+    problem = make("linear", family)
+    assert isinstance(problem, LinearTokenizedProblem)
+    if off_the_cpu:  # the branch a GPU (or a trace) takes: the sum rounded to float32 as it is written
+        monkeypatch.setattr(torch.compiler, "is_compiling", lambda: True)
+    state = random_states(problem, torch.Generator().manual_seed(8), count=40)
+    wanted = LinearTokenizedProblem.candidate_embeddings(problem, state).to(torch.float32)
+    observed = problem.observed_candidate_embeddings(state)
+    assert observed.dtype == torch.float32 and torch.equal(observed, wanted)
+    carries = torch.empty_like(problem.candidate_carries(state))
+    assert torch.equal(problem.observed_candidate_embeddings(state, carries), wanted)
+    assert torch.equal(carries, problem.candidate_carries(state))
+
+
 @pytest.mark.parametrize(("kind", "family"), PROBLEMS)
 def test_utility_of_complete_equals_utility_of(kind: str, family: str) -> None:
     problem = make(kind, family)

@@ -13,10 +13,16 @@ from tokenized_bandit_gym.core.cuda_graph_step import CapturedStep
 from tokenized_bandit_gym.envs.static_round_step import StaticRoundStep
 
 
-def torch_envs(env_id: str, num_envs: int, device: str = "cpu") -> Any:
+def torch_envs(env_id: str, num_envs: int, device: str = "cpu", **kwargs: Any) -> Any:
     """A native vector env on the torch backend with SAME_STEP autoreset, reset with seed 0."""
     envs = gym.make_vec(
-        env_id, num_envs=num_envs, array_backend="torch", autoreset_mode="SameStep", device=device, max_length=4
+        env_id,
+        num_envs=num_envs,
+        array_backend="torch",
+        autoreset_mode="SameStep",
+        device=device,
+        max_length=4,
+        **kwargs,
     )
     envs.reset(seed=0)
     return envs
@@ -45,6 +51,42 @@ def test_static_step_equals_the_vector_env_step(env_id: str) -> None:
             assert torch.equal(embeddings, observation["candidate_embeddings"])
         ended += int(terminated.sum())
     assert ended > 0
+
+
+@pytest.mark.parametrize(
+    ("env_id", "kwargs"),
+    [
+        ("TokenizedLinearBandit-v0", {"family": "discounted"}),
+        ("TokenizedLinearBandit-v0", {"family": "meanpool"}),
+        ("TokenizedLinearBandit-v0", {"family": "markov"}),
+        ("TokenizedLinearBandit-v0", {"family": "needle", "vocab_size": 3}),
+        ("TokenizedLinearBandit-v0", {"family": "discounted", "fixed_length": True}),
+        ("TokenizedMultiArmedBandit-v0", {}),
+    ],
+)
+def test_static_step_keeps_the_vector_envs_state_with_forced_eos(env_id: str, kwargs: dict[str, Any]) -> None:
+    """Masked actions at position L (forced to EOS) included; the state, noise and mask stay the env's bit for bit."""
+    reference, stepped = torch_envs(env_id, 9, **kwargs), torch_envs(env_id, 9, **kwargs)
+    static = StaticRoundStep(stepped.unwrapped.rounds)
+    generator = torch.Generator().manual_seed(4)
+    rounds = reference.unwrapped.rounds
+    forced = 0
+    for _ in range(14):
+        actions = allowed_actions(rounds.mask, generator)
+        last_position = rounds.lengths == rounds.problem.max_length - 1  # any action there: a masked one is EOS
+        anything = torch.randint(0, rounds.mask.shape[1], actions.shape, generator=generator)
+        actions = torch.where(last_position, anything, actions)
+        forced += int((last_position & ~rounds.mask.gather(1, actions[:, None])[:, 0]).sum())
+        observation, rewards, terminated, _, _ = reference.step(actions)
+        got = static.step(actions, rounds.queries, rounds.noise)
+        assert torch.equal(got[0], rewards) and torch.equal(got[1], terminated)
+        assert torch.equal(got[2], observation["action_mask"])
+        if "candidate_embeddings" in observation:
+            assert torch.equal(got[3], observation["candidate_embeddings"])
+        for field in ("queries", "tokens", "lengths", "finished", "carry", "last_tokens"):
+            assert torch.equal(getattr(static.rounds.state, field), getattr(rounds.state, field)), field
+        assert torch.equal(static.rounds.noise, rounds.noise) and torch.equal(static.rounds.mask, rounds.mask)
+    assert forced > 0
 
 
 def test_compiled_static_step_traces_whole_and_equals_the_eager_step() -> None:

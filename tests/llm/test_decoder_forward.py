@@ -128,6 +128,22 @@ def test_native_forward_in_bfloat16_is_close_to_transformers() -> None:
     torch.testing.assert_close(hidden.float(), expected.float(), atol=0.05, rtol=0.02)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_rms_norm_equals_transformers_rms_norm(dtype: torch.dtype) -> None:
+    from transformers.models.llama.modeling_llama import LlamaRMSNorm
+
+    from tokenized_bandit_gym.llm.llama_decoder_forward import _rms_norm
+
+    generator = torch.Generator().manual_seed(9)
+    norm = LlamaRMSNorm(96, eps=1e-5).to(dtype)
+    with torch.no_grad():
+        norm.weight.copy_(torch.rand(96, generator=generator) + 0.5)
+        hidden = (4 * torch.randn(3, 5, 96, generator=generator)).to(dtype)
+        got, wanted = _rms_norm(hidden, norm), norm(hidden)
+    assert got.dtype == wanted.dtype == dtype
+    torch.testing.assert_close(got, wanted, atol=0, rtol=1e-6 if dtype == torch.float32 else 0)
+
+
 def test_additive_mask_is_causal_over_left_padding() -> None:
     mask = torch.tensor([[0, 1, 1, 1], [1, 1, 1, 1]])
     additive = additive_attention_mask(mask, new_tokens=2, dtype=torch.float32)  # (2, 1, 2, 4)

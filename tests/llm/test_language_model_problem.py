@@ -114,6 +114,27 @@ def test_each_step_encodes_only_the_new_candidates(stories: tuple[Any, Any], imp
         handle.remove()
 
 
+@pytest.mark.parametrize("batching", ["mask", "expand"])
+def test_equal_rows_evenly_spaced_are_read_without_a_copy_and_stay_exact(
+    stories: tuple[Any, Any], batching: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """B rounds over a pool (rows i and i + Q equal): the first Q rows' caches are read as a view, and every row
+    still equals the no-cache forward of its own x:y:tau, as the gathered rows do."""
+    problem = LanguageModelProblem(*stories, QUERIES[:3], max_length=4, top_k=3, candidate_batching=batching)
+    state = problem.initial_state(torch.arange(9) % 3)
+    gathered: list[int] = []  # rows of a cache gathered by index_select
+    index_select = torch.Tensor.index_select
+    monkeypatch.setattr(
+        torch.Tensor, "index_select", lambda self, *a: gathered.append(self.dim()) or index_select(self, *a)
+    )
+    for actions in ([0] * 9, [1, 2, 0] * 3):
+        state = problem.advance(state, torch.tensor(actions))
+        pooled, logprobs = reference(problem, state)
+        torch.testing.assert_close(problem.candidate_pooled(state), pooled, atol=1e-4, rtol=0)
+        torch.testing.assert_close(problem.candidate_sequence_logprobs(state), logprobs, atol=1e-4, rtol=0)
+    assert 4 not in gathered  # no (B, h, P, hd) cache was gathered
+
+
 @pytest.mark.parametrize("implementation", ["native", "transformers"])
 @pytest.mark.parametrize("batching", ["mask", "expand"])
 def test_equal_rows_share_one_forward_and_stay_exact(

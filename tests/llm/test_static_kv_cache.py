@@ -56,3 +56,21 @@ def test_row_subsets_and_plain_tensors_are_concatenated() -> None:
     grown = appended(rows, torch.ones(1, 3, 1, 4))
     assert grown.shape == (1, 3, 3, 4) and torch.equal(cache, entries(2, 0.0))
     assert torch.equal(appended(entries(2, 0.0), entries(1, 1.0), commit=False)[:, :, 2:], entries(1, 1.0))
+
+
+def test_scratch_appends_on_evenly_spaced_rows_write_in_place_and_leave_the_other_rows() -> None:
+    cache = preallocated(torch.arange(4 * 3 * 2 * 4, dtype=torch.float32).view(4, 3, 2, 4), reserve=3)
+    cache._base[:, :, 2:] = 7.0  # the spare columns
+    before = cache.clone()
+    rows = cache[1::2]  # rows 1 and 3: a view, as a row index map reads them
+    scratch = appended(rows, torch.full((2, 3, 2, 4), -1.0), commit=False)
+    assert scratch.shape == (2, 3, 4, 4) and scratch._base is cache._base  # the prefix was not copied
+    assert torch.equal(scratch[:, :, :2], before[1::2]) and torch.equal(
+        scratch[:, :, 2:], torch.full((2, 3, 2, 4), -1.0)
+    )
+    assert torch.equal(cache, before)  # the committed columns of every row are unchanged
+    assert torch.equal(cache._base[0::2, :, 2:], torch.full((2, 3, 3, 4), 7.0))  # the other rows' spare columns too
+    committed = appended(rows, torch.ones(2, 3, 1, 4))  # a committed append on a row subset: copied
+    assert committed._base is not cache._base and torch.equal(cache, before)
+    gathered = cache.index_select(0, torch.tensor([0, 3]))  # not a view: concatenated
+    assert appended(gathered, torch.ones(2, 3, 1, 4), commit=False)._base is None

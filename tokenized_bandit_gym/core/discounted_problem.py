@@ -317,11 +317,19 @@ class DiscountedProblem(LinearTokenizedProblem):
         scaled_rows = self._scaled_rows()  # (Q * (L + 1), n * d)
         batch = state.queries.shape[0]
         rows = state.queries * (self.max_length + 1) + state.lengths  # (B,) table row (query, |y|)
+        carries_wanted = carries_out is not None
         if carries_out is None:  # only the float32 result is returned: the carries go to the scratch
             carries_out = self._scratch_rows(batch).view(batch, self.vocab_size, -1)
         gathered = torch.index_select(scaled_rows, 0, rows, out=carries_out.view(batch, -1))
-        carries = gathered.view(batch, self.vocab_size, -1).add_((self.alpha * state.carry)[:, None, :])  # (B, n, d)
-        return carries.to(torch.float32)
+        gathered = gathered.view(batch, self.vocab_size, -1)  # (B, n, d) c * phi
+        shift = (self.alpha * state.carry)[:, None, :]  # (B, 1, d)
+        if not carries_wanted and (self.device.type != "cpu" or torch.compiler.is_compiling()):
+            # The sum computed in the carries' dtype and rounded as it is written (one kernel on a GPU: a pass less
+            # over (B, n, d) of the carries' dtype, so the same values); on the CPU, eager, the sum would go to a
+            # fresh temporary of the carries' dtype first, so there it is summed in the scratch
+            embeddings = torch.empty(gathered.shape, dtype=torch.float32, device=gathered.device)
+            return torch.add(gathered, shift, out=embeddings)
+        return gathered.add_(shift).to(torch.float32)  # (B, n, d)
 
     def embedding_of_states(self, queries: torch.Tensor, carry: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """The carry is the embedding itself, ``(N, d)``."""

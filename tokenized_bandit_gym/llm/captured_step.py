@@ -2,7 +2,8 @@
 
 :class:`StaticLanguageModelStep` holds B rounds of a
 :class:`~tokenized_bandit_gym.llm.language_model_problem.LanguageModelProblem` in preallocated tensors (a KV
-cache of C columns per layer, which columns each row sees, the pooled sums and the candidates) and steps them
+cache of C columns per layer, the candidates' entries in its scratch columns, which columns each row sees, the
+pooled sums and the candidates) and steps them
 from the chosen candidates to the next candidates' ``[e : v]`` features in place: the same shapes every step,
 no ``.item()``, no host synchronisation, no Python branch on the data. The candidates' forward attends over all
 C columns, the ones a row may not see masked. So the step can be traced whole (``torch.compile(...,
@@ -27,6 +28,11 @@ from tokenized_bandit_gym.llm.native_decoder_forward import NativeDecoderForward
 
 class StaticLanguageModelStep:
     """B rounds of a language-model problem in static tensors, stepped in place (:meth:`step`).
+
+    Each layer's cache holds the rows' columns, then the k candidates' entries in the k scratch columns after them
+    (written there by the candidates' forward); a step copies the chosen candidate's entry from its scratch column
+    into the next column, with no copy of the candidates' entries in between, for every layer at once (the layers'
+    caches are views of one base per shape).
 
     Args:
         problem: a ``LanguageModelProblem`` with a native forward, embeddings and no length switch.
@@ -56,16 +62,24 @@ class StaticLanguageModelStep:
         if rotary is not None and 0 < rotary.positions <= last_position:
             raise ValueError(f"positions up to {last_position} lie past the rotary table's {rotary.positions}")
 
-        def cache(layer: torch.Tensor) -> torch.Tensor:
-            """``(B, h, C, hd)`` zeros (masked columns must be finite) with ``layer``'s columns first."""
-            static = layer.new_zeros(batch, layer.shape[1], self.capacity, layer.shape[3])
-            static[:, :, :width] = layer
-            return static
-
-        self.keys = [cache(keys) for keys, _ in state.past]
-        self.values = [cache(values) for _, values in state.past]
-        self.candidate_keys = [keys.clone() for keys, _ in state.candidate_past]  # (B, h, k, hd)
-        self.candidate_values = [values.clone() for _, values in state.candidate_past]
+        # Every layer's keys and values with the same heads, head size and dtype live in one base (all of them, in
+        # the Llama family and GPT-2): the chosen entries of every layer move in one gather and one copy a step
+        entries = [*(pair[0] for pair in state.past), *(pair[1] for pair in state.past)]  # keys, then values
+        candidates = [*(pair[0] for pair in state.candidate_past), *(pair[1] for pair in state.candidate_past)]
+        groups: dict[tuple[int, int, torch.dtype], list[int]] = {}
+        for index, layer in enumerate(entries):
+            groups.setdefault((layer.shape[1], layer.shape[3], layer.dtype), []).append(index)
+        caches: list[torch.Tensor] = [torch.empty(0)] * len(entries)
+        self._bases: list[torch.Tensor] = []  # (G, B, h, C, hd) each; zeros: masked columns must be finite
+        for (heads, head_size, dtype), members in groups.items():
+            base = torch.zeros(len(members), batch, heads, self.capacity, head_size, dtype=dtype, device=problem.device)
+            for position, index in enumerate(members):  # the state's columns, then the candidates' scratch columns
+                base[position, :, :, :width] = entries[index]
+                base[position, :, :, width : width + problem.top_k] = candidates[index]
+                caches[index] = base[position]  # (B, h, C, hd)
+            self._bases.append(base)
+        layers = len(state.past)
+        self.keys, self.values = caches[:layers], caches[layers:]
         self.visible = torch.zeros(batch, self.capacity, dtype=torch.bool, device=problem.device)  # (B, C)
         self.visible[:, :width] = state.attention_mask.bool()
         self.width = torch.tensor(width, device=problem.device)  # columns in use, a 0-dim tensor
@@ -80,14 +94,17 @@ class StaticLanguageModelStep:
         self.candidate_hidden = state.candidate_hidden.clone()
         self._slots = torch.arange(problem.top_k, device=problem.device)  # (k,)
         self._columns = torch.arange(self.capacity, device=problem.device)  # (C,)
-        self._mask_dtype = problem._lm_head.weight.dtype
+        mask_dtype = problem._lm_head.weight.dtype
+        # the additive mask's two values as 0-dim tensors, made once: one torch.where builds the mask
+        self._attended = torch.zeros((), dtype=mask_dtype, device=problem.device)
+        self._blocked = torch.full((), torch.finfo(mask_dtype).min, dtype=mask_dtype, device=problem.device)
 
     def buffers(self) -> list[torch.Tensor]:
         """Every tensor :meth:`step` writes (to save and restore around warm-up runs)."""
         fixed = [self.visible, self.width, self.tokens, self.lengths, self.finished, self.next_positions]
         fixed += [self.pooled_count, self.hidden_sum, self.sequence_logprob, self.last_hidden]
         fixed += [self.candidate_tokens, self.candidate_logprobs, self.candidate_hidden]
-        return fixed + self.keys + self.values + self.candidate_keys + self.candidate_values
+        return fixed + self._bases  # the bases hold every layer's keys and values
 
     @torch.no_grad()
     def step(self, actions: torch.Tensor) -> torch.Tensor:
@@ -104,25 +121,25 @@ class StaticLanguageModelStep:
         logprob = self.candidate_logprobs.gather(1, chosen)[:, 0]  # (B,)
         hidden = self.candidate_hidden.gather(1, chosen[:, :, None].expand(-1, 1, self.last_hidden.shape[1]))[:, 0]
         column = self.width.view(1)
-        for caches, candidates in ((self.keys, self.candidate_keys), (self.values, self.candidate_values)):
-            for cache, entries in zip(caches, candidates, strict=True):  # the chosen entry into column `width`
-                slot = chosen[:, None, :, None].expand(-1, entries.shape[1], 1, entries.shape[3])  # (B, h, 1, hd)
-                cache.index_copy_(2, column, entries.gather(2, slot))
+        chosen_column = self.width + chosen  # (B, 1) where the last forward wrote the chosen candidate's entries
+        for base in self._bases:  # the chosen entries, read from their scratch columns, into column `width`
+            slot = chosen_column[None, :, None, :, None].expand(base.shape[0], -1, base.shape[2], 1, base.shape[4])
+            base.index_copy_(3, column, base.gather(3, slot))  # (G, B, h, 1, hd) moved
         self.visible.index_copy_(1, column, grow[:, None])
         grow_column, grown_by = grow[:, None], grow.long()
         appended = self.tokens.scatter(1, self.lengths.clamp(max=problem.max_length - 1)[:, None], token[:, None])
-        self.tokens.copy_(torch.where(grow_column, appended, self.tokens))
+        torch.where(grow_column, appended, self.tokens, out=self.tokens)
         self.lengths.add_(grown_by)
         self.finished.logical_or_(grow & (token == problem.eos_token_id))
         self.next_positions.add_(grown_by)
         self.pooled_count.add_(grown_by)
         self.hidden_sum.add_(torch.where(grow_column, hidden.float(), 0.0))
         self.sequence_logprob.add_(torch.where(grow, logprob.double(), 0.0))
-        self.last_hidden.copy_(torch.where(grow_column, hidden, self.last_hidden))
+        torch.where(grow_column, hidden, self.last_hidden, out=self.last_hidden)
         self.width.add_(1)
         values, tokens = problem._top_candidates(problem._logprobs(self.last_hidden), self)  # (B, k) each
-        self.candidate_tokens.copy_(torch.where(grow_column, tokens, self.candidate_tokens))
-        self.candidate_logprobs.copy_(torch.where(grow_column, values, self.candidate_logprobs))
+        torch.where(grow_column, tokens, self.candidate_tokens, out=self.candidate_tokens)
+        torch.where(grow_column, values, self.candidate_logprobs, out=self.candidate_logprobs)
         self._score()
         return problem.candidate_embeddings(self)
 
@@ -132,12 +149,8 @@ class StaticLanguageModelStep:
         scratch = self.width + self._slots  # (k,) the candidates' columns
         own = self._columns[None, :] == scratch[:, None]  # (k, C)
         allowed = self.visible[:, None, :] | own[None]  # (B, k, C)
-        mask = torch.zeros(allowed.shape, dtype=self._mask_dtype, device=allowed.device)
-        mask = mask.masked_fill(~allowed, torch.finfo(self._mask_dtype).min)[:, None]  # (B, 1, k, C)
+        mask = torch.where(allowed, self._attended, self._blocked)[:, None]  # (B, 1, k, C) additive
         positions = self.next_positions[:, None].expand(batch, k)  # (B, k)
         columns = ScratchColumns(self.keys, self.values, scratch)
         hidden, _ = self.problem._forward(self.candidate_tokens, mask, positions, columns)  # (B, k, H)
-        self.candidate_hidden.copy_(hidden)
-        for caches, candidates in ((self.keys, self.candidate_keys), (self.values, self.candidate_values)):
-            for cache, entries in zip(caches, candidates, strict=True):
-                entries.copy_(cache.index_select(2, scratch))
+        self.candidate_hidden.copy_(hidden)  # their entries stay in the scratch columns, where the next step reads

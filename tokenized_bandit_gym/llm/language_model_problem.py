@@ -18,6 +18,7 @@ the next distribution: the next step only runs the next candidates.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -869,16 +870,21 @@ class LanguageModelProblem:
         Rows that are the same partial round (:meth:`_distinct_rows`: the same query, response, cache columns
         and candidates, as the runs of several agents on one query are until their choices part) are
         forwarded once and their results shared: the candidates of ``x:y`` are scored once per distinct
-        ``x:y``, not once per row.
+        ``x:y``, not once per row. Where those rows are evenly spaced (as the first rows of B rounds over a pool
+        of queries are) their caches are read as a view, with no copy of their prefix; else they are gathered.
         """
         distinct, inverse = self._distinct_rows(state, tokens)
         if distinct is None:
             return self._score_rows(state.attention_mask, state.next_positions, state.past, tokens)
+        spaced = _evenly_spaced(distinct)
+        if spaced is not None:  # the rows' caches as views (a row index map): their prefix is not copied
+            past = tuple((keys[spaced], values[spaced]) for keys, values in state.past)
+        else:
+            past = tuple(
+                (keys.index_select(0, distinct), values.index_select(0, distinct)) for keys, values in state.past
+            )
         hidden, candidate_past = self._score_rows(
-            state.attention_mask[distinct],
-            state.next_positions[distinct],
-            tuple((keys.index_select(0, distinct), values.index_select(0, distinct)) for keys, values in state.past),
-            tokens[distinct],
+            state.attention_mask[distinct], state.next_positions[distinct], past, tokens[distinct]
         )
         return hidden[inverse], tuple((keys[inverse], values[inverse]) for keys, values in candidate_past)
 
@@ -886,7 +892,7 @@ class LanguageModelProblem:
     def _distinct_rows(
         state: LanguageModelState, tokens: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor] | tuple[None, None]:
-        """One row of each group of equal rows ``(U,)`` and each row's group ``(B,)``; None, None if all differ.
+        """The first row of each group of equal rows ``(U,)`` ascending, and each row's group ``(B,)``; else None, None.
 
         Rows are equal when they hold the same query, response ``tokens`` (EOS-padded), next position, cache
         columns (``attention_mask``) and candidate ``tokens`` ``(B, k)``: their caches then hold the model's
@@ -911,7 +917,9 @@ class LanguageModelProblem:
             return None, None
         first = torch.full((groups.shape[0],), batch, dtype=torch.int64, device=inverse.device)
         distinct = first.scatter_reduce(0, inverse, torch.arange(batch, device=inverse.device), reduce="amin")
-        return distinct, inverse
+        distinct, order = distinct.sort()  # ascending rows (evenly spaced ones are then read as a view)
+        rank = torch.empty_like(order).scatter_(0, order, torch.arange(order.shape[0], device=order.device))
+        return distinct, rank[inverse]
 
     def _score_rows(
         self, attention_mask: torch.Tensor, next_positions: torch.Tensor, past: KeyValues, tokens: torch.Tensor
@@ -1145,6 +1153,15 @@ class BenchmarkCache(NamedTuple):
     """The oracle greedy decode by query index."""
     beam: dict[tuple[int, int], tuple[float, torch.Tensor]]
     """The oracle beam search by ``(query index, width)``."""
+
+
+def _evenly_spaced(rows: torch.Tensor) -> slice | None:
+    """``rows`` ``(U,)`` ascending as a slice where evenly spaced (``a, a + s, ...``), else None (read back)."""
+    values = rows.tolist()
+    step = values[1] - values[0] if len(values) > 1 else 1
+    if step < 1 or any(later - earlier != step for earlier, later in itertools.pairwise(values)):
+        return None
+    return slice(values[0], values[-1] + 1, step)
 
 
 def _rebuilt_problem(

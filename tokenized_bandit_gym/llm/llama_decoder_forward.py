@@ -153,8 +153,8 @@ def _rms_norm(hidden: torch.Tensor, norm: Any) -> torch.Tensor:
     """The Llama RMSNorm of transformers: normalise in float32, cast back, scale by the weight."""
     if hidden.dtype == torch.float32:
         return F.rms_norm(hidden, norm.weight.shape, norm.weight, norm.variance_epsilon)  # one op, same formula
-    normalised = hidden.float()
-    normalised = normalised * torch.rsqrt(normalised.pow(2).mean(-1, keepdim=True) + norm.variance_epsilon)
+    # normalised in float32 by one op (fused where torch fuses it), rounded, then scaled: 4 ops where it is fused, not 8
+    normalised = F.rms_norm(hidden.float(), norm.weight.shape, None, norm.variance_epsilon)
     return norm.weight * normalised.to(hidden.dtype)
 
 

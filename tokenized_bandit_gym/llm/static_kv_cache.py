@@ -18,7 +18,10 @@ Two kinds of append:
   them copies them out (:func:`detached`).
 
 States that share a prefix share its base without copies (a state advanced from another reads the same
-columns); the first of them to diverge keeps writing in place, the others copy once (copy-on-write).
+columns); the first of them to diverge keeps writing in place, the others copy once (copy-on-write). Rows of one
+state that hold the same prefix (equal rows, whose candidates the core forwards once) are read as a view of evenly
+spaced rows where they are so spaced (a row index map that copies nothing; scratch appends write those rows' spare
+columns in place), else gathered.
 """
 
 from __future__ import annotations
@@ -29,18 +32,30 @@ _COMMITTED_END = "_tbg_committed_end"
 """The attribute of a preallocated base tensor that holds the column its committed entries end at."""
 
 
-def _placement(cache: torch.Tensor) -> tuple[torch.Tensor, int, int] | None:
-    """``(base, start, end)`` where ``cache`` is ``base[:, :, start:end]`` of a preallocated base; else None."""
+def _placement(cache: torch.Tensor, rows: bool = False) -> tuple[torch.Tensor, slice, int, int] | None:
+    """``(base, row_slice, start, end)`` where ``cache`` is ``base[row_slice, :, start:end]`` of a preallocated base.
+
+    None where it is not such a view. Without ``rows`` only views of every row (``row_slice`` the whole batch)
+    count; with ``rows``, views of evenly spaced rows too (``base[a:b:s]``, as a row index map that copies nothing).
+    """
     base = cache._base
     if base is None or not hasattr(base, _COMMITTED_END) or cache.dim() != 4:
         return None
-    if cache.shape[:2] != base.shape[:2] or cache.shape[3] != base.shape[3] or cache.stride() != base.stride():
-        return None  # a row subset or another layout: not a column view
-    offset = cache.storage_offset() - base.storage_offset()
-    start, remainder = offset // base.stride(2), offset % base.stride(2)
-    if remainder or start < 0:
+    if cache.shape[1] != base.shape[1] or cache.shape[3] != base.shape[3] or cache.stride()[1:] != base.stride()[1:]:
+        return None  # another layout: not a column view
+    offset = int(cache.storage_offset()) - int(base.storage_offset())  # elements from the base's start
+    first_row, remainder = divmod(offset, base.stride(0))
+    start, remainder = divmod(remainder, base.stride(2))
+    if remainder or first_row < 0 or start + cache.shape[2] > base.shape[2]:
         return None
-    return base, start, start + cache.shape[2]
+    count = cache.shape[0]
+    step, uneven = divmod(cache.stride(0), base.stride(0)) if count > 1 else (1, 0)
+    if uneven or step < 1 or first_row + (count - 1) * step >= base.shape[0]:
+        return None
+    row_slice = slice(first_row, first_row + (count - 1) * step + 1, step)
+    if not rows and (first_row, count, step) != (0, base.shape[0], 1):
+        return None  # a row subset
+    return base, row_slice, start, start + cache.shape[2]
 
 
 def appended(cache: torch.Tensor, entries: torch.Tensor, reserve: int = 0, commit: bool = True) -> torch.Tensor:
@@ -49,7 +64,9 @@ def appended(cache: torch.Tensor, entries: torch.Tensor, reserve: int = 0, commi
     In place (a wider view of the same base) where ``cache`` ends at its base's committed end and the
     base has T spare columns. Otherwise a committed append copies both into a new base with ``reserve``
     spare columns after them (so the next appends are in place), and a scratch append
-    (``commit=False``) concatenates them into a plain tensor.
+    (``commit=False``) concatenates them into a plain tensor. A scratch append is in place on evenly spaced
+    rows of a base too (``base[a:b:s]``: the rows a forward reads through a row index map, their prefix not
+    copied); a committed one needs every row (the other rows would see the columns committed).
 
     Args:
         cache: a layer's keys or values.
@@ -58,14 +75,14 @@ def appended(cache: torch.Tensor, entries: torch.Tensor, reserve: int = 0, commi
         commit: whether the entries become the cache's (else they are scratch, overwritten by later appends).
     """
     new = entries.shape[2]
-    placement = _placement(cache)
+    placement = _placement(cache, rows=not commit)
     if placement is not None:
-        base, start, end = placement
+        base, rows, start, end = placement
         if getattr(base, _COMMITTED_END) == end and end + new <= base.shape[2]:
-            base.narrow(2, end, new).copy_(entries)
+            base[rows].narrow(2, end, new).copy_(entries)
             if commit:
                 setattr(base, _COMMITTED_END, end + new)
-            return base.narrow(2, start, end + new - start)
+            return base[rows].narrow(2, start, end + new - start)
     if not commit:
         return torch.cat([cache, entries], dim=2)
     return preallocated(torch.cat([cache, entries], dim=2), reserve)
@@ -84,7 +101,7 @@ def commit(cache: torch.Tensor, new: int) -> None:
     """Make the last ``new`` columns of ``cache`` committed, where a scratch append just wrote them in place."""
     placement = _placement(cache)
     if placement is not None:
-        base, _, end = placement
+        base, _, _, end = placement
         if getattr(base, _COMMITTED_END) == end - new:
             setattr(base, _COMMITTED_END, end)
 
