@@ -172,10 +172,11 @@ def time_captured_steps(problem: Any, batch: int, args: Args) -> tuple[float, bo
     return float(np.median(samples)), captured
 
 
-def language_model_problem(model: Any, args: Args) -> tuple[Any, str | None]:
+def language_model_problem(model: Any, args: Args, queries_source: str | None) -> tuple[Any, str | None]:
     """The core on ``model`` on the native forward, and why its probe refused that forward if it did (else None).
 
-    The queries are tokenized by the shipped stories260K tokenizer (its ids drive the random model). The static
+    The queries (``queries_source``, :func:`resolve_queries`) are tokenized by the shipped stories260K tokenizer
+    (its ids drive the random model). The static
     step needs the native forward. On a random-weight model in bfloat16 the probe against the model's own forward
     can fail on rounding through 32 layers (it did on the H200: the core then ran transformers' forward); this
     suite times paths, not fidelity (``pytest -m gpu`` checks that), so it then installs the native
@@ -188,7 +189,7 @@ def language_model_problem(model: Any, args: Args) -> tuple[Any, str | None]:
     from tokenized_bandit_gym.llm.query_sources import resolve_queries
 
     _, tokenizer = load_language_model()
-    queries = resolve_queries(None)
+    queries = resolve_queries(queries_source)
     try:
         problem = LanguageModelProblem(
             model, tokenizer, queries, max_length=args.max_length, top_k=args.top_k, forward_implementation="native"
@@ -216,7 +217,9 @@ def llama_floor(args: Args, device: torch.device) -> dict[str, Any]:
         repeats=args.repeats,
     )
     model = build_floor_model(floor_args)
-    problem, refusal = language_model_problem(model, args)
+    # the appendix-D generator's 1000 queries: B = 64 rows are 64 different rounds (with the 16 default queries the
+    # eager core merged the rows that repeat one, and scored a quarter of the candidates the static step scores)
+    problem, refusal = language_model_problem(model, args, "paper")
     dtype = model.get_output_embeddings().weight.dtype
     weight_bytes = bytes_read_per_step(model)
     bandwidth = measure_bandwidth(device, (1 << 30) if full else (1 << 24))
@@ -258,7 +261,7 @@ def nine_rows(args: Args, device: torch.device) -> dict[str, Any]:
     torch.manual_seed(0)
     with torch.device(device):
         model = LlamaForCausalLM(config).eval().requires_grad_(False)
-    problem, refusal = language_model_problem(model, args)
+    problem, refusal = language_model_problem(model, args, None)  # nine rows, nine of the 16 default queries
     floor_args = FloorArgs(device=args.device, max_length=args.max_length, top_k=args.top_k, repeats=args.repeats)
     eager_ms = 1e3 * time_core_steps(problem, 9, floor_args)
     captured_seconds, captured = time_captured_steps(problem, 9, args)
