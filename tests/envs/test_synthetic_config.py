@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -85,7 +86,8 @@ def test_every_synthetic_id_has_a_case_for_each_option_of_its_family() -> None:
 def test_each_family_option_reaches_the_built_problem(env_id: str, option: str) -> None:
     default = getattr(_registered_family(env_id), option)
     value = _non_default(default)
-    for make in (gym.make, lambda env_id, **kw: gym.make_vec(env_id, num_envs=2, **kw)):
+    makers: list[Callable[..., Any]] = [gym.make, lambda env_id, **kw: gym.make_vec(env_id, num_envs=2, **kw)]
+    for make in makers:
         env = make(env_id, **{option: value})
         baseline = make(env_id)
         problem = _instance(env.unwrapped.problem)
@@ -136,10 +138,12 @@ def test_each_default_is_the_config_class_default() -> None:
     "config_class,keywords,error,pattern",
     [
         (TokenizedLinearBanditConfig, {"no_such_keyword": 1}, TypeError, "no_such_keyword"),
+        (TokenizedLinearBanditConfig, {"thetanorm": 0.5}, TypeError, "did you mean 'theta_norm'"),
         (TokenizedLinearBanditConfig, {"family": "meanpool", "alpha": 0.5}, ValueError, "alpha=0.5 applies to family"),
         (TokenizedLinearBanditConfig, {"family": "random_table"}, ValueError, "random_table"),
         (TokenizedMultiArmedBanditConfig, {"family": "markov"}, ValueError, "markov"),
-        (TokenizedMultiArmedBanditConfig, {"needle_gap": 0.2}, ValueError, "needle_gap"),
+        (TokenizedMultiArmedBanditConfig, {"needle_gap": 0.2}, TypeError, "needle_gap"),  # no TMAB family has it
+        (TokenizedMultiArmedBanditConfig, {"family": "random_table", "alpha": 0.5}, ValueError, "alpha"),
     ],
 )
 def test_bad_keywords_are_refused_naming_them(config_class: Any, keywords: dict, error: type, pattern: str) -> None:

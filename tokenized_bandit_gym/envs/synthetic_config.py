@@ -41,6 +41,7 @@ from tokenized_bandit_gym.core.problem_factory import (
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.core.validation import check_choice
 from tokenized_bandit_gym.envs.pairwise_feedback import FeedbackChannel
+from tokenized_bandit_gym.suggestions import did_you_mean
 
 _Config = TypeVar("_Config", bound="SyntheticBanditConfig")
 
@@ -101,7 +102,8 @@ class SyntheticBanditConfig:
         Raises:
             ValueError: ``family`` is not a family of this kind, or an option set for a family
                 that does not take it (the message names the families that do).
-            TypeError: a keyword that is neither a field nor any family's option.
+            TypeError: a keyword that is neither a field nor an option of a family of this kind (the
+                message suggests the closest).
         """
         base = cls() if config is None else config
         if not isinstance(base, cls):
@@ -111,6 +113,13 @@ class SyntheticBanditConfig:
             check_choice("family", family, families_playing(cls.family_kind))
             if type(chosen) is not FAMILIES[family]:
                 chosen = FAMILIES[family]()
+        accepted = cls.keyword_defaults()
+        for name in keywords:
+            if name not in accepted:
+                raise TypeError(
+                    f"{cls.__name__} got an unexpected keyword {name!r}{did_you_mean(name, accepted)}; "
+                    f"it takes {sorted(accepted)} (and config)"
+                )
         fields = cls.field_names()
         changes = {name: value for name, value in keywords.items() if name in fields}
         options = {name: value for name, value in keywords.items() if name not in fields}
