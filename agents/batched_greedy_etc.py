@@ -143,8 +143,8 @@ class BatchedGreedyETC:
         etc = self.etc
         level = len(etc.prefix)
         planned = etc.counts.copy()  # (A,)
-        for levels, arms, _ in self._pending:
-            np.add.at(planned, arms[(levels == level) & (arms >= 0)], 1)
+        for levels, pending_arms, _ in self._pending:
+            np.add.at(planned, pending_arms[(levels == level) & (pending_arms >= 0)], 1)
         in_flight = (self._row_arm >= 0) & (self._row_level == level)
         np.add.at(planned, self._row_arm[in_flight], 1)
         remaining = np.maximum(etc.exploration_rounds - planned, 0)  # (A,)

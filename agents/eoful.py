@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 
-from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence, masked_argmax
-from tokenized_bandit_gym.core.validation import check_int, check_real
+from tokenized_bandit_gym.agents.linear_confidence import (
+    LinearConfidence,
+    agent_confidence,
+    check_ridge_arguments,
+    masked_argmax,
+)
+from tokenized_bandit_gym.core.validation import check_real
 from tokenized_bandit_gym.task import Task
 
 FEATURE_SCALES = ("first_observation",)
@@ -122,10 +127,9 @@ class EOFUL:
         self.feature_scale = check_feature_scale(feature_scale)
         self._scale: float | None = None  # S of the run (None until the first observation, with "first_observation")
         self.beta_scale = beta_scale(beta)
-        self.lambda_ = check_real("lambda_", lambda_, low=0.0)
-        self.delta = check_real("delta", delta, low=0.0, high=1.0)
-        self.sigma = check_real("sigma", sigma, low=0.0)
-        self.refactor_every = check_int("refactor_every", refactor_every, minimum=1)
+        self.lambda_, self.delta, self.sigma, self.refactor_every = check_ridge_arguments(
+            lambda_, delta, sigma, refactor_every
+        )
         self.device = torch.device(device)
         self.confidence: LinearConfidence | None = None
         self._ratios = np.empty((4, 0))  # (4, capacity) rho max, rho mean, w max, w mean per round
@@ -137,15 +141,7 @@ class EOFUL:
         """Start from ``Sigma_1 = lambda I``, ``theta_hat_1 = 0`` (EOFUL is deterministic; seed unused)."""
         if task.embedding_dim is None:
             raise ValueError(f"EOFUL needs candidate embeddings; task {task.env_id!r} has none (embedding_dim=None)")
-        self.confidence = LinearConfidence(
-            task.embedding_dim,
-            task.max_length,
-            lambda_=self.lambda_,
-            sigma=self.sigma,
-            delta=self.delta,
-            refactor_every=self.refactor_every,
-            device=self.device,
-        )
+        self.confidence = agent_confidence(self, task.embedding_dim, task.max_length, self.device)
         self._ratios = np.empty((4, task.horizon if self.record_ratios else 0))
         self._recorded = 0
         self._prefixes = []
@@ -270,7 +266,7 @@ class EOFUL:
                 (np.array(self._prefix_widths), float(confidence.width_host(rows[-1]))),
             ]
         else:
-            prefixes = torch.stack(self._prefixes)  # (|y|, d)
+            prefixes = torch.stack(cast("list[torch.Tensor]", self._prefixes))  # (|y|, d) tensors off the host
             response_tensor = confidence.as_tensor(response)  # (d,)
             norms = [
                 (norm(prefixes).cpu().numpy(), float(norm(response_tensor)))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from numbers import Real
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -70,7 +70,8 @@ class FixedThetaGreedy:
         if self._named is not None:
             self.theta = negated_theta(task)  # (d,)
         elif self._vector is None:
-            self.theta = torch.full((task.embedding_dim,), self._fill, dtype=torch.float64)  # (d,)
+            fill = cast(float, self._fill)  # theta was a scalar
+            self.theta = torch.full((task.embedding_dim,), fill, dtype=torch.float64)  # (d,)
         elif self._vector.shape[0] != task.embedding_dim:
             raise ValueError(f"theta has {self._vector.shape[0]} entries but the task has d = {task.embedding_dim}")
         else:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -107,7 +107,7 @@ class GreedyUCB:
             if self.level_tokens is None:
                 self._open_level(allowed_tokens(observation))
             self._arm = self._choose_arm()
-            return candidate_index(observation, self.level_tokens[self._arm])
+            return candidate_index(observation, cast("list[int]", self.level_tokens)[self._arm])  # _open_level's
         return candidate_index(observation, task.eos_token_id)
 
     def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:

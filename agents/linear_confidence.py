@@ -31,6 +31,7 @@ different orders), so the tests hold them to 1e-12 and to identical decisions.
 from __future__ import annotations
 
 import math
+from typing import Protocol, cast
 
 import numpy as np
 import torch
@@ -58,7 +59,7 @@ def masked_argmax(scores: np.ndarray | torch.Tensor, mask: np.ndarray | torch.Te
     """
     if isinstance(scores, np.ndarray):
         return np.where(mask, scores, -np.inf).argmax(axis=-1)
-    return scores.masked_fill(~mask, float("-inf")).argmax(dim=-1)
+    return scores.masked_fill(~cast(torch.Tensor, mask), float("-inf")).argmax(dim=-1)
 
 
 def confidence_radius(round_index: int, dim: int, max_length: int, sigma: float, delta: float) -> float:
@@ -87,6 +88,46 @@ def confidence_radius(round_index: int, dim: int, max_length: int, sigma: float,
 def _beta(t: int, d: int, length: int, sigma: float, log_term: float) -> float:
     """The formula of :func:`confidence_radius` on checked arguments, with ``log_term = 8 log(4 / delta)``."""
     return sigma**2 * (2.0 + 4.0 * d * math.log(1.0 + t * length / d) + log_term)
+
+
+class RidgeSettings(Protocol):
+    """A linear agent's settings of its confidence set (EOFUL's, k-Lookahead-EOFUL's, TokenizedLinTS's)."""
+
+    lambda_: float
+    sigma: float
+    delta: float
+    refactor_every: int
+
+
+RIDGE_SETTINGS = ("lambda_", "sigma", "delta", "refactor_every")
+"""The :class:`RidgeSettings` attributes, :class:`LinearConfidence`'s keywords of the same names."""
+
+
+def check_ridge_arguments(
+    lambda_: float, delta: float, sigma: float, refactor_every: int
+) -> tuple[float, float, float, int]:
+    """A linear agent's ``(lambda_, delta, sigma, refactor_every)``, checked as its constructor takes them.
+
+    ``lambda_ > 0`` and ``delta`` strictly inside ``(0, 1)`` are checked when :class:`LinearConfidence` is built.
+
+    Raises:
+        ValueError: ``lambda_`` or ``sigma`` negative, ``delta`` outside ``[0, 1]``, ``refactor_every`` below 1.
+        TypeError: a value that is not a number (an integer for ``refactor_every``).
+    """
+    return (
+        check_real("lambda_", lambda_, low=0.0),
+        check_real("delta", delta, low=0.0, high=1.0),
+        check_real("sigma", sigma, low=0.0),
+        check_int("refactor_every", refactor_every, minimum=1),
+    )
+
+
+def agent_confidence(
+    settings: RidgeSettings, dim: int, max_length: int, device: torch.device | str = "cpu"
+) -> LinearConfidence:
+    """A fresh :class:`LinearConfidence` of ``dim`` features and length ``max_length`` with ``settings``."""
+    ridge = {name: getattr(settings, name) for name in RIDGE_SETTINGS}
+    return LinearConfidence(dim, max_length, device=device, **ridge)
 
 
 class LinearConfidence:

@@ -10,9 +10,9 @@ import torch
 
 from tokenized_bandit_gym.agents.candidates import candidate_index
 from tokenized_bandit_gym.agents.eoful import beta_scale
-from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence
+from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence, agent_confidence, check_ridge_arguments
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
-from tokenized_bandit_gym.core.validation import check_int, check_real
+from tokenized_bandit_gym.core.validation import check_int
 from tokenized_bandit_gym.task import Task
 
 
@@ -100,10 +100,9 @@ class LookaheadEOFUL:
     ) -> None:
         self.k = check_int("k", k, minimum=1)
         self.beta_scale = beta_scale(beta)
-        self.lambda_ = check_real("lambda_", lambda_, low=0.0)
-        self.delta = check_real("delta", delta, low=0.0, high=1.0)
-        self.sigma = check_real("sigma", sigma, low=0.0)
-        self.refactor_every = check_int("refactor_every", refactor_every, minimum=1)
+        self.lambda_, self.delta, self.sigma, self.refactor_every = check_ridge_arguments(
+            lambda_, delta, sigma, refactor_every
+        )
         self.max_blocks = check_int("max_blocks", max_blocks, minimum=1)
         self.confidence: LinearConfidence | None = None
         self._problem: LinearTokenizedProblem | None = None
@@ -127,15 +126,7 @@ class LookaheadEOFUL:
                 f"k={self.k} gives up to {count} blocks per decision, more than max_blocks={self.max_blocks}"
             )
         self._problem = problem
-        self.confidence = LinearConfidence(
-            problem.embedding_dim,
-            task.max_length,
-            lambda_=self.lambda_,
-            sigma=self.sigma,
-            delta=self.delta,
-            refactor_every=self.refactor_every,
-            device=problem.device,
-        )
+        self.confidence = agent_confidence(self, problem.embedding_dim, task.max_length, problem.device)
         self._blocks = {}
         self._host_blocks = {}
         self._carry_rows = problem.host_carry_rows() if self.confidence.on_host else None

@@ -5,15 +5,12 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-import numpy as np
-
-from tokenized_bandit_gym.agents.candidates import allowed_tokens, candidate_index, is_allowed
-from tokenized_bandit_gym.agents.explore_then_commit import check_etc_arguments, commit_block, start_exploration
+from tokenized_bandit_gym.agents.candidates import allowed_tokens
+from tokenized_bandit_gym.agents.explore_then_commit import LevelByLevelETC, commit_block
 from tokenized_bandit_gym.core.validation import check_int
-from tokenized_bandit_gym.task import Task
 
 
-class LookaheadETC:
+class LookaheadETC(LevelByLevelETC):
     """k-LookaheadETC (paper appendix B, Algorithm "k-LookaheadETC"), for k-DDMC utilities.
 
     Like :class:`~tokenized_bandit_gym.agents.greedy_etc.GreedyETC`, level by level from ``y = ()``: if ``|y| = L - 1``
@@ -47,6 +44,10 @@ class LookaheadETC:
     """
 
     name = "lookahead_etc"
+    explores = "stopped sequences y:z:EOS (paper appendix B)"
+    block_notation = "y:z"
+    level_arms: list[tuple[int, ...]] | None
+    """The level's blocks (see :meth:`_block_arms`), None until the level is observed."""
 
     def __init__(
         self,
@@ -55,82 +56,28 @@ class LookaheadETC:
         completion_token: int | None = None,
     ) -> None:
         self.lookahead = check_int("lookahead", lookahead, minimum=1)
-        check_etc_arguments(exploration_rounds, completion_token)
-        self.exploration_rounds_override = exploration_rounds
-        self.completion_token = completion_token
-        self._task: Task | None = None
-        self.exploration_rounds = 0
-        self.prefix: list[int] = []
-        self.committed = False
-        self.level_arms: list[tuple[int, ...]] | None = None
-        self._sums = np.zeros(0)
-        self._counts = np.zeros(0, dtype=np.int64)
-        self._arm = 0
+        super().__init__(exploration_rounds, completion_token)
 
-    def reset(self, task: Task, seed: int | None = None) -> None:
-        """Start over with ``y = ()`` and ``N`` from ``task.horizon`` (the seed is unused: no randomness).
-
-        Raises:
-            ValueError: ``fixed_length=True`` without ``completion_token``, or a bad ``completion_token``.
-        """
-        self.exploration_rounds, self.prefix = start_exploration(
-            task,
-            self.exploration_rounds_override,
-            self.completion_token,
-            "LookaheadETC explores stopped sequences y:z:EOS (paper appendix B)",
-            "y:z",
-        )
-        self._task = task
-        self.committed = bool(self.prefix)
-        self._start_level()
-
-    @property
-    def committed_response(self) -> tuple[int, ...] | None:
-        """The committed response (ending with EOS) once exploration is over, else None."""
-        return tuple(self.prefix) if self.committed else None
-
-    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
-        """The next token of this round's submission, as a candidate index.
-
-        Raises:
-            ValueError: before :meth:`reset`, or when the planned token is not an allowed candidate.
-        """
-        task = self._require_task()
-        position = int(observation["length"])
-        if position < len(self.prefix):
-            return candidate_index(observation, self.prefix[position])
-        if not self.committed:
-            if self.level_arms is None:
-                self.level_arms = self._block_arms(allowed_tokens(observation))
-                self._sums = np.zeros(len(self.level_arms))
-                self._counts = np.zeros(len(self.level_arms), dtype=np.int64)
-            block = self.level_arms[self._arm]
-            offset = position - len(self.prefix)
-            if offset < len(block):
-                return candidate_index(observation, block[offset])
-        if is_allowed(observation, task.eos_token_id):
-            return candidate_index(observation, task.eos_token_id)
-        if self.completion_token is None:
-            raise ValueError(
-                f"EOS (id {self._require_task().eos_token_id}) is not an allowed candidate here and no "
-                "completion_token was given: LookaheadETC submits stopped sequences and needs EOS among the candidates"
-            )
-        return candidate_index(observation, self.completion_token)
+    def _explored_token(self, observation: dict[str, Any], position: int) -> int | None:
+        """The explored block's token at ``position`` (the level's blocks built on its first visit), else None."""
+        if self.committed:
+            return None
+        if self.level_arms is None:
+            self.level_arms = self._block_arms(allowed_tokens(observation))
+            self._new_level(len(self.level_arms))
+        block = self.level_arms[self._arm]
+        offset = position - len(self.prefix)
+        return block[offset] if offset < len(block) else None
 
     def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
         """Credit the reward to the block explored this round; commit once all had N rounds."""
         task = self._require_task()
         if self.committed or self.level_arms is None:
             return
-        self._sums[self._arm] += reward
-        self._counts[self._arm] += 1
-        if self._counts[self._arm] < self.exploration_rounds:
+        if not self._credit_explored_arm(reward, len(self.level_arms)):
             return
-        self._arm += 1
-        if self._arm < len(self.level_arms):
-            return
-        best = self.level_arms[int(np.argmax(self._sums / self._counts))]  # ties: first block
-        self.committed = commit_block(self.prefix, best, task)
+        best = self.level_arms[self._best_arm()]  # ties: first block
+        self.committed: bool = commit_block(self.prefix, best, task)
         self._start_level()
 
     def _block_arms(self, alphabet: list[int]) -> list[tuple[int, ...]]:
@@ -153,14 +100,6 @@ class LookaheadETC:
         return arms
 
     def _start_level(self) -> None:
-        """Forget the level's statistics; its blocks are built at the next visit of ``y``."""
+        """Forget the level's blocks and statistics; its blocks are built at the next visit of ``y``."""
         self.level_arms = None
-        self._arm = 0
-        self._sums = np.zeros(0)
-        self._counts = np.zeros(0, dtype=np.int64)
-
-    def _require_task(self) -> Task:
-        """The task from :meth:`reset`."""
-        if self._task is None:
-            raise ValueError("LookaheadETC.act()/update() called before reset(task)")
-        return self._task
+        super()._start_level()

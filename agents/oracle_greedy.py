@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from tokenized_bandit_gym.agents.oracle_action import oracle_action
-from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
-from tokenized_bandit_gym.task import Task
+from tokenized_bandit_gym.agents.oracle_action import OracleAgent
 
 
-class OracleGreedy:
+class OracleGreedy(OracleAgent):
     """At each position, the allowed candidate with the highest true ``u(x, y:tau)``.
 
     Oracle baseline: it reads the hidden instance (``task.problem``) and the round's query index
@@ -22,17 +18,4 @@ class OracleGreedy:
 
     name = "oracle_greedy"
     feedback_channels = ("scalar", "pairwise")  # it does not learn: any channel
-
-    def __init__(self) -> None:
-        self._problem: TokenizedProblem | None = None
-
-    def reset(self, task: Task, seed: int | None = None) -> None:
-        """Keep the instance."""
-        self._problem = task.problem
-
-    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
-        """The candidate holding the greedy response's next token."""
-        return oracle_action(self._problem, "oracle_greedy", observation, info)
-
-    def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
-        """Nothing to learn."""
+    benchmark = "oracle_greedy"

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from tokenized_bandit_gym.agents.oracle_action import oracle_action
-from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
-from tokenized_bandit_gym.task import Task
+from tokenized_bandit_gym.agents.oracle_action import OracleAgent
 
 
-class OracleOptimal:
+class OracleOptimal(OracleAgent):
     """Emits the exact optimal response ``problem.optimal(x_t)`` token by token.
 
     Oracle baseline: it reads the hidden instance (``task.problem``) and the round's query
@@ -19,17 +15,4 @@ class OracleOptimal:
     """
 
     name = "oracle_optimal"
-
-    def __init__(self) -> None:
-        self._problem: TokenizedProblem | None = None
-
-    def reset(self, task: Task, seed: int | None = None) -> None:
-        """Keep the instance."""
-        self._problem = task.problem
-
-    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
-        """The candidate holding the optimal response's next token."""
-        return oracle_action(self._problem, "optimal", observation, info)
-
-    def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
-        """Nothing to learn."""
+    benchmark = "optimal"

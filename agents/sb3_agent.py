@@ -292,6 +292,7 @@ class SB3Agent:
         encoder = self._require_running()
         encoded = encoder.encode(observation)
         mask = np.asarray(observation["action_mask"], dtype=bool)
+        message: tuple[str, tuple[Any, ...]]
         if self._episode_started:
             message = ("step", (encoded, mask, 0.0, False, dict(info)))
         else:

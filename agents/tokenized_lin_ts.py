@@ -8,8 +8,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from tokenized_bandit_gym.agents.linear_confidence import LinearConfidence, masked_argmax
-from tokenized_bandit_gym.core.validation import check_int, check_real
+from tokenized_bandit_gym.agents.linear_confidence import (
+    LinearConfidence,
+    agent_confidence,
+    check_ridge_arguments,
+    masked_argmax,
+)
+from tokenized_bandit_gym.core.validation import check_real
 from tokenized_bandit_gym.task import Task
 
 
@@ -48,10 +53,9 @@ class TokenizedLinTS:
             self.v: float | None = None
         else:
             self.v = check_real("v", v, low=0.0)
-        self.lambda_ = check_real("lambda_", lambda_, low=0.0)
-        self.delta = check_real("delta", delta, low=0.0, high=1.0)
-        self.sigma = check_real("sigma", sigma, low=0.0)
-        self.refactor_every = check_int("refactor_every", refactor_every, minimum=1)
+        self.lambda_, self.delta, self.sigma, self.refactor_every = check_ridge_arguments(
+            lambda_, delta, sigma, refactor_every
+        )
         self.confidence: LinearConfidence | None = None
         self.theta_sample: torch.Tensor | None = None
         self._host_sample: tuple[torch.Tensor, np.ndarray] | None = None  # (theta_sample, its NumPy view)
@@ -61,14 +65,7 @@ class TokenizedLinTS:
         """Start from ``Sigma_1 = lambda I`` and seed the sampler."""
         if task.embedding_dim is None:
             raise ValueError(f"TokenizedLinTS needs candidate embeddings; task {task.env_id!r} has none")
-        self.confidence = LinearConfidence(
-            task.embedding_dim,
-            task.max_length,
-            lambda_=self.lambda_,
-            sigma=self.sigma,
-            delta=self.delta,
-            refactor_every=self.refactor_every,
-        )
+        self.confidence = agent_confidence(self, task.embedding_dim, task.max_length)
         self._generator = torch.Generator()
         if seed is None:
             self._generator.seed()

@@ -1,21 +1,23 @@
 """One prepared GPU suite (issue 51): every GPU check and measurement in one call of at most 8 minutes.
 
-On a machine with a CUDA GPU it runs, in order, and measures each against a floor taken in the same run:
+On a machine with a CUDA GPU it runs these parts, each measured against a floor taken in the same run:
 
-* ``pytest -m gpu`` on the test files that hold GPU tests (CUDA backend against the CPU, the captured steps
-  against the eager ones; ``--no-pytest`` skips it);
+* the synthetic vector env (TLB, the torch backend, SAME_STEP autoreset) at N = 4,096 and 65,536: the vector env's
+  own ``step`` (eager) and its static step captured (``StaticRoundStep`` in ``CapturedStep``), in token-steps per
+  second;
+* the SmolLM2-135M-shaped nine-row step (the Figure-2 rows: 3 agents x 3 seeds; float32, SmolLM2's 49,152-token
+  vocabulary), eager and captured, and the whole T = 1000 run it implies (1000 rounds x L steps; the
+  benchmark decodes are not counted);
 * the Llama-3-8B-shaped step (random weights, bfloat16, built on the device, nothing downloaded) at B = 1 and
   B = 64 rounds: the eager core (``advance`` then the candidates' ``[e : v]``), the static-shape step captured
   as a CUDA graph (``StaticLanguageModelStep`` in ``CapturedStep``), and transformers' ``generate`` per token,
   against the bytes floor (weights read per step / measured copy bandwidth) and, at B = 64, the FLOPs floor
   (the step's FLOPs / the measured bf16 matmul rate);
-* the SmolLM2-135M-shaped nine-row step (the Figure-2 rows: 3 agents x 3 seeds; float32, SmolLM2's 49,152-token
-  vocabulary), eager and captured, and the whole T = 1000 run it implies (1000 rounds x L steps; the
-  benchmark decodes are not counted);
-* the synthetic vector env (TLB, the torch backend, SAME_STEP autoreset) at N = 4,096, 65,536 and 1,048,576:
-  the vector env's own ``step`` (eager) and its static step captured (``StaticRoundStep`` in ``CapturedStep``),
-  in token-steps per second.
+* ``pytest -m gpu`` on the test files that hold GPU tests (CUDA backend against the CPU, the captured steps
+  against the eager ones; ``--no-pytest`` skips it);
+* the vector env at N = 1,048,576, last (its host-side reset alone takes about 80 s).
 
+Each part runs on its own (one that raises is recorded, the others still run), within ``--budget-seconds``.
 It prints one table, the device named, with each of issue 51's targets and its ratio, and writes every figure
 to one JSON file (atomically). ``--device cpu --shape tiny`` runs the same code on 2-layer models and small N
 on the CPU in seconds: the smoke test (``tests/benchmarks/test_gpu_suite_smoke.py``). There "captured" is the

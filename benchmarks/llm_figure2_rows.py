@@ -32,7 +32,8 @@ from dataclasses import dataclass
 import torch
 
 from benchmarks.llm_step import matmul_flops_per_second, step_flops
-from examples import reproduce_regret
+from tokenized_bandit_gym.evaluation import alignment_regret
+from tokenized_bandit_gym.evaluation.alignment_regret import AlignmentRegretOptions
 from tokenized_bandit_gym.evaluation.runs_as_rows import queries_of_runs
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
 from tokenized_bandit_gym.threads import use_small_work_threads
@@ -60,38 +61,38 @@ class Args:
     """comma-separated layouts to time"""
 
 
-def script_args(args: Args) -> reproduce_regret.Args:
+def script_args(args: Args) -> AlignmentRegretOptions:
     """The reproduction's options at the paper's setting for this benchmark's model, L, k, T and seeds."""
-    options = reproduce_regret.Args(
+    options = AlignmentRegretOptions(
         model=args.model, rounds=args.rounds, max_length=args.max_length, top_k=args.top_k, theta=0.5
     )
     options.seeds = args.seeds
     return options
 
 
-def sequential(options: reproduce_regret.Args, seeds: list[int], names: list[str]) -> Callable[[], None]:
+def sequential(options: AlignmentRegretOptions, seeds: list[int], names: list[str]) -> Callable[[], None]:
     """Each run on its own single env, one after another (the script's earlier loop), the env built now."""
     import gymnasium as gym
 
     from tokenized_bandit_gym.evaluation import run_online
 
-    env = gym.make(options.env_id, **reproduce_regret.env_kwargs(options))
+    env = gym.make(options.env_id, **alignment_regret.env_kwargs(options))
 
     def play() -> None:
         for seed in seeds:
             for name in names:
-                run_online(env, reproduce_regret.make_agent(name, env, options), rounds=options.rounds, seed=seed)
+                run_online(env, alignment_regret.make_agent(name, env, options), rounds=options.rounds, seed=seed)
 
     return play
 
 
-def as_rows(options: reproduce_regret.Args, groups: list[list[tuple[str, int]]]) -> Callable[[], None]:
+def as_rows(options: AlignmentRegretOptions, groups: list[list[tuple[str, int]]]) -> Callable[[], None]:
     """Each group as the rows of one vector env (built now), as the script plays it (benchmarks as rows too)."""
-    env = reproduce_regret.make_env(options, len(groups[0]))
+    env = alignment_regret.make_env(options, len(groups[0]))
 
     def play() -> None:
         for group in groups:
-            reproduce_regret.play_rows(env, group, options)
+            alignment_regret.play_rows(env, group, options)
 
     return play
 
@@ -100,14 +101,14 @@ def main(args: Args) -> None:
     use_small_work_threads(args.threads)
     options = script_args(args)
     seeds = [int(seed) for seed in args.seeds.split(",")]
-    names = reproduce_regret.agent_names(options)
+    names = alignment_regret.agent_names(options)
     runs = [(name, seed) for seed in seeds for name in names]
     layouts = {
         "sequential": lambda: sequential(options, seeds, names),
         "agents": lambda: as_rows(options, [[(name, seed) for name in names] for seed in seeds]),
         "agents_x_seeds": lambda: as_rows(options, [runs]),
     }
-    queries = queries_of_runs(reproduce_regret.make_env(options, 1), seeds, args.rounds)
+    queries = queries_of_runs(alignment_regret.make_env(options, 1), seeds, args.rounds)
     load = os.getloadavg()
     print(
         f"{args.model}, L = {args.max_length}, top-{args.top_k}, T = {args.rounds}, seeds {seeds}, agents {names}; "

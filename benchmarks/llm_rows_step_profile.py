@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import importlib.util
 import pstats
 import shutil
 import sys
@@ -52,28 +51,24 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--rounds", type=int, default=4, help="profiled rounds after one warm-up round")
     parser.add_argument("--top", type=int, default=30)
     options = parser.parse_args(argv)
-    spec = importlib.util.spec_from_file_location(
-        "reproduce_regret", Path(__file__).parents[1] / "examples/reproduce_regret.py"
-    )
-    script = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules["reproduce_regret"] = script  # its dataclass looks its module up
-    spec.loader.exec_module(script)  # type: ignore[union-attr]
+    from tokenized_bandit_gym.evaluation import alignment_regret
+
     directory = Path(tempfile.mkdtemp())
     try:
         random_smollm2_shaped(directory)
         seeds = ",".join(str(seed) for seed in range(options.rows // 3))
-        args = script.parse_args(
+        args = alignment_regret.parse_options(
             ["--paper", "--model", str(directory), "--device", options.device, "--seeds", seeds, "--out-dir", ""]
         )
-        runs = [(name, seed) for seed in range(options.rows // 3) for name in script.AGENT_LABELS]
+        runs = [(name, seed) for seed in range(options.rows // 3) for name in alignment_regret.AGENT_LABELS]
         for rounds, profiled in ((1, False), (options.rounds, True)):
             args.rounds = rounds
-            env = script.make_env(args, len(runs))
+            env = alignment_regret.make_env(args, len(runs))
             profiler = cProfile.Profile()
             start = time.perf_counter()
             if profiled:
                 profiler.enable()
-            script.play_rows(env, runs, args)
+            alignment_regret.play_rows(env, runs, args)
             profiler.disable()
             seconds = time.perf_counter() - start
             print(

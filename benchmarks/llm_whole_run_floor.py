@@ -36,7 +36,8 @@ from pathlib import Path
 import torch
 
 from benchmarks.llm_step import matmul_flops_per_second, step_flops
-from examples import reproduce_regret
+from tokenized_bandit_gym.evaluation import alignment_regret
+from tokenized_bandit_gym.evaluation.alignment_regret import AlignmentRegretOptions
 from tokenized_bandit_gym.evaluation.runs_as_rows import queries_of_runs
 from tokenized_bandit_gym.threads import use_small_work_threads
 
@@ -64,14 +65,14 @@ class Floor:
         return (self.runs * self.rounds + self.benchmarks) * self.max_length * self.flops_per_step
 
 
-def command_floor(options: reproduce_regret.Args) -> Floor:
+def command_floor(options: AlignmentRegretOptions) -> Floor:
     """The :class:`Floor` of ``reproduce_regret.py`` with ``options`` (builds its env once to count the queries)."""
-    env = reproduce_regret.make_env(options, 1)
+    env = alignment_regret.make_env(options, 1)
     try:
-        seeds = reproduce_regret.seed_list(options)
+        seeds = alignment_regret.seed_list(options)
         problem = env.unwrapped.problem
         return Floor(
-            runs=len(seeds) * len(reproduce_regret.agent_names(options)),
+            runs=len(seeds) * len(alignment_regret.agent_names(options)),
             rounds=options.rounds,
             benchmarks=len(queries_of_runs(env, seeds, options.rounds)),
             max_length=options.max_length,
@@ -100,7 +101,7 @@ def main(argv: list[str]) -> str:
     command = [part for part in args.command if part != "--"]
     if any(part == "--out-dir" or part.startswith("--out-dir=") for part in command):
         raise SystemExit("--out-dir is chosen here (a new temporary folder, so that nothing is resumed)")
-    options = reproduce_regret.parse_args(command)
+    options = alignment_regret.parse_options(command)
     use_small_work_threads(options.threads or None)  # the threads the command itself will run on
     floor = command_floor(options)
     with tempfile.TemporaryDirectory(prefix="tbg-whole-run-") as out_dir:

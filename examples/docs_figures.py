@@ -12,8 +12,6 @@ the SmolLM2 runs) and stores its JSON. Adding a figure is adding one entry. Ever
 
 Where a run's per-round numbers were not kept (the SmolLM2 regret and ratio runs, whose JSON was git-ignored at
 the time), the stored JSON holds the numbers that docs/REPRODUCTION.md's tables give, and the figure says so.
-Figures whose numbers are not stored (``results_stored=False``) are listed with the command that makes them and
-left as they are.
 """
 
 from __future__ import annotations
@@ -95,6 +93,11 @@ def draw_ratio(results: dict[str, Any], path: Path) -> None:
 def draw_pairwise(results: dict[str, Any], path: Path) -> None:
     """Pairwise feedback (``pairwise_alignment.py``'s ``pairwise.json``): regret and preference rates."""
     example("pairwise_alignment").plot(results, str(path))
+
+
+def draw_alignment(results: dict[str, Any], path: Path) -> None:
+    """Alignment to the fitted preference (``reproduce_alignment.py``'s ``alignment.json``): regret and win rates."""
+    example("reproduce_alignment").plot(results, str(path))
 
 
 def draw_phase_diagram(results: dict[str, Any], path: Path) -> None:
@@ -249,6 +252,7 @@ def script_compute(script: str, arguments: list[str], small_arguments: list[str]
 SMALL_LLM = ["--rounds", "4", "--max-length", "3", "--top-k", "3"]
 SMALL_PAIRWISE = [*SMALL_LLM, "--tlb-rounds", "10"]
 SMALL_PHASE_DIAGRAM = [*SMALL_LLM, "--ratios", "0.1", "10", "--seeds", "0,1", "--regime-rounds", "2"]
+SMALL_ALIGNMENT = ["--model", "stories260K", "--rounds", "2", "--max-length", "3", "--top-k", "3", "--seeds", "0"]
 SMALL_RADIUS = [*SMALL_LLM, "--multipliers", "0.1", "1", "--seeds", "0,1"]
 
 
@@ -257,14 +261,12 @@ class DocsFigure:
     """One figure under docs/figures/: drawn by ``draw(results, path)`` from ``docs/results/<name>.json``.
 
     ``compute(out_dir, small)`` recomputes that JSON (returns its path); ``small`` settings run in seconds.
-    ``results_stored`` is False for a figure whose numbers are not in the repository yet: it is listed,
-    not redrawn. ``note`` says where the stored numbers came from.
+    ``note`` says where the stored numbers came from when no command here recomputes them.
     """
 
     name: str
-    draw: Callable[[dict[str, Any], Path], None] | None
+    draw: Callable[[dict[str, Any], Path], None]
     compute: Callable[[Path, bool], Path] | None
-    results_stored: bool = True
     note: str = ""
     command: str = field(default="")
 
@@ -295,7 +297,6 @@ def _ddmc(name: str, model: str, dataset: str, items: str, resamples: str) -> Do
 V0_FLAG = "--env-id TokenizedAlignment-v0"
 """The regret figures' numbers were made under -v0's reading, reproduce_regret.py's default before -v1 (issue 48)."""
 TABLES = "the numbers of docs/REPRODUCTION.md's table (the run's per-round JSON was not kept)"
-NOT_STORED = "numbers not stored in the repository: recompute with the command, then store its JSON here"
 
 FIGURES: dict[str, DocsFigure] = {
     figure.name: figure
@@ -342,11 +343,10 @@ FIGURES: dict[str, DocsFigure] = {
         _ddmc("ddmc_hh-rlhf_smollm2", "smollm2-135m-instruct", "hh-rlhf", "50", "200"),
         DocsFigure(
             "alignment_smollm2",
-            None,
-            None,
-            results_stored=False,
-            note=NOT_STORED,
-            command="python examples/reproduce_alignment.py --rounds 30 --seeds 0 1",
+            draw_alignment,
+            script_compute(
+                "reproduce_alignment", ["--rounds", "30", "--seeds", "0", "1"], SMALL_ALIGNMENT, "alignment.json"
+            ),
         ),
         DocsFigure(
             "pairwise_stories260K",
@@ -365,11 +365,13 @@ FIGURES: dict[str, DocsFigure] = {
         ),
         DocsFigure(
             "pairwise_smollm2",
-            None,
-            None,
-            results_stored=False,
-            note=NOT_STORED,
-            command="python examples/pairwise_alignment.py --model smollm2-135m-instruct --queries paper --rounds 60",
+            draw_pairwise,
+            script_compute(
+                "pairwise_alignment",
+                ["--model", "smollm2-135m-instruct", "--queries", "paper", "--rounds", "60"],
+                SMALL_PAIRWISE,
+                "pairwise.json",
+            ),
         ),
     )
 }
@@ -387,8 +389,6 @@ def draw(figure: DocsFigure, results: Path | None = None, png: Path | None = Non
         raise ValueError(f"{figure.name}: no stored numbers at {source}; compute them with: {command_of(figure)}")
     with source.open(encoding="utf-8") as handle:
         data = json.load(handle)
-    if figure.draw is None:
-        raise ValueError(f"{figure.name} has no drawing function here; it is drawn by: {command_of(figure)}")
     target = png or figure.png
     target.parent.mkdir(parents=True, exist_ok=True)
     figure.draw(data, target)
@@ -447,11 +447,7 @@ def main(args: Args) -> list[Path]:
         print(f"stored {recompute(FIGURES[args.recompute])}")
     drawn = []
     for name in names:
-        figure = FIGURES[name]
-        if not figure.results_stored:
-            print(f"{name}: left as it is ({figure.note}: {command_of(figure)})")
-            continue
-        drawn.append(draw(figure))
+        drawn.append(draw(FIGURES[name]))
         print(f"drew {drawn[-1].relative_to(ROOT)}")
     return drawn
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tokenized_bandit_gym.task import Task
+
+if TYPE_CHECKING:
+    import numpy as np
 
 
 @runtime_checkable
@@ -25,11 +28,15 @@ class Agent(Protocol):
         """Forget everything and prepare to play ``task`` for ``task.horizon`` rounds."""
         ...
 
-    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
-        """Return the index of the next candidate (an action of ``Discrete(k)``)."""
+    def act(self, observation: dict[str, np.ndarray | np.int64], info: dict[str, Any]) -> int:
+        """Return the index of the next candidate (an action of ``Discrete(k)``).
+
+        ``observation`` is the single env's: arrays keyed as its ``Dict`` space (``length`` and
+        ``query_length`` as ``np.int64``); ``info`` its info dict (the env contract's entries).
+        """
         ...
 
-    def update(self, observation: dict[str, Any], reward: float, info: dict[str, Any]) -> None:
+    def update(self, observation: dict[str, np.ndarray | np.int64], reward: float, info: dict[str, Any]) -> None:
         """Learn from the round just finished: its last observation, reward and info."""
         ...
 

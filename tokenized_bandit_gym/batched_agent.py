@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from tokenized_bandit_gym.task import Task
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
 
 
 @runtime_checkable
@@ -45,10 +49,21 @@ class BatchedAgent(Protocol):
         """Forget everything and prepare to play ``task`` on ``num_envs`` sub-envs."""
         ...
 
-    def act_batch(self, observations: dict[str, Any], infos: dict[str, Any], needs_action: Any) -> Any:
+    def act_batch(
+        self,
+        observations: dict[str, np.ndarray] | dict[str, torch.Tensor],
+        infos: dict[str, Any],
+        needs_action: np.ndarray | torch.Tensor,
+    ) -> np.ndarray | torch.Tensor:
         """Return ``(N,)`` integer actions, one per sub-env."""
         ...
 
-    def update_batch(self, rows: Any, observations: dict[str, Any], rewards: Any, infos: dict[str, Any]) -> None:
+    def update_batch(
+        self,
+        rows: np.ndarray | torch.Tensor,
+        observations: dict[str, np.ndarray] | dict[str, torch.Tensor],
+        rewards: np.ndarray | torch.Tensor,
+        infos: dict[str, Any],
+    ) -> None:
         """Learn from the M rounds that ended in the last step (sub-envs ``rows``)."""
         ...

@@ -58,9 +58,14 @@ class IndependentAgents:
         for row, agent in enumerate(self.agents):
             agent.reset(task, None if seed is None else seed + row)
 
-    def act_batch(self, observations: dict[str, Any], infos: dict[str, Any], needs_action: Any) -> np.ndarray:
+    def act_batch(
+        self,
+        observations: dict[str, np.ndarray] | dict[str, torch.Tensor],
+        infos: dict[str, Any],
+        needs_action: np.ndarray | torch.Tensor,
+    ) -> np.ndarray:
         """Ask copy i for its action on every row that needs one (0 elsewhere)."""
-        observations = {key: _host(value) for key, value in observations.items()}
+        host_observations = {key: _host(value) for key, value in observations.items()}
         infos = {key: _host(value) for key, value in infos.items()}
         actions = np.zeros(len(self.agents), dtype=np.int64)
         for row in np.flatnonzero(_host(needs_action)):
@@ -69,15 +74,21 @@ class IndependentAgents:
                 for key, value in infos.items()
                 if not key.startswith("_") and bool(infos[f"_{key}"][row])
             }
-            actions[row] = self.agents[row].act({key: value[row] for key, value in observations.items()}, info)
+            actions[row] = self.agents[row].act({key: value[row] for key, value in host_observations.items()}, info)
         return actions
 
-    def update_batch(self, rows: Any, observations: dict[str, Any], rewards: Any, infos: dict[str, Any]) -> None:
+    def update_batch(
+        self,
+        rows: np.ndarray | torch.Tensor,
+        observations: dict[str, np.ndarray] | dict[str, torch.Tensor],
+        rewards: np.ndarray | torch.Tensor,
+        infos: dict[str, Any],
+    ) -> None:
         """Give each finished round to its copy, as the single env's last step would."""
-        observations = {key: _host(value) for key, value in observations.items()}
+        host_observations = {key: _host(value) for key, value in observations.items()}
         infos = {key: _host(value) for key, value in infos.items()}
-        rewards = _host(rewards)
+        host_rewards = _host(rewards)
         for index, row in enumerate(_host(rows).tolist()):
-            observation = {key: value[index] for key, value in observations.items()}
+            observation = {key: value[index] for key, value in host_observations.items()}
             info = {key: value if isinstance(value, str) else _python(value[index]) for key, value in infos.items()}
-            self.agents[row].update(observation, float(rewards[index]), info)
+            self.agents[row].update(observation, float(host_rewards[index]), info)

@@ -41,12 +41,15 @@ import subprocess
 import sys
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 import numpy as np
 
 from tokenized_bandit_gym.registration import LLM_ENVS, load_agent_class
+
+if TYPE_CHECKING:
+    from tokenized_bandit_gym.envs.tokenized_bandit_vector_env import TokenizedBanditVectorEnv
 
 LLM_FLOAT_ATOL = 1e-4
 """Float tolerance of vector = single on the LLM ids: a batched forward over a padded cache rounds
@@ -100,8 +103,8 @@ def first_difference(first: Any, second: Any, where: str = "", atol: float = 0.0
     """
     if isinstance(second, dict):
         if not isinstance(first, dict) or first.keys() != second.keys():
-            found = sorted(first) if isinstance(first, dict) else type(first).__name__
-            return f"{where or 'value'}: keys {found} != {sorted(second)}"
+            found_keys = sorted(first) if isinstance(first, dict) else type(first).__name__
+            return f"{where or 'value'}: keys {found_keys} != {sorted(second)}"
         for key in second:
             difference = first_difference(first[key], second[key], f"{where}[{key!r}]", atol)
             if difference is not None:
@@ -478,10 +481,10 @@ def check_vector_matches_single(
     atol = _atol(env_id, atol)
     subject = _subject(env_id, kwargs)
     seeds = [3, 11, 12, 40, 7]
-    vector_kwargs = {} if round_buffer is None else {"round_buffer": round_buffer}
+    vector_kwargs: dict[str, Any] = {} if round_buffer is None else {"round_buffer": round_buffer}
     vector = gym.make_vec(env_id, len(seeds), vectorization_mode="vector_entry_point", **vector_kwargs, **kwargs)
     reference = _SingleEnvRows(env_id, seeds, **kwargs)
-    observations, infos = vector.reset(seed=seeds)
+    observations, infos = vector.reset(seed=seeds)  # type: ignore[arg-type]  # gymnasium types it an int only
     expected_observations, expected_infos = reference.reset()
 
     def require_same_rows(where: str) -> None:
@@ -491,7 +494,7 @@ def check_vector_matches_single(
 
     require_same_rows("reset")
     rng = np.random.default_rng(0)
-    eos = vector.unwrapped.eos_token_id
+    eos = cast("TokenizedBanditVectorEnv", vector.unwrapped).eos_token_id
     episodes = np.zeros(len(seeds), dtype=int)
     for step in range(steps if steps is not None else (60 if atol == 0.0 else 30)):
         actions = mixed_actions(rng, observations["action_mask"], eos_actions(observations, eos))
@@ -548,10 +551,10 @@ def check_autoreset_matches_sync(
     mode = AutoresetMode(autoreset_mode)
     atol = _atol(env_id, atol)
     subject = _subject(env_id, {"autoreset_mode": mode.value, **kwargs})
-    seeds = [3, 11, 12, 40]
+    seeds: list[int | None] = [3, 11, 12, 40]
     native = gym.make_vec(env_id, num_envs=len(seeds), autoreset_mode=mode, round_buffer=4, **kwargs)
     sync = gym.vector.SyncVectorEnv([lambda: gym.make(env_id, **kwargs)] * len(seeds), autoreset_mode=mode)
-    declared = (native.metadata["autoreset_mode"], native.unwrapped.autoreset_mode)
+    declared = (native.metadata["autoreset_mode"], cast("TokenizedBanditVectorEnv", native.unwrapped).autoreset_mode)
     _require("autoreset = sync", subject, declared == (mode, mode), f"declared autoreset modes {declared}")
 
     def require_same(
@@ -561,10 +564,10 @@ def check_autoreset_matches_sync(
         difference = difference or _vector_infos_difference(infos, expected[1], atol, where)
         _require("autoreset = sync", subject, difference is None, str(difference))
 
-    observations, infos = native.reset(seed=seeds)
+    observations, infos = native.reset(seed=seeds)  # type: ignore[arg-type]  # gymnasium types it an int only
     require_same(observations, infos, sync.reset(seed=seeds), "reset")
     rng = np.random.default_rng(0)
-    eos = native.unwrapped.eos_token_id
+    eos = cast("TokenizedBanditVectorEnv", native.unwrapped).eos_token_id
     ended = 0
     for step in range(40 if atol == 0.0 else 16):
         actions = mixed_actions(rng, observations["action_mask"], eos_actions(observations, eos))
@@ -810,7 +813,7 @@ def _action_problem(action: Any, mask: np.ndarray, forced: bool) -> str | None:
     return None
 
 
-class _ActionRecorder(gym.Wrapper):  # type: ignore[type-arg]
+class _ActionRecorder(gym.Wrapper):
     """Records every action and refuses one the observed action mask does not allow (position L aside)."""
 
     def __init__(self, env: gym.Env[Any, Any], subject: str) -> None:

@@ -80,12 +80,13 @@ def test_whole_run_floor_counts_the_queries_the_runs_play() -> None:
     """The floor's benchmark decodes are the distinct queries the env itself plays over every seed's rounds."""
     import gymnasium as gym
 
+    from tokenized_bandit_gym.evaluation import alignment_regret
+
     script = runpy.run_path(str(BENCHMARKS / "llm_whole_run_floor.py"))
-    reproduce_regret = script["reproduce_regret"]
-    options = reproduce_regret.parse_args(["--rounds", "4", "--seeds", "0,1", "--max-length", "3", "--top-k", "2"])
+    options = alignment_regret.parse_options(["--rounds", "4", "--seeds", "0,1", "--max-length", "3", "--top-k", "2"])
     floor = script["command_floor"](options)
     played = set()
-    env = gym.make(reproduce_regret.ENV_ID, **reproduce_regret.env_kwargs(options))
+    env = gym.make(alignment_regret.ENV_ID, **alignment_regret.env_kwargs(options))
     for seed in (0, 1):
         _, info = env.reset(seed=seed)
         for _ in range(options.rounds):
@@ -96,7 +97,7 @@ def test_whole_run_floor_counts_the_queries_the_runs_play() -> None:
             _, info = env.reset()
     env.close()
     assert floor.benchmarks == len(played)
-    assert floor.runs == 2 * len(reproduce_regret.agent_names(options))
+    assert floor.runs == 2 * len(alignment_regret.agent_names(options))
     model = env.unwrapped.problem.model
     decoder = sum(parameter.numel() for parameter in model.parameters()) - model.get_input_embeddings().weight.numel()
     assert floor.flops_per_step >= options.top_k * 2 * decoder  # every decoder weight, each candidate

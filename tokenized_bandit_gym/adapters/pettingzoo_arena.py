@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -23,6 +23,10 @@ from tokenized_bandit_gym.envs.env_contract import (
     summary_row,
 )
 from tokenized_bandit_gym.host_array import as_host_array
+
+if TYPE_CHECKING:
+    from tokenized_bandit_gym.envs.language_model_bandit_env import LanguageModelBanditEnv
+    from tokenized_bandit_gym.envs.tokenized_bandit_env import TokenizedBanditEnv
 
 AgentObservation = dict[str, Any]
 
@@ -105,9 +109,10 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
             env = gym.make(env, **env_kwargs)
         elif env_kwargs:
             raise ValueError(f"keywords {sorted(env_kwargs)} are only used with an env id, not an env object")
-        base = env.unwrapped
-        if not hasattr(base, "round_batch") or not hasattr(base, "problem"):
-            raise TypeError(f"env must be a tokenized bandit env, got {type(base).__name__}")
+        unwrapped = env.unwrapped
+        if not hasattr(unwrapped, "round_batch") or not hasattr(unwrapped, "problem"):
+            raise TypeError(f"env must be a tokenized bandit env, got {type(unwrapped).__name__}")
+        base = cast("TokenizedBanditEnv | LanguageModelBanditEnv", unwrapped)  # what the check above found
         if getattr(base, "feedback", "scalar") != "scalar":
             raise ValueError(f"the arena plays scalar feedback only, got an env with feedback={base.feedback!r}")
         self.env = env
@@ -122,7 +127,7 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
         self._rows = {name: row for row, name in enumerate(names)}
         # each player's own spaces (seeding or sampling one moves no other's random state)
         self.observation_spaces = {name: copy.deepcopy(base.observation_space) for name in names}
-        self.action_spaces: dict[str, spaces.Space[Any]] = {name: copy.deepcopy(base.action_space) for name in names}
+        self.action_spaces = {name: copy.deepcopy(base.action_space) for name in names}
         self._streams: RoundStreams | None = None
         self._np_random = np.random.default_rng()
         # each player's allowed actions (k,) bool, response length and response so far, as last observed:
@@ -139,11 +144,11 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
         """The EOS token id."""
         return self.problem.eos_token_id
 
-    def observation_space(self, agent: str) -> spaces.Space[Any]:
+    def observation_space(self, agent: str) -> spaces.Dict:
         """The observation space of ``agent`` (the same object on every call)."""
         return self.observation_spaces[agent]
 
-    def action_space(self, agent: str) -> spaces.Space[Any]:
+    def action_space(self, agent: str) -> spaces.Discrete:
         """The action space of ``agent`` (the same object on every call)."""
         return self.action_spaces[agent]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from gymnasium import spaces
@@ -58,8 +58,8 @@ class SuperSuitArena(BaseParallelWrapper[str, np.ndarray, int]):
         super().__init__(arena)
         self.metadata = arena.metadata
         self.dict_observation_spaces = {name: arena.observation_space(name) for name in arena.possible_agents}
-        self.observation_spaces = {
-            name: spaces.flatten_space(space) for name, space in self.dict_observation_spaces.items()
+        self.observation_spaces = {  # gymnasium's flatten_space of a Dict space is a Box
+            name: cast(spaces.Box, spaces.flatten_space(space)) for name, space in self.dict_observation_spaces.items()
         }
         entries = arena.observation_space(arena.possible_agents[0]).spaces
         keys = list(entries)
@@ -101,4 +101,7 @@ class SuperSuitArena(BaseParallelWrapper[str, np.ndarray, int]):
         return spaces.unflatten(self.dict_observation_spaces[agent], observation)
 
     def _flatten(self, observations: dict[str, AgentObservation]) -> dict[str, np.ndarray]:
-        return {name: spaces.flatten(self.dict_observation_spaces[name], row) for name, row in observations.items()}
+        return {
+            name: spaces.flatten(self.dict_observation_spaces[name], row)  # type: ignore[misc]  # a Dict's: an array
+            for name, row in observations.items()
+        }

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -67,7 +69,7 @@ class DiscountedProblem(LinearTokenizedProblem):
         query_sum = query_token_vectors[query_tokens].masked_fill(padding[..., None], 0.0).sum(1)  # (Q, d)
         query_vectors = query_sum / query_lengths[:, None]  # (Q, d)
         self.scale = 1.0 / sum(self.alpha**i for i in range(length))  # c, so that ||e|| <= 1
-        to = {"device": self.device, "dtype": dtype}
+        to: dict[str, Any] = {"device": self.device, "dtype": dtype}
         self.token_vectors = token_vectors.to(**to)
         self.query_vectors = query_vectors.to(**to)
         self.position_vectors = position_vectors.to(**to)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 
@@ -35,10 +37,13 @@ class MarkovProblem(DiscountedProblem):
         **discounted_options: ``alpha`` and ``theta_norm``, as for :class:`DiscountedProblem`.
     """
 
+    previous_vectors: torch.Tensor  # (n, d) b, drawn by _init_extra_parameters
+    next_vectors: torch.Tensor  # (n, d) b'
+
     def __init__(self, sizes: InstanceSizes, ddmc_violation: float = 0.5, **discounted_options: float) -> None:
         self.ddmc_violation = check_real("ddmc_violation", ddmc_violation, low=0.0)
         super().__init__(sizes, **discounted_options)
-        to = {"device": self.device, "dtype": self.dtype}
+        to: dict[str, Any] = {"device": self.device, "dtype": self.dtype}
         self.previous_vectors = self.previous_vectors.to(**to)
         self.next_vectors = self.next_vectors.to(**to)
 

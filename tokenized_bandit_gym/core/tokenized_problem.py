@@ -11,6 +11,7 @@ once here, on batches of B rounds, so the single env (B = 1) and the vector env 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Protocol, TypeVar, runtime_checkable
 
@@ -19,7 +20,7 @@ import torch
 
 from tokenized_bandit_gym.core.decoding_state import DecodingState
 from tokenized_bandit_gym.core.enumeration import complete_responses
-from tokenized_bandit_gym.core.validation import check_int
+from tokenized_bandit_gym.core.validation import check_int, check_replay
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,23 @@ class TokenizedBanditProblem(Protocol[StateT]):
     def oracle_greedy(self, queries: torch.Tensor, /) -> DecodedResponses:
         """:meth:`greedy_decode` of the pool, computed once (the paper's plotted benchmark)."""
         ...
+
+
+def replayed(
+    state: StateT,
+    responses: torch.Tensor,
+    lengths: torch.Tensor | None,
+    append: Callable[[StateT, torch.Tensor, torch.Tensor | None], StateT],
+) -> StateT:
+    """``state`` with the token ids ``responses`` ``(B, T)`` appended column by column by ``append``.
+
+    Row i takes its first ``lengths[i]`` tokens (all T when ``lengths`` is None): ``append(state, tokens, active)``
+    gets the column's tokens ``(B,)`` and the rows still reading, ``(B,)`` bool, or None for every row.
+    """
+    for position in range(responses.shape[1]):
+        active = None if lengths is None else torch.as_tensor(lengths, device=responses.device) > position
+        state = append(state, responses[:, position], active)
+    return state
 
 
 class TokenizedProblem(ABC):
@@ -389,21 +407,8 @@ class TokenizedProblem(ABC):
         """
         queries = torch.as_tensor(queries, device=self.device, dtype=torch.int64)
         responses = torch.as_tensor(responses, device=self.device, dtype=torch.int64)
-        if responses.dim() != 2 or responses.shape[0] != queries.shape[0]:
-            raise ValueError(
-                f"responses must have shape (B, T) with B = {queries.shape[0]}, got {tuple(responses.shape)}"
-            )
-        if responses.shape[1] > self.max_length:
-            raise ValueError(f"responses have {responses.shape[1]} tokens, more than max_length={self.max_length}")
-        if responses.numel() and (responses.min() < 0 or responses.max() >= self.vocab_size):
-            raise ValueError(f"response token ids must lie in [0, {self.vocab_size}), got {responses.tolist()}")
-        if queries.numel() and (queries.min() < 0 or queries.max() >= self.num_queries):
-            raise ValueError(f"query indices must lie in [0, {self.num_queries}), got {queries.tolist()}")
-        state = self.initial_state(queries)
-        for position in range(responses.shape[1]):
-            active = None if lengths is None else torch.as_tensor(lengths, device=self.device) > position
-            state = self.advance(state, responses[:, position], active)
-        return state
+        check_replay(queries, responses, self.max_length, self.num_queries, self.vocab_size)
+        return replayed(self.initial_state(queries), responses, lengths, self.advance)
 
     def utility(
         self,

@@ -6,6 +6,7 @@ import math
 import os
 from collections.abc import Iterable
 from numbers import Integral, Real
+from typing import cast
 
 import torch
 
@@ -22,11 +23,12 @@ def check_int(name: str, value: object, minimum: int | None = None, maximum: int
     """
     if isinstance(value, bool) or not isinstance(value, Integral):
         raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
-    if minimum is not None and value < minimum:
+    number = int(value)
+    if minimum is not None and number < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value!r}")
-    if maximum is not None and value > maximum:
+    if maximum is not None and number > maximum:
         raise ValueError(f"{name} must be <= {maximum}, got {value!r}")
-    return int(value)
+    return number
 
 
 def check_reset_seed(seed: object, name: str = "seed") -> int | None:
@@ -86,7 +88,7 @@ def check_device(value: object) -> torch.device:
         ValueError: not a device name, or a CUDA/MPS device this build or machine does not have.
     """
     try:
-        device = torch.device(value)  # type: ignore[arg-type]
+        device = torch.device(cast("str | torch.device | int", value))  # torch raises a TypeError on anything else
     except (RuntimeError, TypeError) as error:
         raise ValueError(f"device must name a torch device such as 'cpu' or 'cuda', got {value!r}") from error
     if device.type == "cuda":
@@ -166,3 +168,28 @@ def check_dtype(value: object) -> torch.dtype:
     if isinstance(value, str) and value in dtypes:
         return dtypes[value]
     raise ValueError(f"dtype must be one of {tuple(dtypes)}, got {value!r}")
+
+
+def check_replay(
+    queries: torch.Tensor, responses: torch.Tensor, max_length: int, num_queries: int, vocab_size: int | None = None
+) -> None:
+    """Refuse a replay a problem's ``state_for`` cannot play: shapes, length, query indices and token ids.
+
+    Args:
+        queries: ``(B,)`` int64 query indices, each in ``[0, num_queries)``.
+        responses: ``(B, T)`` int64 token ids with ``T <= max_length`` (each in ``[0, vocab_size)`` when given).
+        max_length: L.
+        num_queries: Q.
+        vocab_size: n, or None to leave the token ids unchecked.
+
+    Raises:
+        ValueError: naming the shape, the length, the token ids or the query indices that are out of range.
+    """
+    if responses.dim() != 2 or responses.shape[0] != queries.shape[0]:
+        raise ValueError(f"responses must have shape (B, T) with B = {queries.shape[0]}, got {tuple(responses.shape)}")
+    if responses.shape[1] > max_length:
+        raise ValueError(f"responses have {responses.shape[1]} tokens, more than max_length={max_length}")
+    if vocab_size is not None and responses.numel() and (responses.min() < 0 or responses.max() >= vocab_size):
+        raise ValueError(f"response token ids must lie in [0, {vocab_size}), got {responses.tolist()}")
+    if queries.numel() and (queries.min() < 0 or queries.max() >= num_queries):
+        raise ValueError(f"query indices must lie in [0, {num_queries}), got {queries.tolist()}")

@@ -38,7 +38,7 @@ The layout of the returned buffers (row ``i`` of each):
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numba
 import numpy as np
@@ -83,9 +83,10 @@ def _compiled(function: Kernel) -> Kernel:
     function is decorated, so the kernel is then compiled in each process instead.
     """
     try:
-        return numba.njit(cache=True, nogil=True)(function)
+        dispatcher = numba.njit(cache=True, nogil=True)(function)
     except RuntimeError:  # "cannot cache function ...: no locator available"
-        return numba.njit(nogil=True)(function)
+        dispatcher = numba.njit(nogil=True)(function)
+    return cast(Kernel, dispatcher)  # a Numba Dispatcher is called as the function it compiled
 
 
 @_compiled
@@ -337,7 +338,7 @@ def begin_step(
     if invalid:
         return flags, True, 0
     advance(tokens, flags[0], stepping, state, tables, flags[1])
-    return flags, False, np.count_nonzero(flags[1])
+    return flags, False, int(np.count_nonzero(flags[1]))
 
 
 @_compiled

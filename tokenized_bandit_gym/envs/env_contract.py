@@ -26,7 +26,7 @@ import functools
 import math
 from dataclasses import dataclass
 from numbers import Integral, Real
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import torch
@@ -366,19 +366,19 @@ def round_summary(
         return summary
     # On the host every entry is a new array: fill values, with a row copy of the ended rows.
     compact = ended_rows is not None
-    index = ended_rows if compact else ended.nonzero()[0]  # (E,) the ended rows
+    index = ended_rows if ended_rows is not None else ended.nonzero()[0]  # (E,) the ended rows
     num_rows = len(ended)
     for key, value in summary.items():
         if type(value) is not np.ndarray:
             continue
         fill, dtype = _HOST_FILLS.get(key, (0, value.dtype))
         if fill:
-            masked = np.empty((num_rows, *value.shape[1:]), dtype=dtype)
-            masked.fill(fill)
+            filled = np.empty((num_rows, *value.shape[1:]), dtype=dtype)
+            filled.fill(fill)
         else:
-            masked = np.zeros((num_rows, *value.shape[1:]), dtype=dtype)
-        masked[index] = value if compact else value.take(index, axis=0)  # rounded to dtype as a cast would
-        summary[key] = masked
+            filled = np.zeros((num_rows, *value.shape[1:]), dtype=dtype)
+        filled[index] = value if compact else value.take(index, axis=0)  # rounded to dtype as a cast would
+        summary[key] = filled
     summary["round_ended"] = ended.copy()
     return summary
 
@@ -446,7 +446,7 @@ def summary_row(summary: dict[str, Any], row: int) -> dict[str, Any]:
 def _host_row(value: np.ndarray | torch.Tensor, row: int, copy: bool = True) -> Any:
     """``value[row]`` on the host: an array (new if ``copy``), or a NumPy scalar for a ``(B,)`` entry."""
     if type(value) is not np.ndarray:  # a tensor: one host view of the batch, no torch op per row
-        value = value.cpu().numpy()
+        value = cast(torch.Tensor, value).cpu().numpy()
     entry = value[row]
     if type(entry) is np.ndarray:
         return entry.copy() if copy else entry

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 import numpy as np
@@ -58,6 +59,8 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    observation_space: spaces.Dict  # type: ignore[assignment]  # gymnasium types Dict as Space[dict[str, Space]]
+    action_space: spaces.Discrete
     benchmark_upper_bound = BENCHMARK_UPPER_BOUND
 
     def __init__(
@@ -145,7 +148,7 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
             num_rows,
             optimal_kind=self.optimal_kind,
             beam_width=self.beam_width,
-            feature_space=self.observation_space.spaces.get("candidate_embeddings"),
+            feature_space=cast("spaces.Box | None", self.observation_space.spaces.get("candidate_embeddings")),
             observe_logprobs=self.observe_logprobs,
             cache_initial_states=cache_initial_states,
         )
@@ -213,7 +216,7 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
         info["benchmark_upper_bound"] = BENCHMARK_UPPER_BOUND
         return self._observe(), reward, terminated, False, info
 
-    def response_text(self, response: Any) -> str:
+    def response_text(self, response: np.ndarray | torch.Tensor | Sequence[int]) -> str:
         """The text of a response's token ids (``info["response"]``, ``(L,)``; its fill value gives ``""``).
 
         Text is not an info entry (no strings in info): this decodes what the info holds.

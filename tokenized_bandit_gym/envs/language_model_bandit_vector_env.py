@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -9,7 +10,12 @@ import torch
 
 from tokenized_bandit_gym.envs.language_model_bandit_env import BENCHMARK_UPPER_BOUND, LanguageModelBanditEnv
 from tokenized_bandit_gym.envs.language_model_round_batch import LanguageModelRoundBatch
-from tokenized_bandit_gym.envs.tokenized_bandit_vector_env import TokenizedBanditVectorEnv
+from tokenized_bandit_gym.envs.tokenized_bandit_env import TokenizedBanditEnv
+from tokenized_bandit_gym.envs.tokenized_bandit_vector_env import (
+    TokenizedBanditVectorEnv,
+    VectorArray,
+    VectorObservation,
+)
 
 MAX_CACHED_QUERIES = 256
 """Query pools up to this size have their initial states cached by default (one KV cache per query)."""
@@ -52,7 +58,8 @@ class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
         **env_kwargs: the single env's keywords (``model``, ``top_k``, ``max_length``, ``device``, ...).
     """
 
-    single_env_class: ClassVar[type[LanguageModelBanditEnv]]  # type: ignore[assignment]
+    single_env_class: ClassVar[type[LanguageModelBanditEnv]]
+    _template: LanguageModelBanditEnv
 
     def __init__(
         self,
@@ -71,18 +78,20 @@ class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
         self.observe_features = template.observe_features
         self.observe_logprobs = template.observe_logprobs
 
-    def response_text(self, response: Any) -> str:
+    def response_text(self, response: np.ndarray | torch.Tensor | Sequence[int]) -> str:
         """The text of one row of ``info["response"]`` (``(L,)``; the fill value gives ``""``)."""
         return self._template.response_text(response)
 
     benchmark_upper_bound = BENCHMARK_UPPER_BOUND
 
-    def reset(self, *args: Any, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    def reset(self, *args: Any, **kwargs: Any) -> tuple[VectorObservation, dict[str, Any]]:
         """The shared vector env's reset; ``infos["benchmark_upper_bound"]`` ``(N,)`` bool is added."""
         observations, infos = super().reset(*args, **kwargs)
         return observations, self._with_benchmark_flag(infos)
 
-    def step(self, actions: Any) -> tuple[dict[str, Any], Any, Any, Any, dict[str, Any]]:
+    def step(
+        self, actions: VectorArray | Sequence[int]
+    ) -> tuple[VectorObservation, VectorArray, VectorArray, VectorArray, dict[str, Any]]:
         """The shared vector env's step; ``infos["benchmark_upper_bound"]`` ``(N,)`` bool is added."""
         observations, rewards, terminated, truncated, infos = super().step(actions)
         return observations, rewards, terminated, truncated, self._with_benchmark_flag(infos)
@@ -106,8 +115,10 @@ class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
             self._with_benchmark_flag(infos["final_info"], infos["_final_info"])
         return infos
 
-    def _make_round_batch(self, template: Any) -> LanguageModelRoundBatch:
+    def _make_round_batch(self, template: TokenizedBanditEnv | LanguageModelBanditEnv) -> LanguageModelRoundBatch:
         """The N-row LLM round batch, with the pool's initial states cached as ``cache_initial_states`` says."""
+        if not isinstance(template, LanguageModelBanditEnv):
+            raise TypeError(f"{type(self).__name__} plays an LLM-backed env, got {type(template).__name__}")
         cache = self.cache_initial_states
         if cache is None:
             cache = self.cache_initial_states = template.problem.num_queries <= MAX_CACHED_QUERIES

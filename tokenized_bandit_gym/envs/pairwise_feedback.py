@@ -101,6 +101,7 @@ def preference_outcome(
         second), ``reward`` (``1 - preferred`` as float64) and ``noise`` (``reward - P``), with
         ``P = sigma((u1 - u2) / tau)`` (Bradley-Terry).
     """
+    utilities: torch.Tensor | np.ndarray
     if isinstance(first_utility, torch.Tensor):
         probability = torch.sigmoid((first_utility - second_utility) / temperature)  # (N,)
         first_preferred = (uniform_noise + 1.0) / 2.0 < probability  # (N,)
@@ -112,11 +113,11 @@ def preference_outcome(
         first_utility, second_utility = np.asarray(first_utility, np.float64), np.asarray(second_utility, np.float64)
         margin = (first_utility - second_utility) / temperature
         probability = np.exp(-np.logaddexp(0.0, -margin))  # sigma(margin), no overflow
-        first_preferred = (np.asarray(uniform_noise, np.float64) + 1.0) / 2.0 < probability
+        first_wins = (np.asarray(uniform_noise, np.float64) + 1.0) / 2.0 < probability
         utilities = np.stack([first_utility, second_utility], axis=-1)  # (..., 2)
         best = np.maximum(first_utility, second_utility)
-        reward = first_preferred.astype(np.float64)
-        preferred = (~first_preferred).astype(np.int64)
+        reward = first_wins.astype(np.float64)
+        preferred = (~first_wins).astype(np.int64)
     mean = (first_utility + second_utility) / 2.0
     return {
         "utility": mean,

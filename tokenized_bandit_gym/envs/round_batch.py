@@ -33,9 +33,7 @@ from tokenized_bandit_gym.core.decoding_state import DecodingState
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.pool_benchmarks import PoolBenchmarks
 from tokenized_bandit_gym.core.query_start_memo import (
-    QueryStart,
     QueryStartMemo,
-    TablePrefix,
     TablePrefixMemo,
     prefix_memo,
 )
@@ -207,7 +205,9 @@ class SingleRoundBatch(RoundBatch[Any]):
         self._no_embeddings: np.ndarray | None = None
         if isinstance(problem, LinearTokenizedProblem):
             self._no_embeddings = np.zeros((n, problem.embedding_dim), dtype=np.float32)  # (n, d)
-        self.node: QueryStart | TablePrefix | None = None
+        # The memo's node of the current prefix: a QueryStart of a QueryStartMemo, a TablePrefix of a
+        # TablePrefixMemo (never mixed, which a union of the two cannot say), None before the first restart.
+        self.node: Any = None
         self.response = np.full(problem.max_length, problem.eos_token_id, dtype=np.int64)  # (L,) the tokens
         self.queries = 0
         self.lengths = 0
@@ -245,7 +245,7 @@ class SingleRoundBatch(RoundBatch[Any]):
         self.mask = self._allowed_rows[row]
         embeddings = None
         if self._no_embeddings is not None:
-            observed = None if self.finished or node is None else self.memo.observed_embeddings(query, node)  # type: ignore[arg-type]
+            observed = None if self.finished or node is None else self.memo.observed_embeddings(query, node)
             embeddings = self._no_embeddings.copy() if observed is None else observed  # zeros once complete
         return observation(
             query=self._query_rows[query].copy(),
@@ -268,7 +268,7 @@ class SingleRoundBatch(RoundBatch[Any]):
             raise ValueError("the environment has no round yet: call reset() first")
         benchmarks, query = self.tables.benchmarks(), self.queries
         if node.round_end is None:  # the complete response's utility and embedding, once per response
-            node.round_end = self.memo.round_end(node, query, self.response)  # type: ignore[arg-type]
+            node.round_end = self.memo.round_end(node, query, self.response)
         utility, embedding = node.round_end
         return round_summary(
             utility=utility,
@@ -544,9 +544,9 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
             carry=torch.from_numpy(self._host_carry[index]),
             last_tokens=torch.from_numpy(self.last_tokens[index]),
         )  # the E ended rows
-        embedding = None
+        ended_embedding = None
         if isinstance(problem, LinearTokenizedProblem):
-            embedding = problem.embedding_of(state).to(torch.float32).numpy()  # (E, d)
+            ended_embedding = problem.embedding_of(state).to(torch.float32).numpy()  # (E, d)
         return round_summary(  # every entry on the E ended rows, scattered into fill values of N rows
             utility=problem.utility_of_complete(state).numpy().astype(np.float64, copy=False),  # (E,)
             optimal_utility=benchmarks.optimal_utility[queries].astype(np.float64, copy=False),  # (E,)
@@ -555,7 +555,7 @@ class HostRoundBatch(RoundBatch[np.ndarray]):
             response=state.tokens.numpy(),  # (E, L)
             response_length=state.lengths.numpy(),  # (E,)
             optimal_response=benchmarks.optimal_responses.take(queries, axis=0),  # (E, L)
-            response_embedding=embedding,
+            response_embedding=ended_embedding,
             ended=ended,
             ended_rows=index,
         )

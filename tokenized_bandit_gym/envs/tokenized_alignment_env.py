@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -12,6 +12,9 @@ from tokenized_bandit_gym.envs.language_model_bandit_env import LanguageModelBan
 from tokenized_bandit_gym.envs.pairwise_feedback import FeedbackChannel
 from tokenized_bandit_gym.llm.load_language_model import DEFAULT_MODEL
 from tokenized_bandit_gym.llm.make_language_model_problem import make_language_model_problem
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
 class TokenizedAlignmentEnv(LanguageModelBanditEnv):
@@ -201,8 +204,8 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
 
     def __init__(
         self,
-        model: Any = DEFAULT_MODEL,
-        tokenizer: Any = None,
+        model: str | os.PathLike[str] | PreTrainedModel = DEFAULT_MODEL,
+        tokenizer: PreTrainedTokenizerBase | None = None,
         top_k: int = 15,
         gamma: float = 0.8,
         max_length: int = 30,

@@ -53,6 +53,8 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
+    observation_space: spaces.Dict  # type: ignore[assignment]  # gymnasium types Dict as Space[dict[str, Space]]
+    action_space: spaces.Discrete
     optimal_kind = "exact"
     """The benchmark ``optimal_utility`` is: the exact optimum (the LLM envs name their oracle)."""
     config_class: ClassVar[type[SyntheticBanditConfig]]

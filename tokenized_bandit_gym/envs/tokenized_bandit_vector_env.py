@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Sequence
 from numbers import Integral
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 import torch
@@ -22,7 +22,15 @@ from tokenized_bandit_gym.envs.synthetic_config import SyntheticBanditConfig
 from tokenized_bandit_gym.envs.tokenized_bandit_env import TokenizedBanditEnv
 from tokenized_bandit_gym.host_array import as_host_array
 
+if TYPE_CHECKING:
+    from tokenized_bandit_gym.envs.language_model_bandit_env import LanguageModelBanditEnv
+
 ARRAY_BACKENDS = ("numpy", "torch")
+
+VectorArray = np.ndarray | torch.Tensor
+"""What the vector env returns per batch of rows: NumPy arrays (``array_backend="numpy"``) or tensors (``"torch"``)."""
+VectorObservation = dict[str, np.ndarray] | dict[str, torch.Tensor]
+"""A batch of observations: one array (or tensor) per key of the observation space, ``(N, ...)`` each."""
 
 
 def vector_env_memory_bytes(num_envs: int, single_observation_space: spaces.Dict, round_buffer: int) -> int:
@@ -34,7 +42,8 @@ def vector_env_memory_bytes(num_envs: int, single_observation_space: spaces.Dict
     """
     check_int("round_buffer", round_buffer, minimum=2)
     row = sum(
-        int(np.prod(space.shape)) * np.dtype(space.dtype).itemsize for space in single_observation_space.spaces.values()
+        int(np.prod(space.shape or ())) * np.dtype(space.dtype).itemsize
+        for space in single_observation_space.spaces.values()
     )
     return num_envs * (4 * row + 16 * round_buffer)
 
@@ -102,8 +111,11 @@ class TokenizedBanditVectorEnv(VectorEnv):
             torch backend, every returned tensor).
     """
 
-    single_env_class: ClassVar[type[TokenizedBanditEnv]]
-    metadata: ClassVar[dict[str, Any]] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+    single_env_class: ClassVar[type[TokenizedBanditEnv] | type[LanguageModelBanditEnv]]
+    metadata: dict[str, Any] = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+    single_observation_space: spaces.Dict
+    single_action_space: spaces.Discrete
+    _template: TokenizedBanditEnv | LanguageModelBanditEnv
 
     def __init__(
         self,
@@ -162,19 +174,25 @@ class TokenizedBanditVectorEnv(VectorEnv):
             and self.autoreset_mode != AutoresetMode.SAME_STEP
         )
         self._table_info_keys: tuple[str, ...] = ()  # the table path's info keys, then their _key masks
-        if self._table_steps:
+        if self._table_steps and isinstance(self.rounds, HostRoundBatch):
             keys = ("query_index", "forced_eos", *self.rounds.summary_keys)
             self._table_info_keys = (*keys, *_mask_keys(keys))
 
-    def _make_round_batch(self, template: Any) -> RoundBatch[Any]:
+    def _make_round_batch(self, template: TokenizedBanditEnv | LanguageModelBanditEnv) -> RoundBatch[Any]:
         """The N-row round batch of ``template``'s instance (the LLM vector env passes its own keywords)."""
         return template.round_batch(self.num_envs, host=self.array_backend == "numpy")
 
     @property
     def config(self) -> SyntheticBanditConfig:
-        """The synthetic env's config every sub-env plays (made from the keywords and ``config=``)."""
-        config: SyntheticBanditConfig = self._template.config
-        return config
+        """The synthetic env's config every sub-env plays (made from the keywords and ``config=``).
+
+        Raises:
+            AttributeError: an LLM vector env (its keywords are its constructor's, not a config yet).
+        """
+        template = self._template
+        if not isinstance(template, TokenizedBanditEnv):
+            raise AttributeError(f"{type(self).__name__} plays an LLM env, which has no synthetic config")
+        return template.config
 
     @property
     def eos_token_id(self) -> int:
@@ -187,7 +205,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
         *,
         seed: int | Sequence[int | None] | None = None,
         options: dict[str, Any] | None = None,
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
+    ) -> tuple[VectorObservation, dict[str, Any]]:
         """Start a new round on every sub-env, or on those ``options["reset_mask"]`` says.
 
         Args:
@@ -225,9 +243,9 @@ class TokenizedBanditVectorEnv(VectorEnv):
                 fresh_seeds.append(int(self.np_random.integers(2**63 - 1)))
         self._round_buffer.seed(fresh_rows, fresh_seeds)
         batch = self.rounds
-        continuing = reset_rows.copy()
+        continuing: np.ndarray | torch.Tensor = reset_rows.copy()
         continuing[fresh_rows] = False
-        restarting = reset_rows
+        restarting: np.ndarray | torch.Tensor = reset_rows
         if not batch.on_host:
             continuing = torch.from_numpy(continuing).to(self.device)
             restarting = torch.from_numpy(reset_rows).to(self.device)
@@ -238,7 +256,9 @@ class TokenizedBanditVectorEnv(VectorEnv):
         infos = self._step_infos(batch.pending_summary(), self._all_rows(False), restarting)
         return self._observe(), self._infos_to_backend(infos)
 
-    def step(self, actions: Any) -> tuple[dict[str, Any], Any, Any, Any, dict[str, Any]]:
+    def step(
+        self, actions: VectorArray | Sequence[int]
+    ) -> tuple[VectorObservation, VectorArray, VectorArray, VectorArray, dict[str, Any]]:
         """Append one token per sub-env; sub-envs whose round ended restart as :attr:`autoreset_mode` says.
 
         Args:
@@ -337,12 +357,13 @@ class TokenizedBanditVectorEnv(VectorEnv):
         self._round_buffer.advance(restarting)
         index = restarting.nonzero()[0]  # (R,)
         new_queries, new_noise = self._round_buffer.current_rows(index)
-        values, ints, token_rows, embedding, *observed = batch.end_table_step(
+        values, ints, token_rows, embedding, query, candidate_tokens, action_mask, embeddings = batch.end_table_step(
             flags, num_ended, index, new_queries, new_noise, restarting
         )
         summary = batch.summary_entries(values, ints, token_rows, embedding, flags[2])
         infos = dict(zip(self._table_info_keys, (ints[0], flags[0], *summary.values(), *flags[4:]), strict=True))
-        return batch.observation_of(*observed, ints, token_rows[2]), values[5], flags[1], flags[3], infos
+        observation = batch.observation_of(query, candidate_tokens, action_mask, embeddings, ints, token_rows[2])
+        return observation, values[5], flags[1], flags[3], infos
 
     def _restart_ended(self, terminated: Any, summary: dict[str, Any], forced_eos: Any) -> dict[str, Any]:
         """``SAME_STEP``: restart the rows ``terminated`` ``(N,)`` now; the step's infos with their final ones.
@@ -426,7 +447,7 @@ class TokenizedBanditVectorEnv(VectorEnv):
             return infos
         return {key: self._to_backend(value) for key, value in infos.items()}
 
-    def action_masks(self) -> Any:
+    def action_masks(self) -> VectorArray:
         """Allowed actions now, ``(N, k)`` bool (array or tensor by backend)."""
         return self._to_backend(self._copy(self.rounds.mask))
 

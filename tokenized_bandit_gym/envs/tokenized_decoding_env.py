@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import os
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -10,6 +11,9 @@ from tokenized_bandit_gym.envs.language_model_bandit_env import LanguageModelBan
 from tokenized_bandit_gym.llm.load_language_model import DEFAULT_MODEL
 from tokenized_bandit_gym.llm.make_language_model_problem import make_language_model_problem
 from tokenized_bandit_gym.llm.query_sources import STORY_OPENINGS
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
 class TokenizedDecodingEnv(LanguageModelBanditEnv):
@@ -100,8 +104,8 @@ class TokenizedDecodingEnv(LanguageModelBanditEnv):
 
     def __init__(
         self,
-        model: Any = DEFAULT_MODEL,
-        tokenizer: Any = None,
+        model: str | os.PathLike[str] | PreTrainedModel = DEFAULT_MODEL,
+        tokenizer: PreTrainedTokenizerBase | None = None,
         query: str = STORY_OPENINGS[0],
         top_k: int = 4,
         max_length: int = 8,

@@ -24,9 +24,12 @@ import argparse
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tokenized_bandit_gym.script_arguments import int_at_least
+
+if TYPE_CHECKING:
+    from tokenized_bandit_gym.envs.language_model_bandit_env import LanguageModelBanditEnv
 
 APPENDIX_D_GAPS = (8.54, 21.08, 8.07, 20.19)
 """Appendix D's Optimal greedy minus Misaligned greedy utilities, in its four sample rounds."""
@@ -268,7 +271,7 @@ def regime_command(args: argparse.Namespace) -> int:
     except (ValueError, TypeError, gym.error.Error) as error:
         print(f"tbg regime: error: {error}", file=sys.stderr)
         return 2
-    problem = env.unwrapped.problem
+    problem = cast("LanguageModelBanditEnv", env.unwrapped).problem  # the alignment env gym.make built
     print(
         f"regime of {args.env_id} on {args.model}: v={problem.value_map.name}, pooling={problem.pooling}, "
         f"theta={problem.theta_source}, forced EOS scored={problem.score_forced_eos}, "

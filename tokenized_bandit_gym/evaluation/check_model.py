@@ -283,18 +283,18 @@ def check_language_model(
 
     limits = tolerances(model, _noise_sequences(model, tokenizer, seed, env_kwargs), env_kwargs.get("max_length", 30))
     min_cosine, max_error = limits.min_cosine, limits.max_error
-    kwargs = {"noise_scale": 0.0, **env_kwargs, "model": model, "tokenizer": tokenizer}
-    verdicts = []
+    kwargs: dict[str, Any] = {"noise_scale": 0.0, **env_kwargs, "model": model, "tokenizer": tokenizer}
+    verdicts: list[PathVerdict] = []
     rng = np.random.default_rng(seed)
     for forward, batching in (*REQUESTED_PATHS, ("auto", "auto")):
         vector = len(verdicts) == len(REQUESTED_PATHS)
-        path = {"forward_implementation": forward, "candidate_batching": batching}
+        path: dict[str, Any] = {"forward_implementation": forward, "candidate_batching": batching}
         errors = _Errors()
         ran: tuple[str | None, str | None] = (None, None)  # the forward and batching the env ran
         refusal = None
         try:
             if vector:
-                mode = {"num_envs": num_envs, "vectorization_mode": "vector_entry_point"}
+                mode: dict[str, Any] = {"num_envs": num_envs, "vectorization_mode": "vector_entry_point"}
                 env: Any = gym.make_vec(ENV_ID, **mode, **kwargs, **path)
             else:
                 env = gym.make(ENV_ID, **kwargs, **path)

@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timezone
 from importlib import metadata as importlib_metadata
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from tokenized_bandit_gym.evaluation.provenance import code_version
 from tokenized_bandit_gym.evaluation.run_record import ARRAY_NAMES, RunRecord
@@ -109,7 +109,9 @@ class QueuedRuns:
 
 def as_run_source(runs: Sequence[RunSpec] | RunSource) -> RunSource:
     """``runs`` itself if it is a :class:`RunSource`, else a :class:`QueuedRuns` over it."""
-    return runs if hasattr(runs, "next_run") else QueuedRuns(runs)  # type: ignore[arg-type,return-value]
+    if hasattr(runs, "next_run"):
+        return cast(RunSource, runs)
+    return QueuedRuns(runs)
 
 
 class RunInterrupted(Exception):
@@ -233,7 +235,7 @@ def execute_run(
         settings = thread_settings()
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         start = time.perf_counter()
-        env = gym.make(run.env_id, **run.env_kwargs)
+        env: gym.Env[Any, Any] | gym.vector.VectorEnv = gym.make(run.env_id, **run.env_kwargs)
         agent: Any = make_agent(run.agent, **run.agent_kwargs)
         if callable(getattr(agent, "act_batch", None)):  # a BatchedAgent: batch_size rounds at once, vector env
             env.close()
@@ -243,9 +245,10 @@ def execute_run(
         result = run_online(env, agent, rounds=run.rounds, seed=run.seed)
         if isinstance(agent, _ProgressAgent):
             agent.flush()
-        device = str(getattr(env.unwrapped, "problem", None) and env.unwrapped.problem.device)
+        problem = getattr(env.unwrapped, "problem", None)
+        device = str(problem and problem.device)
         benchmark = str(getattr(env.unwrapped, "optimal_kind", "exact"))  # what regret is measured against
-        theta_source = getattr(getattr(env.unwrapped, "problem", None), "theta_source", None)  # LLM alignment
+        theta_source = getattr(problem, "theta_source", None)  # LLM alignment
         wall_time = time.perf_counter() - start
         regime = regime_summary(env)  # after the run's time: a few noise-free decodes, not part of the run
         env.close()

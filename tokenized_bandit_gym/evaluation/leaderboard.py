@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from tokenized_bandit_gym.evaluation.leaderboard_claims import Claim, claim_task_order, measure_claims
 from tokenized_bandit_gym.evaluation.robust_statistics import (
@@ -136,10 +137,10 @@ class AggregateRow:
 class RegretCurve:
     """Mean cumulative regret over seeds at some rounds, with a 95% pointwise bootstrap band."""
 
-    rounds: np.ndarray
-    mean: np.ndarray
-    low: np.ndarray
-    high: np.ndarray
+    rounds: npt.NDArray[np.int64]
+    mean: npt.NDArray[np.float64]
+    low: npt.NDArray[np.float64]
+    high: npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -149,12 +150,12 @@ class HorizonPoints:
     ``finals`` holds each horizon's final regrets, one value per seed.
     """
 
-    horizons: np.ndarray
-    mean: np.ndarray
-    low: np.ndarray
-    high: np.ndarray
+    horizons: npt.NDArray[np.int64]
+    mean: npt.NDArray[np.float64]
+    low: npt.NDArray[np.float64]
+    high: npt.NDArray[np.float64]
     seeds: int
-    finals: tuple[np.ndarray, ...] = ()
+    finals: tuple[npt.NDArray[np.float64], ...] = ()
 
 
 @dataclass

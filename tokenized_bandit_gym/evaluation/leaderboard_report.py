@@ -431,6 +431,11 @@ def _arrays(entry: dict[str, Any], keys: dict[str, str]) -> dict[str, np.ndarray
     }
 
 
+def _horizon_points(entry: dict[str, Any]) -> HorizonPoints:
+    arrays = _arrays(entry, HORIZON_SERIES)
+    return HorizonPoints(arrays["horizons"], arrays["mean"], arrays["low"], arrays["high"], seeds=int(entry["seeds"]))
+
+
 def plotted_leaderboard(document: dict[str, Any]) -> Leaderboard:
     """What the plots need of a leaderboard, read back from its ``leaderboard.json`` (``document``).
 
@@ -453,10 +458,7 @@ def plotted_leaderboard(document: dict[str, Any]) -> Leaderboard:
         reference_agents=set(document["reference_agents"]),
         theory_exponents=dict(document["theory_exponents"]),
         horizon_points={
-            task: {
-                agent: HorizonPoints(**_arrays(entry, HORIZON_SERIES), seeds=int(entry["seeds"]))
-                for agent, entry in by_agent.items()
-            }
+            task: {agent: _horizon_points(entry) for agent, entry in by_agent.items()}
             for task, by_agent in document["horizons"].items()
         },
         theory_tasks=set(document["theory_tasks"]),

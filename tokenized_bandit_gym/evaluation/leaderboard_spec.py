@@ -170,7 +170,7 @@ def as_runs(runs: object) -> list[RunSpec]:
         raise TypeError(f"runs must be a list of RunSpec, got the callable {runs!r}: call it (spec.runs())")
     if isinstance(runs, (str, bytes, Mapping)) or not hasattr(runs, "__iter__"):
         raise TypeError(f"runs must be a list of RunSpec (e.g. spec.runs()) or a LeaderboardSpec, got {runs!r}")
-    listed = list(runs)  # type: ignore[call-overload]
+    listed = list(runs)
     for position, run in enumerate(listed):
         if not isinstance(run, RunSpec):
             raise TypeError(f"runs[{position}] must be a RunSpec (e.g. from spec.runs()), got {run!r}")
@@ -298,6 +298,22 @@ def _table_list(data: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
     return entries
 
 
+def _named_entry(
+    where: str, entry: Mapping[str, Any], keys: set[str], name_field: str, meaning: str
+) -> tuple[str, dict[str, Any], str]:
+    """A task's or agent's entry ``where``: its name (the ``name_field`` it must have, ``meaning``), kwargs and label.
+
+    Raises:
+        SpecError: an unknown key, the missing ``name_field``, or a name, kwargs or label of the wrong type.
+    """
+    _check_keys(where, entry, keys)
+    if name_field not in entry:
+        raise SpecError(f"missing field '{where}.{name_field}' ({meaning})")
+    name = _check_str(f"{where}.{name_field}", entry[name_field])
+    kwargs = _check_kwargs(f"{where}.kwargs", entry.get("kwargs", {}))
+    return name, kwargs, _check_str(f"{where}.label", entry.get("label", _default_label(name, kwargs)))
+
+
 def parse_spec(data: Mapping[str, Any], source: str = "<spec>", check_registry: bool = True) -> LeaderboardSpec:
     """Validate a spec already parsed into a mapping (see the module docstring for the shape).
 
@@ -325,15 +341,10 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>", check_registry: 
     else:
         raise SpecError(f"seeds must be a non-empty list of integers or a positive integer, got {raw_seeds!r}")
 
-    tasks = []
+    tasks: list[TaskEntry] = []
     for index, entry in enumerate(_table_list(data, "task")):
         where = f"task[{index}]"
-        _check_keys(where, entry, _TASK_KEYS)
-        if "id" not in entry:
-            raise SpecError(f"missing field '{where}.id' (a registered env id)")
-        env_id = _check_str(f"{where}.id", entry["id"])
-        kwargs = _check_kwargs(f"{where}.kwargs", entry.get("kwargs", {}))
-        label = _check_str(f"{where}.label", entry.get("label", _default_label(env_id, kwargs)))
+        env_id, kwargs, label = _named_entry(where, entry, _TASK_KEYS, "id", "a registered env id")
         task_rounds = _check_int(f"{where}.rounds", entry.get("rounds", rounds), 1)
         _check_spec_memory(f"{where}.rounds={task_rounds} (the per-round arrays of one run)", task_rounds * ROUND_BYTES)
         if label in {task.label for task in tasks}:
@@ -372,15 +383,10 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>", check_registry: 
         )
 
     task_labels = [task.label for task in tasks]
-    agent_entries = []
+    agent_entries: list[AgentEntry] = []
     for index, entry in enumerate(_table_list(data, "agent")):
         where = f"agent[{index}]"
-        _check_keys(where, entry, _AGENT_KEYS)
-        if "name" not in entry:
-            raise SpecError(f"missing field '{where}.name' (a registered agent name)")
-        name = _check_str(f"{where}.name", entry["name"])
-        kwargs = _check_kwargs(f"{where}.kwargs", entry.get("kwargs", {}))
-        label = _check_str(f"{where}.label", entry.get("label", _default_label(name, kwargs)))
+        name, kwargs, label = _named_entry(where, entry, _AGENT_KEYS, "name", "a registered agent name")
         if label in {agent.label for agent in agent_entries}:
             raise SpecError(f"{where}.label {label!r} is used by another agent; give each agent its own label")
         for other, agent in enumerate(agent_entries):
@@ -501,10 +507,9 @@ def _check_against_registries(spec: LeaderboardSpec) -> None:
                 f"registered: {known}"
             )
         entry_point = gym.spec(task.id).entry_point
-        if isinstance(entry_point, str):
-            entry_point = load_env_creator(entry_point)
-        if callable(entry_point):
-            _check_keywords(f"task[{index}].kwargs", task.kwargs, entry_point, repr(task.id))
+        creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+        if callable(creator):
+            _check_keywords(f"task[{index}].kwargs", task.kwargs, creator, repr(task.id))
         identity = canonical_json([task.id, task.kwargs])
         players = []  # (agent index, agent entry, identity) of each agent playing this task not checked yet
         for agent_index, agent in enumerate(spec.agents):

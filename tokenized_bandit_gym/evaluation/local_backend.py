@@ -165,7 +165,7 @@ def run_local(
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     if workers is not None and not hasattr(runs, "next_run"):
-        workers = min(workers, max(1, len(runs)))  # type: ignore[arg-type]
+        workers = min(workers, max(1, len(runs)))
     source = as_run_source(runs)
     with thread_environment():
         if workers is None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 
 @dataclass
@@ -22,12 +23,12 @@ class OnlineResult:
         metadata: free-form description (env id, agent name, seed, ...).
     """
 
-    regret: np.ndarray
-    utility: np.ndarray
-    optimal_utility: np.ndarray
-    oracle_greedy_utility: np.ndarray
-    reward: np.ndarray
-    wall_time: np.ndarray
+    regret: npt.NDArray[np.float64]
+    utility: npt.NDArray[np.float64]
+    optimal_utility: npt.NDArray[np.float64]
+    oracle_greedy_utility: npt.NDArray[np.float64]
+    reward: npt.NDArray[np.float64]
+    wall_time: npt.NDArray[np.float64]
     metadata: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -36,11 +37,11 @@ class OnlineResult:
         return int(self.regret.shape[0])
 
     @property
-    def cumulative_regret(self) -> np.ndarray:
+    def cumulative_regret(self) -> npt.NDArray[np.float64]:
         """``sum_{s <= t} regret_s``, ``(T,)``."""
         return np.cumsum(self.regret)
 
     @property
-    def greedy_gap(self) -> np.ndarray:
+    def greedy_gap(self) -> npt.NDArray[np.float64]:
         """``optimal_utility - oracle_greedy_utility`` per round: the floor of greedy agents."""
         return self.optimal_utility - self.oracle_greedy_utility

@@ -132,7 +132,8 @@ def _start_reaper() -> subprocess.Popen[bytes] | None:
         stderr=subprocess.DEVNULL,
         start_new_session=True,  # a Ctrl-C or SIGTERM to the terminal's process group leaves it be
     )
-    reaper.stdout.readline()  # type: ignore[union-attr]  (it has taken its snapshot: Ray may start)
+    if reaper.stdout is not None:  # stdout=PIPE: always
+        reaper.stdout.readline()  # it has taken its snapshot: Ray may start
     return reaper
 
 

@@ -57,7 +57,7 @@ import time
 import uuid
 import warnings
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -293,7 +293,11 @@ def process_alive(pid: int) -> bool:
 
 
 def _not_regular(path: Path, mode: int) -> str:
-    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+    kinds: tuple[tuple[Callable[[int], bool], str], ...] = (
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISSOCK, "a socket"),
+    )
     kinds += ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"))
     kind = next((name for test, name in kinds if test(mode)), "not a regular file")
     return f"{str(path)!r} is {kind}, not a results store file; it was not read. Pass a --store path of a regular file"
@@ -338,6 +342,9 @@ class ResultsStore:
         StoreError: the file is not SQLite, belongs to another application, is corrupted, or
             was written by a newer schema.
     """
+
+    schema_version: int
+    """The store's format (``SCHEMA_VERSION`` for a store this version created), set when it is opened."""
 
     def __init__(self, path: str | Path, create: bool = True) -> None:
         self.path = Path(path)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, SupportsFloat, cast
 
 import gymnasium as gym
 import numpy as np
@@ -49,7 +49,9 @@ def run_online(
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise ValueError(f"rounds must be a positive integer, got {rounds!r}")
     if isinstance(env, gym.vector.VectorEnv):
-        return run_online_vector(env, agent, rounds, seed=seed, progress=progress)
+        # A single Agent is refused there, with the error naming what a vector env takes.
+        vector_agent = cast("BatchedAgent | Callable[[], Agent]", agent)
+        return run_online_vector(env, vector_agent, rounds, seed=seed, progress=progress)
     if not callable(getattr(agent, "act", None)):
         raise TypeError(
             f"a single env needs an Agent (act/update/reset), got {agent!r}; "
@@ -70,7 +72,7 @@ def run_online(
         start = clock()
         observation, info = env.reset(seed=seed if round_index == 0 else None)
         terminated = truncated = False
-        reward = 0.0
+        reward: SupportsFloat = 0.0
         while not (terminated or truncated):
             observation, reward, terminated, truncated, info = step(act(observation, info))
         agent.update(observation, float(reward), info)

@@ -9,6 +9,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium import spaces
 from gymnasium.vector import AutoresetMode
 
 from tokenized_bandit_gym.agent import Agent, check_feedback
@@ -17,33 +18,22 @@ from tokenized_bandit_gym.evaluation.online_result import OnlineResult
 from tokenized_bandit_gym.evaluation.progress import ProgressCounter
 from tokenized_bandit_gym.host_array import as_host_array
 from tokenized_bandit_gym.independent_agents import IndependentAgents
-from tokenized_bandit_gym.task import Task
+from tokenized_bandit_gym.task import Task, check_horizon
 
 RECORDED = ("regret", "utility", "optimal_utility", "oracle_greedy_utility")
 
 
 def vector_task(vector_env: gym.vector.VectorEnv, horizon: int) -> Task:
     """Describe one sub-env of ``vector_env`` (wrapped or not) for an agent playing ``horizon`` rounds."""
-    if isinstance(horizon, bool) or not isinstance(horizon, int) or horizon < 1:
-        raise ValueError(f"horizon must be a positive integer, got {horizon!r}")
+    check_horizon(horizon)
     base = vector_env.unwrapped
     problem = getattr(base, "problem", None)
     if problem is None:
         raise TypeError(f"{base!r} is not a tokenized bandit vector env (it has no .problem)")
-    spec = vector_env.spec
-    return Task(
-        env_id=spec.id if spec is not None else None,
-        vocab_size=problem.vocab_size,
-        num_candidates=int(base.single_action_space.n),
-        max_length=problem.max_length,
-        eos_token_id=problem.eos_token_id,
-        embedding_dim=problem.embedding_dim,
-        horizon=horizon,
-        observation_space=base.single_observation_space,
-        action_space=base.single_action_space,
-        problem=problem,
-        feedback=getattr(base, "feedback", "scalar"),
-    )
+    action_space = base.single_action_space
+    if not isinstance(action_space, spaces.Discrete):
+        raise TypeError(f"{base!r} is not a tokenized bandit vector env (its actions are {action_space}, not Discrete)")
+    return Task.of_problem(problem, vector_env.spec, base, base.single_observation_space, action_space, horizon)
 
 
 def _as_batched_agent(agent: object) -> BatchedAgent:

@@ -96,7 +96,7 @@ def write_state(
     members[STATE_MEMBER] = np.frombuffer(json.dumps(tree).encode(), dtype=np.uint8)
     members[HEADER_MEMBER] = np.frombuffer(json.dumps(as_header(header)).encode(), dtype=np.uint8)
     stream = io.BytesIO()
-    np.savez(stream, **members)
+    np.savez(stream, **members)  # type: ignore[arg-type]  # NumPy's stub: a member could be named allow_pickle
     write_bytes_atomically(path, stream.getvalue())
 
 
@@ -270,13 +270,13 @@ class _Decoder:
     """Rebuilds what :class:`_Encoder` saved, from the JSON tree and the arrays."""
 
     def __init__(
-        self, arrays: dict[str, np.ndarray], shared: Mapping[str, Any], classes: Mapping[str, type], path: str
+        self, arrays: dict[str, np.ndarray], shared: Mapping[str, Any], classes: Mapping[str, type[object]], path: str
     ):
         self._arrays = arrays
         self._shared = shared
         self._classes = classes
         self._path = path
-        self._memo: dict[int, Any] = {}
+        self._memo: dict[int | None, Any] = {}  # reference number -> object (None: a node saved without one)
 
     def _refuse(self, what: str) -> StateError:
         return StateError(f"{self._path} {what}")
@@ -298,7 +298,7 @@ class _Decoder:
             raise self._refuse(f"holds an unknown entry {str(node)[:80]!r}")
         kind, value = node["t"], node.get("v")
         if kind == "shared":
-            if value not in self._shared:
+            if not isinstance(value, str) or value not in self._shared:
                 raise self._refuse(f"names a shared object {value!r} this call does not have")
             return self._shared[value]
         if kind == "ref":
@@ -387,7 +387,8 @@ class _Decoder:
         return self._remember(node, dtype)
 
     def _decode_object(self, node: dict[str, Any], state: Any) -> Any:
-        cls = self._classes.get(node.get("type"))  # type: ignore[arg-type]
+        type_name = node.get("type")
+        cls = self._classes.get(type_name) if isinstance(type_name, str) else None
         if cls is None:
             raise self._refuse(f"holds an object of class {node.get('type')!r}, which this call does not have")
         instance = self._remember(node, cls.__new__(cls))

@@ -96,14 +96,14 @@ class LanguageModelHead:
                 "one last hidden state per token"
             )
         finite = torch.isfinite(expected)
-        error = float((got - expected).abs()[finite].max()) if bool(finite.any()) else 0.0
-        if error > self.tolerance * (1.0 + float(expected[finite].abs().max())) or not torch.equal(
+        difference = float((got - expected).abs()[finite].max()) if bool(finite.any()) else 0.0
+        if difference > self.tolerance * (1.0 + float(expected[finite].abs().max())) or not torch.equal(
             finite, torch.isfinite(got)
         ):
             raise ValueError(
                 f"model_type={self.model_type!r}: the LM head's logits are not lm_head(h) with the known "
                 f"post-processing (scale {self.scale}, final softcapping {self.softcap}): log-probs differ by "
-                f"{error:.3g} from the model's own forward, so they cannot be reproduced"
+                f"{difference:.3g} from the model's own forward, so they cannot be reproduced"
             )
 
 

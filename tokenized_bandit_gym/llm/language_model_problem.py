@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
-from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses
-from tokenized_bandit_gym.core.validation import check_choice, check_int, check_real
+from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses, replayed
+from tokenized_bandit_gym.core.validation import check_choice, check_int, check_real, check_replay
 from tokenized_bandit_gym.llm.attention_layout import MASKED_KERNELS
 from tokenized_bandit_gym.llm.decoder_forward import FORWARD_IMPLEMENTATIONS, has_native_forward, select_decoder_forward
 from tokenized_bandit_gym.llm.language_model_head import LanguageModelHead
@@ -37,7 +37,10 @@ from tokenized_bandit_gym.llm.static_kv_cache import appended, commit, detached,
 from tokenized_bandit_gym.llm.value_map import ValueMap
 
 if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
     from tokenized_bandit_gym.llm.make_language_model_problem import LanguageModelRecipe
+    from tokenized_bandit_gym.llm.preference_theta import PreferenceFit
 
 POOLING_SPANS = ("query_response", "response")
 CANDIDATE_BATCHING = ("auto", "mask", "expand")
@@ -145,8 +148,8 @@ class LanguageModelProblem:
 
     def __init__(
         self,
-        model: Any,
-        tokenizer: Any,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
         queries: Sequence[str],
         max_length: int = 30,
         top_k: int = 15,
@@ -216,7 +219,7 @@ class LanguageModelProblem:
         default_source = "the paper's 0.5 * 1, unit-normed" if theta_scale == "unit" else "the paper's literal 0.5 * 1"
         self.theta_source = default_source if theta is None else "a vector given by the user"
         """Where :attr:`latent_theta` came from, in words (reports print it)."""
-        self.preference_fit: Any = None
+        self.preference_fit: PreferenceFit | None = None
         """The :class:`~tokenized_bandit_gym.llm.preference_theta.PreferenceFit` of a theta fitted on comparisons."""
         self.query_texts = list(queries)
         if not self.query_texts:
@@ -433,6 +436,8 @@ class LanguageModelProblem:
     def candidate_pooled(self, state: LanguageModelState) -> torch.Tensor:
         """Raw mean-pooled last-layer hidden states of ``x:y:tau`` ``(B, k, H)`` float32 (before the norm)."""
         self._require_embeddings()
+        if state.candidate_hidden is None:
+            raise ValueError("the state holds no candidate hidden states (made by a problem with embeddings=False)")
         total = state.hidden_sum[:, None, :] + state.candidate_hidden.float()  # (B, k, H)
         return total / (state.pooled_count + 1)[:, None, None].float()  # (B, k, H)
 
@@ -460,21 +465,10 @@ class LanguageModelProblem:
         """
         queries = torch.as_tensor(queries, device=self.device, dtype=torch.int64).reshape(-1)
         responses = torch.as_tensor(responses, device=self.device, dtype=torch.int64)
-        if responses.dim() != 2 or responses.shape[0] != queries.shape[0]:
-            raise ValueError(
-                f"responses must have shape (B, T) with B = {queries.shape[0]}, got {tuple(responses.shape)}"
-            )
-        if responses.shape[1] > self.max_length:
-            raise ValueError(f"responses have {responses.shape[1]} tokens, more than max_length={self.max_length}")
-        if queries.numel() and (queries.min() < 0 or queries.max() >= self.num_queries):
-            raise ValueError(f"query indices must lie in [0, {self.num_queries}), got {queries.tolist()}")
+        check_replay(queries, responses, self.max_length, self.num_queries)
         if lengths is None and queries.shape[0] == 1:
             return self._memoised_state(int(queries[0]), [int(t) for t in responses[0].tolist()])
-        state = self.initial_state(queries)
-        for position in range(responses.shape[1]):
-            active = None if lengths is None else torch.as_tensor(lengths, device=self.device) > position
-            state = self.advance_tokens(state, responses[:, position], active)
-        return state
+        return replayed(self.initial_state(queries), responses, lengths, self.advance_tokens)
 
     def utility(
         self, queries: torch.Tensor, responses: torch.Tensor, lengths: torch.Tensor | None = None
@@ -648,7 +642,7 @@ class LanguageModelProblem:
         if forward_requested == "auto":
             native = has_native_forward(self.model) and self._final_norm is None
             forwards = ["native", "transformers"] if native else ["transformers"]
-        paths = []
+        paths: list[tuple[str, str]] = []
         for forward in forwards:
             batchings = [batching_requested]
             if batching_requested == "auto":
@@ -704,9 +698,12 @@ class LanguageModelProblem:
                 stepped = self.advance(state, torch.zeros(1, dtype=torch.int64, device=self.device))
                 following = stepped.candidate_tokens[0][:, None]  # (k, 1) the next step's candidates
                 longer = torch.cat([sequences[:1].expand(k, -1), following], dim=1)  # (k, T + 2)
+                stepped_hidden = stepped.candidate_hidden  # scored, as the state it stepped from
+                if stepped_hidden is None:
+                    raise ValueError("a step over the KV cache dropped the candidates' hidden states")
                 step = (
                     "a step over the KV cache",
-                    self._as_last_hidden(stepped.candidate_hidden[0]),
+                    self._as_last_hidden(stepped_hidden[0]),
                     self._reference_last_hidden(longer),
                 )
             stage = f"an episode stepped to its last position ({self.max_length} steps)"
@@ -1071,11 +1068,11 @@ class LanguageModelProblem:
         rows = []
         for text in texts:
             if self.chat_template:
-                ids = self.tokenizer.apply_chat_template(
+                # ids, or a BatchEncoding holding them (transformers types it as any of its outputs, str included)
+                templated: Any = self.tokenizer.apply_chat_template(
                     [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True
                 )
-                if not isinstance(ids, list):
-                    ids = ids["input_ids"]
+                ids = templated if isinstance(templated, list) else templated["input_ids"]
             else:
                 ids = self.tokenizer(text)["input_ids"]
             if not ids:

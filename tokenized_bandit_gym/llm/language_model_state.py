@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 import torch
 
@@ -77,7 +78,9 @@ class LanguageModelState:
 
     def select(self, rows: torch.Tensor | slice) -> LanguageModelState:
         """The sub-batch (or reordering, repeats allowed) at ``rows`` ``(B',)`` int64 (a copy), or a slice (views)."""
-        fields = {name: None if (value := getattr(self, name)) is None else value[rows] for name in _ROW_FIELDS}
+        fields: dict[str, Any] = {
+            name: None if (value := getattr(self, name)) is None else value[rows] for name in _ROW_FIELDS
+        }
         candidate_past = None
         if self.candidate_past is not None:
             candidate_past = tuple((keys[rows], values[rows]) for keys, values in self.candidate_past)
@@ -120,7 +123,7 @@ class LanguageModelState:
                 (keys.index_copy(0, rows, new_keys), values.index_copy(0, rows, new_values))  # (B, h, k, hd)
                 for (keys, values), (new_keys, new_values) in layers
             )
-        fields = {}
+        fields: dict[str, Any] = {}
         for name in _ROW_FIELDS:  # None (candidate_hidden) unless both states hold it
             mine, theirs = getattr(self, name), getattr(fresh, name)
             fields[name] = None if mine is None or theirs is None else mine.index_copy(0, rows, theirs)

@@ -202,7 +202,8 @@ class RotaryTable:
                 in_table = int(low) >= 0 and int(high) < self.positions
             if in_table:
                 looked_up = F.embedding(position_ids, self._table(hidden))[:, :, None]  # (N, T, 1, 2 * hd)
-                return looked_up.chunk(2, dim=-1)  # (N, T, 1, hd) views
+                cos, signed_sin = looked_up.chunk(2, dim=-1)  # (N, T, 1, hd) views
+                return cos, signed_sin
         cos, sin = self.rotary_emb(hidden, position_ids)  # (N, T, hd) each
         return cos[:, :, None], _signed(sin)[:, :, None]
 

@@ -10,12 +10,13 @@ import functools
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tokenized_bandit_gym.llm.packaged_models import packaged_model, packaged_model_directory
 
 if TYPE_CHECKING:
     import torch
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 DEFAULT_MODEL = str(Path(__file__).resolve().parent.parent / "data" / "models" / "stories260K")
 """The shipped default: the real pretrained 260K-parameter Llama ``stories260K`` (MIT)."""
@@ -67,7 +68,7 @@ def load_language_model(
     device: str | torch.device = "cpu",
     trust_remote_code: bool = False,
     attn_implementation: str = "auto",
-) -> tuple[Any, Any]:
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load ``(model, tokenizer)`` in eval mode: the one model loader of the package (envs and ``tbg ddmc``).
 
     Rules: weights from safetensors only (pickled ``pytorch_model.bin`` files are refused, since
@@ -107,7 +108,7 @@ def load_language_model(
 @functools.lru_cache(maxsize=4)
 def _load(
     name: str, torch_dtype: torch.dtype, device: str, trust_remote_code: bool, attn_implementation: str
-) -> tuple[Any, Any]:
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """Load once per argument tuple: the frozen model is shared by every env built on it."""
     offline = _check_source(name)
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
@@ -127,7 +128,7 @@ def _load(
         raise ValueError(f"could not load the causal LM {name!r}: {error}") from error
     if tokenizer.eos_token_id is None:
         raise ValueError(f"the tokenizer of {name!r} has no EOS token: a tokenized bandit needs one to end responses")
-    language_model.to(device)
+    language_model.to(device)  # type: ignore[arg-type]  # transformers types its wrapped .to as unbound
     language_model.eval()
     language_model.requires_grad_(False)
     return language_model, tokenizer

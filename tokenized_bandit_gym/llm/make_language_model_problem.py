@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -21,10 +21,15 @@ from tokenized_bandit_gym.llm.preference_theta import (
 )
 from tokenized_bandit_gym.llm.query_sources import resolve_queries
 
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+    from tokenized_bandit_gym.llm.preference_theta import PreferenceFit
+
 
 def make_language_model_problem(
-    model: Any,
-    tokenizer: Any = None,
+    model: str | os.PathLike[str] | PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase | None = None,
     queries: str | os.PathLike[str] | Sequence[str] | None = None,
     theta: str | torch.Tensor | Sequence[float] | None = None,
     instance_seed: int = 0,
@@ -83,7 +88,7 @@ def make_language_model_problem(
         language_model = model
     texts = resolve_queries(queries, seed, query_column=query_column, query_field=query_field)
     preference_data = _preference_data(theta, comparisons, comparison_fields)
-    latent = None if preference_data is not None else theta
+    latent: torch.Tensor | Sequence[float] | None = None
     if isinstance(theta, str) and preference_data is None:
         if theta != "random":
             raise ValueError(f"theta must be None, 'random', 'hh-rlhf', 'comparisons' or a vector, got {theta!r}")
@@ -91,6 +96,8 @@ def make_language_model_problem(
         generator = torch.Generator().manual_seed(seed)
         direction = torch.randn(hidden, generator=generator, dtype=torch.float64)
         latent = direction / direction.norm()
+    elif not isinstance(theta, str):
+        latent = theta
     if isinstance(model, torch.nn.Module):  # passed in loaded: nothing to rebuild it from, so no recipe
         problem = LanguageModelProblem(language_model, tokenizer, texts, theta=latent, **problem_kwargs)
     else:
@@ -165,7 +172,7 @@ class LanguageModelRecipe:
     theta: torch.Tensor | Sequence[float] | None
     problem_kwargs: dict[str, Any] = field(default_factory=dict)
     theta_source: str | None = None
-    preference_fit: Any = None
+    preference_fit: PreferenceFit | None = None
 
     def build(self) -> LanguageModelProblem:
         """Load the model (or take it from the loader's cache) and build the problem."""
@@ -174,7 +181,7 @@ class LanguageModelRecipe:
         )
         return self.build_with(language_model, tokenizer)
 
-    def build_with(self, language_model: Any, tokenizer: Any) -> LanguageModelProblem:
+    def build_with(self, language_model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> LanguageModelProblem:
         """The problem over ``language_model`` (loaded from this recipe), remembering the recipe."""
         problem = LanguageModelProblem(language_model, tokenizer, self.queries, theta=self.theta, **self.problem_kwargs)
         problem.recipe = self

@@ -182,8 +182,9 @@ def _dequantise(model: PackagedModel, source: Path, scratch: Path) -> dict[str, 
     tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
     language_model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype="float32")
     # The weights are dequantised float32 now; the GGUF quantisation record would make transformers refuse to save.
-    language_model.hf_quantizer = None
-    language_model.is_quantized = False
+    # torch types Module.__setattr__ for tensors and modules only
+    language_model.hf_quantizer = None  # type: ignore[assignment]
+    language_model.is_quantized = False  # type: ignore[assignment]
     if hasattr(language_model.config, "quantization_config"):
         del language_model.config.quantization_config
     language_model.save_pretrained(scratch, safe_serialization=True)

@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from tokenized_bandit_gym.llm.packaged_models import build_once, cache_root
+from tokenized_bandit_gym.llm.query_sources import json_lines
 
 HH_RLHF_COMPARISONS = Path(__file__).resolve().parents[1] / "data" / "hh-rlhf" / "harmless-base_test.jsonl.gz"
 """The shipped HH-RLHF subset (harmless-base test split): chosen/rejected dialogue pairs."""
@@ -189,8 +190,8 @@ def pooled_embeddings(problem: Any, texts: Sequence[str], max_tokens: int = 64, 
     """
     rows = []
     for text in texts:
-        ids = [int(i) for i in problem.tokenizer(text)["input_ids"]][-max_tokens:]
-        rows.append(ids or [problem.eos_token_id])
+        token_ids = [int(i) for i in problem.tokenizer(text)["input_ids"]][-max_tokens:]
+        rows.append(token_ids or [problem.eos_token_id])
     pooled = []
     for start in range(0, len(rows), batch_size):
         batch = rows[start : start + batch_size]
@@ -304,13 +305,8 @@ def _cache_key(problem: Any, comparisons: Comparisons, max_pairs: int, max_token
 
 def _jsonl_rows(raw: bytes, file: Path, fields: Sequence[str]) -> list[tuple[str, str]]:
     rows = []
-    for number, line in enumerate(raw.decode("utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise ValueError(f"line {number} of {str(file)!r} is not JSON: {error}") from None
+    lines = raw.decode("utf-8").splitlines()
+    for number, record in json_lines(lines, lambda number: f"line {number} of {str(file)!r}"):
         if not isinstance(record, dict):
             raise ValueError(f"line {number} of {str(file)!r} is not a JSON object")
         rows.append(_pair(record, fields, f"line {number} of {str(file)!r}"))

@@ -71,7 +71,8 @@ class PrefixEmbedder:
     @property
     def embedding_dim(self) -> int:
         """Width ``d`` of the embeddings (the model's hidden size)."""
-        return int(self.language_model.get_input_embeddings().weight.shape[1])
+        weight = self.language_model.get_input_embeddings().weight  # torch types it Tensor | Module
+        return int(weight.shape[1])  # type: ignore[index]
 
     def tokenize(self, text: str) -> list[int]:
         """Return the token ids of ``text`` (the tokenizer's special tokens added), truncated to ``max_tokens``."""

@@ -6,8 +6,9 @@ import csv
 import gzip
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -132,6 +133,26 @@ def csv_queries(path: str | os.PathLike[str], query_column: str | None = None) -
         return queries
 
 
+def json_lines(lines: Iterable[str], where: Callable[[int], str]) -> Iterator[tuple[int, Any]]:
+    """Each non-blank line of a JSON-lines text, parsed, with its 1-based number.
+
+    Args:
+        lines: the text's lines.
+        where: the line's place for the error, from its number (``"'queries.jsonl' line 3"``).
+
+    Raises:
+        ValueError: ``<where> is not valid JSON: <why>`` for a line that does not parse.
+    """
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{where(number)} is not valid JSON: {error}") from error
+        yield number, record
+
+
 def jsonl_queries(path: str | os.PathLike[str], query_field: str | None = None) -> list[str]:
     """One query per line of a ``.jsonl`` or ``.jsonl.gz`` file: a field's text, or HH-RLHF's first human turn.
 
@@ -148,13 +169,7 @@ def jsonl_queries(path: str | os.PathLike[str], query_field: str | None = None) 
     opener = gzip.open if name.endswith(".gz") else open
     queries = []
     with opener(path, "rt", encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{name!r} line {number} is not valid JSON: {error}") from error
+        for number, record in json_lines(handle, lambda number: f"{name!r} line {number}"):
             value = _field(record, query_field or "chosen", name, number, hh_rlhf_default=query_field is None)
             if query_field is None:
                 value = value.split("\n\nAssistant:")[0].replace("\n\nHuman:", "", 1)

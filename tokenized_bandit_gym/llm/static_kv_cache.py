@@ -36,7 +36,8 @@ def _placement(cache: torch.Tensor) -> tuple[torch.Tensor, int, int] | None:
         return None
     if cache.shape[:2] != base.shape[:2] or cache.shape[3] != base.shape[3] or cache.stride() != base.stride():
         return None  # a row subset or another layout: not a column view
-    start, remainder = divmod(cache.storage_offset() - base.storage_offset(), base.stride(2))
+    offset = cache.storage_offset() - base.storage_offset()
+    start, remainder = offset // base.stride(2), offset % base.stride(2)
     if remainder or start < 0:
         return None
     return base, start, start + cache.shape[2]

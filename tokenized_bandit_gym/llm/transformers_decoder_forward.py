@@ -48,7 +48,7 @@ class TransformersDecoderForward:
         cache = DynamicCache()
         for keys, values in past:  # the layers take the state's tensors as they are (DynamicCache(data) copies them)
             layer = DynamicLayer()
-            layer.dtype, layer.device = keys.dtype, keys.device
+            layer.dtype, layer.device = keys.dtype, keys.device  # type: ignore[attr-defined]  # lazy_initialization's
             layer.keys, layer.values = keys, values
             layer.is_initialized = True  # what DynamicLayer.lazy_initialization sets, without its empty tensors
             cache.layers.append(layer)
@@ -72,7 +72,9 @@ class TransformersDecoderForward:
                 f"model_type={model_type!r} returns a {type(returned).__name__}, not a DynamicCache of one key and "
                 "value per layer (a recurrent, hybrid or encoder-decoder cache), which the LLM envs cannot step"
             )
-        return output.last_hidden_state, tuple((layer.keys, layer.values) for layer in returned.layers)
+        # transformers types the layers of any cache kind (keys may be None); a DynamicCache's hold both tensors
+        layers: KeyValues = tuple((layer.keys, layer.values) for layer in returned.layers)  # type: ignore[misc,union-attr]
+        return output.last_hidden_state, layers
 
 
 def decoder_of(model: Any) -> Any:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
@@ -44,7 +44,7 @@ class RegretStatistics(gym.Wrapper[Any, Any, Any, Any]):
         observation, info = self.env.reset(seed=seed, options=options)
         return observation, self._with_statistics(info)
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Step the env; at the end of an episode add the round to the statistics; every info gets them."""
         observation, reward, terminated, truncated, info = self.env.step(action)
         if terminated or truncated:

@@ -163,6 +163,8 @@ def _one_hot_size(space: spaces.Space[Any]) -> int:
         return int(np.sum(space.nvec))
     if isinstance(space, spaces.Discrete):
         return int(space.n)
+    if space.shape is None:
+        raise ValueError(f"{space} has no shape, so no flat encoding")
     return int(np.prod(space.shape))
 
 

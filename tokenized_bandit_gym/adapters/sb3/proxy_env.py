@@ -41,7 +41,7 @@ class SB3ProxyEnv(gym.Env[Any, np.int64]):
     def __init__(
         self,
         observation_space: gym.Space[Any],
-        action_space: gym.Space[Any],
+        action_space: gym.spaces.Discrete,
         inbox: queue.Queue[tuple[str, Any]],
         outbox: queue.Queue[tuple[str, Any]],
     ) -> None:
@@ -49,7 +49,7 @@ class SB3ProxyEnv(gym.Env[Any, np.int64]):
         self.action_space = action_space
         self._inbox = inbox
         self._outbox = outbox
-        self._mask = np.ones(int(action_space.n), dtype=bool)  # type: ignore[attr-defined]
+        self._mask = np.ones(int(action_space.n), dtype=np.bool_)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Wait for the first observation of the next round (``seed`` is ignored: the real env is seeded)."""

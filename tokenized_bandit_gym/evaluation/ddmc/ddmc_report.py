@@ -6,6 +6,7 @@ import json
 import math
 import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -52,29 +53,29 @@ class DDMCReport:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, object]) -> DDMCReport:
+    def from_dict(cls, data: dict[str, Any]) -> DDMCReport:
         """The report :meth:`to_dict` (or :meth:`save_json`'s file) describes; ``null`` reads back as NaN."""
         arrays = ("common_suffix", "count", "mean", "std")
 
-        def summary(entry: dict[str, object]) -> DistanceSummary:
-            values = {
+        def summary(entry: dict[str, Any]) -> DistanceSummary:
+            values: dict[str, Any] = {
                 key: np.array(value, dtype=np.float64 if key in ("mean", "std") else np.int64)
                 if key in arrays
-                else (math.nan if value is None else float(value))  # type: ignore[arg-type]
+                else (math.nan if value is None else float(value))
                 for key, value in entry.items()
             }
-            return DistanceSummary(**values)  # type: ignore[arg-type]
+            return DistanceSummary(**values)
 
         summaries = data["summaries"]
         return cls(
             summaries={
                 grouping: {name: summary(entry) for name, entry in by_distance.items()}
-                for grouping, by_distance in summaries.items()  # type: ignore[union-attr]
+                for grouping, by_distance in summaries.items()
             },
-            num_items=int(data["num_items"]),  # type: ignore[arg-type]
-            num_pairs=int(data["num_pairs"]),  # type: ignore[arg-type]
-            num_prefix_pairs=dict(data["num_prefix_pairs"]),  # type: ignore[arg-type]
-            settings=dict(data.get("settings", {})),  # type: ignore[arg-type]
+            num_items=int(data["num_items"]),
+            num_pairs=int(data["num_pairs"]),
+            num_prefix_pairs=dict(data["num_prefix_pairs"]),
+            settings=dict(data.get("settings", {})),
         )
 
     def save_json(self, path: str | os.PathLike[str]) -> None:
