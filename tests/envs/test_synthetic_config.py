@@ -22,6 +22,7 @@ from tokenized_bandit_gym.core import FAMILIES, Family, families_playing
 from tokenized_bandit_gym.core.problem_factory import Discounted, MeanPool, Needle
 from tokenized_bandit_gym.core.stop_value_problem import StopValueProblem
 from tokenized_bandit_gym.envs import (
+    SyntheticBanditConfig,
     TokenizedLinearBanditConfig,
     TokenizedLinearBanditEnv,
     TokenizedMultiArmedBanditConfig,
@@ -158,6 +159,8 @@ def test_a_config_refuses_a_family_of_another_kind_or_a_name() -> None:
         TokenizedLinearBanditConfig(family="meanpool")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="TokenizedMultiArmedBanditConfig"):
         TokenizedMultiArmedBanditEnv(TokenizedLinearBanditConfig())  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="the kinds' base"):
+        SyntheticBanditConfig()
 
 
 def test_families_playing_reads_the_registry_now(monkeypatch: pytest.MonkeyPatch) -> None:

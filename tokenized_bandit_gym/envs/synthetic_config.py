@@ -80,6 +80,11 @@ class SyntheticBanditConfig:
     strict_actions: bool = False
 
     def __post_init__(self) -> None:
+        if not hasattr(type(self), "family_kind"):
+            raise TypeError(
+                "SyntheticBanditConfig is the kinds' base: use TokenizedLinearBanditConfig or "
+                "TokenizedMultiArmedBanditConfig"
+            )
         if not isinstance(self.family, Family):
             raise TypeError(
                 f"family must be a Family dataclass (or a name, through from_keywords), got {self.family!r}"
