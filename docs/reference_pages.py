@@ -8,6 +8,7 @@ answers ``tbg list`` prints), and the API pages one mkdocstrings block per publi
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable
 from pathlib import Path
@@ -66,6 +67,27 @@ def _api_anchor(dotted: str) -> str:
     return f"api/{package}.md#{dotted}"
 
 
+def _keywords(cls: type) -> list[tuple[str, object, str]]:
+    """``(keyword, default, type)`` of each keyword ``gym.make`` passes to ``cls``.
+
+    A synthetic env's keywords are its config's (``config_class.keyword_defaults()``: the fields,
+    ``family`` by name, and the options of the families of its kind, None meaning the family's own
+    default); an LLM env's are its constructor's.
+    """
+    rows: list[tuple[str, object, str]] = []
+    for name, parameter in inspect.signature(cls.__init__).parameters.items():
+        if name == "self" or parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        annotation = "" if parameter.annotation is inspect.Parameter.empty else str(parameter.annotation)
+        rows.append((name, parameter.default, annotation))
+    config_class = getattr(cls, "config_class", None)
+    if config_class is not None:
+        types = {item.name: str(item.type) for item in dataclasses.fields(config_class)}
+        for name, default in config_class.keyword_defaults().items():
+            rows.append((name, default, "str" if name == "family" else types.get(name, "family option")))
+    return rows
+
+
 def env_reference() -> str:
     """Every registered id: its class, its vector env, and each constructor keyword with its default for that id."""
     lines = [
@@ -87,16 +109,13 @@ def env_reference() -> str:
         if env_id in LLM_ENVS:
             lines.append("Loads a causal LM when made (default: the shipped stories260K).")
         lines += ["", "| keyword | default | type |", "|---|---|---|"]
-        for name, parameter in inspect.signature(cls.__init__).parameters.items():
-            if name == "self" or parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
-                continue
+        for name, class_default, annotation in _keywords(cls):
             if name in id_kwargs:
                 default = f"**`{id_kwargs[name]!r}`**"
-            elif parameter.default is inspect.Parameter.empty:
+            elif class_default is inspect.Parameter.empty:
                 default = "(required)"
             else:
-                default = f"`{parameter.default!r}`"
-            annotation = "" if parameter.annotation is inspect.Parameter.empty else str(parameter.annotation)
+                default = f"`{class_default!r}`"
             lines.append(f"| `{name}` | {_cell(default)} | {_cell(f'`{annotation}`' if annotation else '')} |")
         lines.append("")
     return "\n".join(lines)

@@ -6,7 +6,10 @@ the subject and the first difference (the checks must be able to fail).
 
 from __future__ import annotations
 
+import importlib
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import gymnasium as gym
@@ -33,14 +36,68 @@ class HalfNormMeanPool(problem_factory.Family):
 
 
 def test_a_toy_family_passes_every_env_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(problem_factory.FAMILIES, "half_norm_meanpool", HalfNormMeanPool)
-    monkeypatch.setattr(problem_factory, "LINEAR_FAMILIES", (*problem_factory.LINEAR_FAMILIES, "half_norm_meanpool"))
+    monkeypatch.setitem(problem_factory.FAMILIES, "half_norm_meanpool", HalfNormMeanPool)  # the one registry line
     assert testing.family_env_ids("half_norm_meanpool") == ["TokenizedLinearBandit-v0"]
     testing.check_family("half_norm_meanpool", **SMALL)
     theta = gym.make("TokenizedLinearBandit-v0", family="half_norm_meanpool").unwrapped.problem.theta
     assert float(theta.norm()) == pytest.approx(0.5)
     with pytest.raises(ValueError, match="family 'no_such_family' is not in FAMILIES"):
         testing.check_family("no_such_family")
+
+
+SHRUNK_MEANPOOL_MODULE = '''"""A user's family in a module of its own: mean-pooled token vectors shrunk by a gain."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from tokenized_bandit_gym.core.instance_sizes import InstanceSizes
+from tokenized_bandit_gym.core.meanpool_problem import MeanPoolProblem
+from tokenized_bandit_gym.core.problem_factory import Family
+
+
+class ShrunkMeanPoolProblem(MeanPoolProblem):
+    """MeanPoolProblem with every token vector times ``shrink`` in (0, 1] (DDMC still exact)."""
+
+    def __init__(self, sizes: InstanceSizes, shrink: float = 0.5, theta_norm: float = 1.0) -> None:
+        if not 0.0 < shrink <= 1.0:
+            raise ValueError(f"shrink must be in (0, 1], got {shrink!r}")
+        super().__init__(sizes, theta_norm=theta_norm)
+        self.shrink = shrink
+        self.token_vectors = self.token_vectors * shrink
+
+
+@dataclass(frozen=True)
+class ShrunkMeanPool(Family):
+    problem_class: ClassVar[type] = ShrunkMeanPoolProblem
+    multi_armed: ClassVar[bool] = True
+    shrink: float = 0.5
+    theta_norm: float = 1.0
+'''
+
+
+def test_a_family_is_its_module_plus_one_registry_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ARCHITECTURE's recipe: the family's module and one line in FAMILIES, nothing else, and it plays both envs."""
+    (tmp_path / "shrunk_meanpool_family.py").write_text(SHRUNK_MEANPOOL_MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("shrunk_meanpool_family")
+    monkeypatch.setitem(sys.modules, "shrunk_meanpool_family", module)  # forgotten again after the test
+    monkeypatch.setitem(problem_factory.FAMILIES, "shrunk_meanpool", module.ShrunkMeanPool)  # the one line
+    env_ids = testing.family_env_ids("shrunk_meanpool")
+    assert env_ids == ["TokenizedLinearBandit-v0", "TokenizedMultiArmedBandit-v0"]
+    testing.check_family("shrunk_meanpool", shrink=0.25, **SMALL)
+    for env_id in env_ids:
+        problem = gym.make(env_id, family="shrunk_meanpool", shrink=0.25, **SMALL).unwrapped.problem
+        hidden = getattr(problem, "base", problem)  # the TMAB's hidden TLB instance
+        assert isinstance(hidden, module.ShrunkMeanPoolProblem) and hidden.shrink == 0.25
+        with pytest.raises(ValueError, match="shrink"):
+            gym.make(env_id, family="shrunk_meanpool", shrink=2.0)
+        with pytest.raises(ValueError, match="shrink=0.25 applies to family \\['shrunk_meanpool'\\]"):
+            gym.make(env_id, family="meanpool", shrink=0.25)
 
 
 class FirstAllowed:

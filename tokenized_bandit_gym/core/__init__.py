@@ -7,6 +7,7 @@ shells over these classes.
 from tokenized_bandit_gym.core.decoding_state import DecodingState
 from tokenized_bandit_gym.core.discounted_problem import DiscountedProblem
 from tokenized_bandit_gym.core.enumeration import complete_responses, count_complete_responses
+from tokenized_bandit_gym.core.instance_sizes import InstanceSizes
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.markov_problem import MarkovProblem
 from tokenized_bandit_gym.core.meanpool_problem import MeanPoolProblem
@@ -17,6 +18,9 @@ from tokenized_bandit_gym.core.problem_factory import (
     LINEAR_FAMILIES,
     MULTI_ARMED_FAMILIES,
     Family,
+    build_linear_problem,
+    build_multi_armed_problem,
+    families_playing,
     make_linear_problem,
     make_multi_armed_problem,
 )
@@ -34,6 +38,7 @@ __all__ = [
     "DecodingState",
     "DiscountedProblem",
     "Family",
+    "InstanceSizes",
     "LinearTokenizedProblem",
     "MarkovProblem",
     "MeanPoolProblem",
@@ -44,8 +49,11 @@ __all__ = [
     "StopValueProblem",
     "TokenizedBanditProblem",
     "TokenizedProblem",
+    "build_linear_problem",
+    "build_multi_armed_problem",
     "complete_responses",
     "count_complete_responses",
+    "families_playing",
     "make_linear_problem",
     "make_multi_armed_problem",
 ]

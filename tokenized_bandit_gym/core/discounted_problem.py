@@ -8,10 +8,10 @@ import numpy as np
 import torch
 
 from tokenized_bandit_gym.core.decoding_state import DecodingState
-from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
-from tokenized_bandit_gym.core.query_pool import random_query_pool
+from tokenized_bandit_gym.core.instance_sizes import InstanceSizes
+from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem, check_theta_norm
 from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses
-from tokenized_bandit_gym.core.validation import check_int, check_real, seeded_generator
+from tokenized_bandit_gym.core.validation import check_real
 
 # Below this many entries (Q * L * n * d) every phi(x, tau, j) is tabulated once at construction,
 # so a step costs one gather instead of a normalisation per candidate.
@@ -46,46 +46,19 @@ class DiscountedProblem(LinearTokenizedProblem):
     token is chosen independently at each position, and the best m is kept.
 
     Args:
-        vocab_size: n (EOS is id ``n - 1``).
-        max_length: L.
-        embedding_dim: d.
+        sizes: n (EOS is id ``n - 1``), L, d, the query pool, the instance seed (every parameter
+            of the instance), ``fixed_length``, device and dtype.
         alpha: the discount in ``[0, 1]``.
-        num_queries: size of the query pool.
-        query_length: longest query.
-        instance_seed: seeds every parameter of the instance.
-        fixed_length: EOS only at position L.
         theta_norm: ``||theta||`` in ``(0, 1]``.
-        device: where tensors live.
-        dtype: floating dtype of features and utilities.
     """
 
-    def __init__(
-        self,
-        vocab_size: int = 16,
-        max_length: int = 8,
-        embedding_dim: int = 16,
-        alpha: float = 0.8,
-        num_queries: int = 32,
-        query_length: int = 4,
-        instance_seed: int = 0,
-        fixed_length: bool = False,
-        theta_norm: float = 1.0,
-        device: torch.device | str = "cpu",
-        dtype: torch.dtype = torch.float64,
-    ) -> None:
-        check_int("vocab_size", vocab_size, minimum=2)
-        check_int("max_length", max_length, minimum=1)
-        dimension = check_int("embedding_dim", embedding_dim, minimum=1)
+    def __init__(self, sizes: InstanceSizes, alpha: float = 0.8, theta_norm: float = 1.0) -> None:
         self.alpha = check_real("alpha", alpha, low=0.0, high=1.0)
-        check_real("theta_norm", theta_norm, low=0.0, high=1.0)
-        if theta_norm == 0.0:
-            raise ValueError(f"theta_norm must be > 0, got {theta_norm!r}")
-        generator = seeded_generator(instance_seed)
-        eos = vocab_size - 1
-        query_tokens, query_lengths = random_query_pool(generator, num_queries, query_length, vocab_size, eos)
-        super().__init__(vocab_size, max_length, eos, query_tokens, query_lengths, fixed_length, torch.device(device))
-        self.dtype = dtype
-        n, length = vocab_size, max_length
+        theta_norm = check_theta_norm(theta_norm)
+        generator = self._start_query_pool_instance(sizes)
+        dimension, dtype = int(sizes.embedding_dim), self.dtype
+        query_tokens, query_lengths = self.query_tokens.cpu(), self.query_lengths.cpu()
+        n, length = self.vocab_size, self.max_length
         token_vectors = torch.randn(n, dimension, generator=generator, dtype=torch.float64)  # (n, d)
         query_token_vectors = torch.randn(n, dimension, generator=generator, dtype=torch.float64)  # (n, d)
         position_vectors = 0.5 * torch.randn(length, dimension, generator=generator, dtype=torch.float64)  # (L, d)

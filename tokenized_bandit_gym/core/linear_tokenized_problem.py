@@ -8,7 +8,23 @@ import numpy as np
 import torch
 
 from tokenized_bandit_gym.core.decoding_state import DecodingState
+from tokenized_bandit_gym.core.instance_sizes import InstanceSizes
+from tokenized_bandit_gym.core.query_pool import random_query_pool
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
+from tokenized_bandit_gym.core.validation import check_dtype, check_int, check_real, seeded_generator
+
+
+def check_theta_norm(theta_norm: object) -> float:
+    """``||theta||`` in ``(0, 1]`` as a float, or raise naming it.
+
+    Raises:
+        TypeError: not a real number.
+        ValueError: NaN, infinite, or outside ``(0, 1]``.
+    """
+    checked = check_real("theta_norm", theta_norm, low=0.0, high=1.0)
+    if checked == 0.0:
+        raise ValueError(f"theta_norm must be > 0, got {theta_norm!r}")
+    return checked
 
 
 class LinearTokenizedProblem(TokenizedProblem):
@@ -22,6 +38,43 @@ class LinearTokenizedProblem(TokenizedProblem):
     """
 
     theta: torch.Tensor  # (d,)
+    dtype: torch.dtype
+
+    def _start_query_pool_instance(
+        self, sizes: InstanceSizes, min_vocab_size: int = 2, min_max_length: int = 1
+    ) -> torch.Generator:
+        """The constructor preamble every family over a random query pool shares; returns the instance generator.
+
+        Checks the sizes (with the family's own minimums), seeds the generator from ``instance_seed``,
+        draws the query pool ``(Q, Lq)`` from it (EOS is ``n - 1``) and sets the base class's fields
+        and :attr:`dtype`. The family then draws its own parameters from the returned generator, in
+        its own order, so an instance depends on its seed only.
+
+        Raises:
+            TypeError: a size is not an integer.
+            ValueError: a size is below its minimum (``vocab_size >= min_vocab_size``,
+                ``max_length >= min_max_length``, ``embedding_dim >= 1``) or the seed is out of range.
+        """
+        vocab_size = check_int("vocab_size", sizes.vocab_size, minimum=min_vocab_size)
+        max_length = check_int("max_length", sizes.max_length, minimum=min_max_length)
+        check_int("embedding_dim", sizes.embedding_dim, minimum=1)
+        generator = seeded_generator(sizes.instance_seed)
+        eos = vocab_size - 1
+        query_tokens, query_lengths = random_query_pool(
+            generator, sizes.num_queries, sizes.query_length, vocab_size, eos
+        )
+        TokenizedProblem.__init__(
+            self,
+            vocab_size,
+            max_length,
+            eos,
+            query_tokens,
+            query_lengths,
+            sizes.fixed_length,
+            torch.device(sizes.device),
+        )
+        self.dtype = check_dtype(sizes.dtype)
+        return generator
 
     @property
     def embedding_dim(self) -> int:

@@ -9,6 +9,7 @@ import torch
 
 from tokenized_bandit_gym.core.decoding_state import DecodingState
 from tokenized_bandit_gym.core.discounted_problem import DiscountedProblem
+from tokenized_bandit_gym.core.instance_sizes import InstanceSizes
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses
 from tokenized_bandit_gym.core.validation import check_real
@@ -31,16 +32,17 @@ class MarkovProblem(DiscountedProblem):
     length m, O(L^2 n^2) per query.
 
     Args:
+        sizes: as for :class:`DiscountedProblem`.
         ddmc_violation: w >= 0, the weight of the bigram term.
-        **kwargs: as for :class:`DiscountedProblem`.
+        **discounted_options: ``alpha`` and ``theta_norm``, as for :class:`DiscountedProblem`.
     """
 
     previous_vectors: torch.Tensor  # (n, d) b, drawn by _init_extra_parameters
     next_vectors: torch.Tensor  # (n, d) b'
 
-    def __init__(self, ddmc_violation: float = 0.5, **kwargs: object) -> None:
+    def __init__(self, sizes: InstanceSizes, ddmc_violation: float = 0.5, **discounted_options: float) -> None:
         self.ddmc_violation = check_real("ddmc_violation", ddmc_violation, low=0.0)
-        super().__init__(**kwargs)  # type: ignore[arg-type]
+        super().__init__(sizes, **discounted_options)
         to: dict[str, Any] = {"device": self.device, "dtype": self.dtype}
         self.previous_vectors = self.previous_vectors.to(**to)
         self.next_vectors = self.next_vectors.to(**to)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
-from tokenized_bandit_gym.core.query_pool import random_query_pool
+from tokenized_bandit_gym.core.instance_sizes import InstanceSizes
+from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem, check_theta_norm
 from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses
-from tokenized_bandit_gym.core.validation import check_int, check_real, seeded_generator
 
 
 class MeanPoolProblem(LinearTokenizedProblem):
@@ -25,41 +24,15 @@ class MeanPoolProblem(LinearTokenizedProblem):
     best m is found in O(L).
 
     Args:
-        vocab_size: n (EOS is id ``n - 1``).
-        max_length: L.
-        embedding_dim: d.
-        num_queries: size of the query pool.
-        query_length: longest query.
-        instance_seed: seeds every parameter.
-        fixed_length: EOS only at position L.
+        sizes: n (EOS is id ``n - 1``), L, d, the query pool, the instance seed (every
+            parameter), ``fixed_length``, device and dtype.
         theta_norm: ``||theta||`` in ``(0, 1]``.
-        device: where tensors live.
-        dtype: floating dtype.
     """
 
-    def __init__(
-        self,
-        vocab_size: int = 16,
-        max_length: int = 8,
-        embedding_dim: int = 16,
-        num_queries: int = 32,
-        query_length: int = 4,
-        instance_seed: int = 0,
-        fixed_length: bool = False,
-        theta_norm: float = 1.0,
-        device: torch.device | str = "cpu",
-        dtype: torch.dtype = torch.float64,
-    ) -> None:
-        check_int("vocab_size", vocab_size, minimum=2)
-        dimension = check_int("embedding_dim", embedding_dim, minimum=1)
-        check_real("theta_norm", theta_norm, low=0.0, high=1.0)
-        if theta_norm == 0.0:
-            raise ValueError(f"theta_norm must be > 0, got {theta_norm!r}")
-        generator = seeded_generator(instance_seed)
-        eos = vocab_size - 1
-        query_tokens, query_lengths = random_query_pool(generator, num_queries, query_length, vocab_size, eos)
-        super().__init__(vocab_size, max_length, eos, query_tokens, query_lengths, fixed_length, torch.device(device))
-        self.dtype = dtype
+    def __init__(self, sizes: InstanceSizes, theta_norm: float = 1.0) -> None:
+        theta_norm = check_theta_norm(theta_norm)
+        generator = self._start_query_pool_instance(sizes)
+        vocab_size, dimension, dtype = self.vocab_size, int(sizes.embedding_dim), self.dtype
         raw = torch.randn(vocab_size, dimension, generator=generator, dtype=torch.float64)  # (n, d)
         gains = 0.5 + 0.5 * torch.rand(vocab_size, 1, generator=generator, dtype=torch.float64)  # (n, 1)
         theta = torch.randn(dimension, generator=generator, dtype=torch.float64)  # (d,)

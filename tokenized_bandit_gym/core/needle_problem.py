@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import torch
 
+from tokenized_bandit_gym.core.instance_sizes import InstanceSizes
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
-from tokenized_bandit_gym.core.query_pool import random_query_pool
 from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses
-from tokenized_bandit_gym.core.validation import check_int, check_real, seeded_generator
+from tokenized_bandit_gym.core.validation import check_real
 
 # Carry codes: where the response stands relative to the query's needle path.
 ON_PATH, ON_SIBLING, OFF_PATH, NEEDLE_LEAF, SIBLING_LEAF, OFF_LEAF = range(6)
@@ -26,40 +26,17 @@ class NeedleProblem(LinearTokenizedProblem):
     the instance seed, as the proof draws the needle per query.
 
     Args:
-        vocab_size: n >= 3 (two non-EOS tokens at least; EOS is id ``n - 1``).
-        max_length: L >= 2.
-        embedding_dim: d >= 1.
+        sizes: n >= 3 (two non-EOS tokens at least; EOS is id ``n - 1``), L >= 2, d >= 1, the
+            query pool, the instance seed (the paths and queries), ``fixed_length`` (the needle
+            has length L either way), device and dtype.
         needle_gap: eps in ``[0, 1]``, the sibling's utility gap.
-        num_queries: size of the query pool.
-        query_length: longest query.
-        instance_seed: seeds the paths and queries.
-        fixed_length: EOS only at position L (the needle has length L either way).
-        device: where tensors live.
-        dtype: floating dtype.
     """
 
-    def __init__(
-        self,
-        vocab_size: int = 3,
-        max_length: int = 6,
-        embedding_dim: int = 2,
-        needle_gap: float = 0.1,
-        num_queries: int = 32,
-        query_length: int = 4,
-        instance_seed: int = 0,
-        fixed_length: bool = False,
-        device: torch.device | str = "cpu",
-        dtype: torch.dtype = torch.float64,
-    ) -> None:
-        check_int("vocab_size", vocab_size, minimum=3)
-        length = check_int("max_length", max_length, minimum=2)
-        dimension = check_int("embedding_dim", embedding_dim, minimum=1)
+    def __init__(self, sizes: InstanceSizes, needle_gap: float = 0.1) -> None:
         self.needle_gap = check_real("needle_gap", needle_gap, low=0.0, high=1.0)
-        generator = seeded_generator(instance_seed)
-        eos = vocab_size - 1
-        query_tokens, query_lengths = random_query_pool(generator, num_queries, query_length, vocab_size, eos)
-        super().__init__(vocab_size, length, eos, query_tokens, query_lengths, fixed_length, torch.device(device))
-        self.dtype = dtype
+        generator = self._start_query_pool_instance(sizes, min_vocab_size=3, min_max_length=2)
+        vocab_size, length, dimension, dtype = self.vocab_size, self.max_length, int(sizes.embedding_dim), self.dtype
+        num_queries = self.num_queries
         paths = torch.randint(0, vocab_size - 1, (num_queries, length - 1), generator=generator)  # (Q, L-1)
         offsets = torch.randint(1, vocab_size - 1, (num_queries,), generator=generator)  # (Q,)
         siblings = (paths[:, -1] + offsets) % (vocab_size - 1)  # (Q,), != p_{L-1}

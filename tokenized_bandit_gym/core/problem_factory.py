@@ -1,24 +1,28 @@
 """The utility families, one frozen parameter dataclass each, in one registry; problems are built from them.
 
 A family is its problem class (its own file) plus one entry in :data:`FAMILIES`: the env
-constructors, :func:`make_linear_problem`, :func:`make_multi_armed_problem` and the core's
-property tests all read the registry, so a new family gets every one of them. Every synthetic
-env (single and vector) builds its instance here, so the checks that span arguments live here
-once: which keywords a family takes, the device this torch can use, and an up-front memory bound
-(:func:`instance_memory_bytes`) so an oversized instance fails with the memory it would need
-instead of inside torch's allocator.
+configs (:mod:`tokenized_bandit_gym.envs.synthetic_config`), :func:`build_linear_problem`,
+:func:`build_multi_armed_problem` and the core's property tests all read the registry when they
+run, so a new family gets every one of them, every option of its dataclass included. Every
+synthetic env (single and vector) builds its instance here from its config's
+:class:`~tokenized_bandit_gym.core.instance_sizes.InstanceSizes` and family, so the checks that
+span arguments live here once: which keywords a family takes, the device this torch can use, and
+an up-front memory bound (:func:`instance_memory_bytes`) so an oversized instance fails with the
+memory it would need instead of inside torch's allocator.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import inspect
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar, Literal, cast
 
 import torch
 
 from tokenized_bandit_gym.core.discounted_problem import DiscountedProblem
+from tokenized_bandit_gym.core.instance_sizes import InstanceSizes
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.markov_problem import MarkovProblem
 from tokenized_bandit_gym.core.meanpool_problem import MeanPoolProblem
@@ -27,6 +31,9 @@ from tokenized_bandit_gym.core.random_table_problem import RandomTableProblem
 from tokenized_bandit_gym.core.stop_value_problem import StopValueProblem
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.core.validation import check_choice, check_device, check_dtype, check_int, check_memory
+
+FamilyKind = Literal["linear", "multi_armed"]
+"""The env kinds a family can play: ``"linear"`` (TLB) and ``"multi_armed"`` (TMAB)."""
 
 
 def _default(problem_class: type[TokenizedProblem], name: str) -> Any:
@@ -39,7 +46,8 @@ class Family:
     """A utility family's own parameters (the shared sizes, seed and device are passed to :meth:`build`).
 
     Class attributes:
-        problem_class: the family's :class:`TokenizedProblem`.
+        problem_class: the family's :class:`TokenizedProblem`, built as
+            ``problem_class(sizes, **parameters)``.
         linear: whether it makes a TLB instance (``TokenizedLinearBandit-v0``'s ``family=``).
         multi_armed: whether it makes a TMAB instance (``TokenizedMultiArmedBandit-v0``'s ``family=``).
     """
@@ -48,9 +56,15 @@ class Family:
     linear: ClassVar[bool] = True
     multi_armed: ClassVar[bool] = False
 
-    def build(self, **common: Any) -> TokenizedProblem:
-        """The instance: ``problem_class(**common, **parameters)`` (the class validates every value)."""
-        return self.problem_class(**common, **dataclasses.asdict(self))
+    def build(self, sizes: InstanceSizes) -> TokenizedProblem:
+        """The instance: ``problem_class(sizes, **parameters)`` (the class validates every value)."""
+        construct = cast("Callable[..., TokenizedProblem]", self.problem_class)  # a family's (sizes, **options)
+        return construct(sizes, **dataclasses.asdict(self))
+
+    @classmethod
+    def plays(cls, kind: FamilyKind) -> bool:
+        """Whether this family makes an instance of ``kind`` (``"linear"`` or ``"multi_armed"``)."""
+        return cls.linear if kind == "linear" else cls.multi_armed
 
 
 @dataclass(frozen=True)
@@ -108,23 +122,64 @@ FAMILIES: dict[str, type[Family]] = {
     "random_table": RandomTable,
 }
 
-LINEAR_FAMILIES = tuple(name for name, family in FAMILIES.items() if family.linear)
-MULTI_ARMED_FAMILIES = tuple(name for name, family in FAMILIES.items() if family.multi_armed)
+
+def families_playing(kind: FamilyKind) -> tuple[str, ...]:
+    """The names in :data:`FAMILIES` now (a family registered later included) that play ``kind``."""
+    return tuple(name for name, family in FAMILIES.items() if family.plays(kind))
 
 
-def family_parameters(family: str, options: dict[str, Any]) -> Family:
+LINEAR_FAMILIES = families_playing("linear")
+"""The TLB families registered with the package (``families_playing("linear")`` also sees later ones)."""
+MULTI_ARMED_FAMILIES = families_playing("multi_armed")
+"""The TMAB families registered with the package (``families_playing("multi_armed")`` also sees later ones)."""
+
+
+def family_name(family: Family | type[Family]) -> str:
+    """The name :data:`FAMILIES` registers ``family``'s class under.
+
+    Raises:
+        ValueError: the class is not registered.
+    """
+    family_class = family if isinstance(family, type) else type(family)
+    for name, registered in FAMILIES.items():
+        if registered is family_class:
+            return name
+    raise ValueError(f"{family_class.__name__} is not in FAMILIES; known: {sorted(FAMILIES)}")
+
+
+def family_option_names() -> dict[str, tuple[str, ...]]:
+    """Every registered family's own keywords: ``{family name: (field names)}``."""
+    return {name: tuple(field.name for field in dataclasses.fields(family)) for name, family in FAMILIES.items()}
+
+
+def with_options(family: Family, options: Mapping[str, Any]) -> Family:
+    """``family`` with the keywords of ``options`` that are set (None keeps the value ``family`` has).
+
+    Raises:
+        TypeError: a keyword no registered family takes.
+        ValueError: a keyword set for a family that does not take it (the message names those that do).
+    """
+    takes = family_option_names()
+    name = family_name(family)
+    chosen = {key: value for key, value in options.items() if value is not None}
+    for key, value in chosen.items():
+        if key not in takes[name]:
+            users = sorted(other for other, names in takes.items() if key in names)
+            if not users:
+                raise TypeError(f"unexpected keyword {key}={value!r}: no family takes it (families: {takes})")
+            raise ValueError(f"{key}={value!r} applies to family {users}, not family={name!r}")
+    return dataclasses.replace(family, **chosen) if chosen else family
+
+
+def family_parameters(family: str, options: Mapping[str, Any]) -> Family:
     """``FAMILIES[family]`` with the keywords of ``options`` that are set (None keeps the family's default).
 
     Raises:
-        ValueError: a keyword set for a family that does not take it (the message names those that do).
+        ValueError: ``family`` is not registered, or a keyword set for a family that does not take it.
+        TypeError: a keyword no registered family takes.
     """
-    takes = {key: {field.name for field in dataclasses.fields(other)} for key, other in FAMILIES.items()}
-    family_class = FAMILIES[family]
-    for name, value in options.items():
-        if value is not None and name not in takes[family]:
-            users = sorted(key for key, names in takes.items() if name in names)
-            raise ValueError(f"{name}={value!r} applies to family {users}, not family={family!r}")
-    return family_class(**{name: value for name, value in options.items() if value is not None})
+    check_choice("family", family, tuple(FAMILIES))
+    return with_options(FAMILIES[family](), options)
 
 
 def instance_memory_bytes(
@@ -148,98 +203,87 @@ def instance_memory_bytes(
     return parameters + query_pool + mask_table + observation + 8 * n
 
 
-def _check_sizes(
-    vocab_size: object,
-    max_length: object,
-    embedding_dim: object,
-    num_queries: object,
-    query_length: object,
-    device: object,
-    dtype: object,
-) -> tuple[torch.device, torch.dtype]:
-    """Check the types, the device and the memory an instance needs; returns the device and dtype."""
-    sizes = {
-        "vocab_size": check_int("vocab_size", vocab_size, minimum=2),
-        "max_length": check_int("max_length", max_length, minimum=1),
-        "embedding_dim": check_int("embedding_dim", embedding_dim, minimum=1),
-        "num_queries": check_int("num_queries", num_queries, minimum=1),
-        "query_length": check_int("query_length", query_length, minimum=1),
-    }
-    checked_device, checked_dtype = check_device(device), check_dtype(dtype)
-    needed = instance_memory_bytes(**sizes, float_bytes=torch.empty((), dtype=checked_dtype).element_size())
-    check_memory(", ".join(f"{name}={value}" for name, value in sizes.items()), needed)
-    return checked_device, checked_dtype
+def checked_sizes(sizes: InstanceSizes) -> InstanceSizes:
+    """``sizes`` with the device and dtype as torch objects, after the checks that span them.
 
+    Checks the types of the sizes, the device this torch can use, the dtype, and the memory the
+    instance needs (:func:`instance_memory_bytes`), before anything is drawn.
 
-def make_linear_problem(
-    family: str,
-    *,
-    vocab_size: int,
-    max_length: int,
-    embedding_dim: int,
-    num_queries: int,
-    query_length: int,
-    instance_seed: int,
-    fixed_length: bool,
-    device: torch.device | str,
-    dtype: torch.dtype | str,
-    **family_options: Any,
-) -> LinearTokenizedProblem:
-    """A TLB instance of ``family`` (one of :data:`LINEAR_FAMILIES`).
-
-    ``family_options`` (``alpha``, ``ddmc_violation``, ``needle_gap``, ``theta_norm``, ...) left
-    as None take the family's default; one given to a family that does not use it raises
-    ``ValueError``.
+    Raises:
+        TypeError: a size is not an integer.
+        ValueError: a size is below 1 (``vocab_size`` below 2), an unknown device or dtype, or an
+            instance larger than the available memory (the message names the sizes and the bytes).
     """
-    check_choice("family", family, LINEAR_FAMILIES)
-    device, dtype = _check_sizes(vocab_size, max_length, embedding_dim, num_queries, query_length, device, dtype)
-    problem = family_parameters(family, family_options).build(
-        vocab_size=vocab_size,
-        max_length=max_length,
-        embedding_dim=embedding_dim,
-        num_queries=num_queries,
-        query_length=query_length,
-        instance_seed=instance_seed,
-        fixed_length=fixed_length,
-        device=device,
-        dtype=dtype,
-    )
+    counted = {
+        "vocab_size": check_int("vocab_size", sizes.vocab_size, minimum=2),
+        "max_length": check_int("max_length", sizes.max_length, minimum=1),
+        "embedding_dim": check_int("embedding_dim", sizes.embedding_dim, minimum=1),
+        "num_queries": check_int("num_queries", sizes.num_queries, minimum=1),
+        "query_length": check_int("query_length", sizes.query_length, minimum=1),
+    }
+    device, dtype = check_device(sizes.device), check_dtype(sizes.dtype)
+    needed = instance_memory_bytes(**counted, float_bytes=torch.empty((), dtype=dtype).element_size())
+    check_memory(", ".join(f"{name}={value}" for name, value in counted.items()), needed)
+    return dataclasses.replace(sizes, device=device, dtype=dtype)
+
+
+def build_linear_problem(family: Family, sizes: InstanceSizes) -> LinearTokenizedProblem:
+    """The TLB instance of ``family`` (one whose class plays ``"linear"``) at ``sizes``.
+
+    Raises:
+        ValueError: ``family`` does not play the TLB, or a size, the device, the dtype or the
+            memory is refused (:func:`checked_sizes`), or a value the family's class refuses.
+        TypeError: the family's class does not build a :class:`LinearTokenizedProblem`.
+    """
+    check_choice("family", family_name(family), families_playing("linear"))
+    problem = family.build(checked_sizes(sizes))
     if not isinstance(problem, LinearTokenizedProblem):
-        raise TypeError(f"family {family!r} builds {type(problem).__name__}, not a LinearTokenizedProblem")
+        raise TypeError(f"family {family_name(family)!r} builds {type(problem).__name__}, not a LinearTokenizedProblem")
     return problem
 
 
-def make_multi_armed_problem(
-    family: str,
-    *,
-    vocab_size: int,
-    max_length: int,
-    embedding_dim: int,
-    instance_seed: int,
-    fixed_length: bool,
-    device: torch.device | str,
-    dtype: torch.dtype | str,
-    **family_options: Any,
-) -> TokenizedProblem:
-    """A TMAB instance of ``family`` (one of :data:`MULTI_ARMED_FAMILIES`), fixed query.
+def build_multi_armed_problem(family: Family, sizes: InstanceSizes) -> TokenizedProblem:
+    """The TMAB instance of ``family`` (one whose class plays ``"multi_armed"``) at ``sizes``, fixed query.
 
-    A family with features is wrapped in :class:`StopValueProblem` (one query of one token,
-    utility in [0, 1]); one without (``random_table``) is built as it is.
+    A family with features is built over one query of one token and wrapped in
+    :class:`StopValueProblem` (utility in [0, 1]); one without (``random_table``) is built as it
+    is. ``sizes.num_queries`` and ``sizes.query_length`` are not read (both are 1).
     """
-    check_choice("family", family, MULTI_ARMED_FAMILIES)
-    parameters = family_parameters(family, family_options)
-    linear = issubclass(parameters.problem_class, LinearTokenizedProblem)
+    check_choice("family", family_name(family), families_playing("multi_armed"))
+    linear = issubclass(family.problem_class, LinearTokenizedProblem)
+    one_query = dataclasses.replace(sizes, num_queries=1, query_length=1)
     # a family without features takes no embedding_dim (the memory bound counts one feature)
-    device, dtype = _check_sizes(vocab_size, max_length, embedding_dim if linear else 1, 1, 1, device, dtype)
-    common = {
-        "vocab_size": vocab_size,
-        "max_length": max_length,
-        "instance_seed": instance_seed,
-        "fixed_length": fixed_length,
-        "device": device,
-        "dtype": dtype,
-    }
-    if not linear:
-        return parameters.build(**common)
-    base = parameters.build(**common, embedding_dim=embedding_dim, num_queries=1, query_length=1)
-    return StopValueProblem(cast(LinearTokenizedProblem, base))  # a LinearTokenizedProblem (checked above)
+    checked = checked_sizes(one_query if linear else dataclasses.replace(one_query, embedding_dim=1))
+    problem = family.build(checked)
+    return StopValueProblem(cast(LinearTokenizedProblem, problem)) if linear else problem
+
+
+def _split_keywords(keywords: dict[str, Any]) -> tuple[InstanceSizes, dict[str, Any]]:
+    """``keywords`` as the :class:`InstanceSizes` its size fields make and the rest (the family's options)."""
+    names = {field.name for field in dataclasses.fields(InstanceSizes)}
+    sizes = InstanceSizes(**{name: value for name, value in keywords.items() if name in names})
+    return sizes, {name: value for name, value in keywords.items() if name not in names}
+
+
+def make_linear_problem(family: str, **keywords: Any) -> LinearTokenizedProblem:
+    """A TLB instance of ``family`` (one of :data:`LINEAR_FAMILIES`) from keywords.
+
+    ``keywords`` are every field of :class:`InstanceSizes` (each required) and the family's
+    options (``alpha``, ``ddmc_violation``, ``needle_gap``, ``theta_norm``, ...); an option left
+    as None takes the family's default, one given to a family that does not use it raises
+    ``ValueError``. What :func:`build_linear_problem` builds from a family and sizes.
+    """
+    check_choice("family", family, families_playing("linear"))
+    sizes, options = _split_keywords(keywords)
+    return build_linear_problem(family_parameters(family, options), sizes)
+
+
+def make_multi_armed_problem(family: str, **keywords: Any) -> TokenizedProblem:
+    """A TMAB instance of ``family`` (one of :data:`MULTI_ARMED_FAMILIES`), fixed query, from keywords.
+
+    ``keywords`` are the fields of :class:`InstanceSizes` but the pool's (``num_queries`` and
+    ``query_length`` are 1) and the family's options, as for :func:`make_linear_problem`.
+    """
+    check_choice("family", family, families_playing("multi_armed"))
+    sizes, options = _split_keywords({"num_queries": 1, "query_length": 1, **keywords})
+    return build_multi_armed_problem(family_parameters(family, options), sizes)

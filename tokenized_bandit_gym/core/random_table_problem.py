@@ -5,8 +5,9 @@ from __future__ import annotations
 import torch
 
 from tokenized_bandit_gym.core.enumeration import MAX_ENUMERATED_RESPONSES
+from tokenized_bandit_gym.core.instance_sizes import InstanceSizes
 from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses, TokenizedProblem
-from tokenized_bandit_gym.core.validation import check_int, seeded_generator
+from tokenized_bandit_gym.core.validation import check_dtype, check_int, seeded_generator
 
 
 class RandomTableProblem(TokenizedProblem):
@@ -19,35 +20,25 @@ class RandomTableProblem(TokenizedProblem):
     (regret ``Omega(min(sqrt(n^L T), T))``). The optimum is read off the table exactly.
 
     Args:
-        vocab_size: n >= 3 (EOS is id ``n - 1``).
-        max_length: L >= 1; the tree has ``sum_{m < L} (n-1)^m`` nodes, at most 2,000,000.
-        instance_seed: seeds the table.
-        fixed_length: EOS only at position L.
-        device: where tensors live.
-        dtype: floating dtype.
+        sizes: n >= 3 (EOS is id ``n - 1``), L >= 1 (the tree has ``sum_{m < L} (n-1)^m``
+            nodes, at most 2,000,000), the instance seed (the table), ``fixed_length``, device
+            and dtype; one fixed query of one token (the pool's sizes and d are not read).
     """
 
-    def __init__(
-        self,
-        vocab_size: int = 4,
-        max_length: int = 5,
-        instance_seed: int = 0,
-        fixed_length: bool = False,
-        device: torch.device | str = "cpu",
-        dtype: torch.dtype = torch.float64,
-    ) -> None:
-        n = check_int("vocab_size", vocab_size, minimum=3)
-        length = check_int("max_length", max_length, minimum=1)
+    def __init__(self, sizes: InstanceSizes) -> None:
+        n = check_int("vocab_size", sizes.vocab_size, minimum=3)
+        length = check_int("max_length", sizes.max_length, minimum=1)
         nodes = sum((n - 1) ** m for m in range(length))
         if nodes > MAX_ENUMERATED_RESPONSES:
             raise ValueError(
-                f"random_table needs {nodes} utilities for vocab_size={vocab_size}, "
-                f"max_length={max_length}; at most {MAX_ENUMERATED_RESPONSES} are allowed"
+                f"random_table needs {nodes} utilities for vocab_size={sizes.vocab_size}, "
+                f"max_length={sizes.max_length}; at most {MAX_ENUMERATED_RESPONSES} are allowed"
             )
-        generator = seeded_generator(instance_seed)
+        generator = seeded_generator(sizes.instance_seed)
         query = torch.zeros(1, 1, dtype=torch.int64)
-        super().__init__(n, length, n - 1, query, torch.ones(1, dtype=torch.int64), fixed_length, torch.device(device))
-        self.dtype = dtype
+        one = torch.ones(1, dtype=torch.int64)
+        super().__init__(n, length, n - 1, query, one, sizes.fixed_length, torch.device(sizes.device))
+        self.dtype = dtype = check_dtype(sizes.dtype)
         self.values = torch.rand(nodes, generator=generator, dtype=torch.float64).to(self.device, dtype)  # (nodes,)
         first_at_depth = [sum((n - 1) ** m for m in range(depth)) for depth in range(length + 1)]
         self._depth_starts = first_at_depth

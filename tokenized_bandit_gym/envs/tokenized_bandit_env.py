@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -11,7 +11,6 @@ from gymnasium import spaces
 
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.round_streams import RoundStreams
-from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.core.validation import check_reset_seed
 from tokenized_bandit_gym.envs.env_contract import (
     check_action,
@@ -20,8 +19,9 @@ from tokenized_bandit_gym.envs.env_contract import (
     step_reward_and_info,
     token_image,
 )
-from tokenized_bandit_gym.envs.pairwise_feedback import FeedbackChannel, PairwiseRound
+from tokenized_bandit_gym.envs.pairwise_feedback import PairwiseRound
 from tokenized_bandit_gym.envs.round_batch import DeviceRoundBatch, HostRoundBatch, RoundBatch, SingleRoundBatch
+from tokenized_bandit_gym.envs.synthetic_config import SyntheticBanditConfig
 
 Observation = dict[str, np.ndarray | np.int64]
 
@@ -29,21 +29,27 @@ Observation = dict[str, np.ndarray | np.int64]
 class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
     """One round of a tokenized bandit is one episode; see :mod:`tokenized_bandit_gym.envs`.
 
-    Subclasses build the problem instance and call this constructor. The candidates of a
-    synthetic env are the whole vocabulary (k = n), so an action is a token id.
+    Subclasses name their config class (:attr:`config_class`, a
+    :class:`~tokenized_bandit_gym.envs.synthetic_config.SyntheticBanditConfig`) and document their
+    keywords; this constructor turns the keywords into the config (in one place,
+    :meth:`~tokenized_bandit_gym.envs.synthetic_config.SyntheticBanditConfig.from_keywords`) and
+    builds the instance from it. The candidates of a synthetic env are the whole vocabulary
+    (k = n), so an action is a token id.
 
     Args:
-        problem: the fixed problem instance.
-        noise: ``"gaussian"`` or ``"bounded"``.
-        noise_scale: sigma >= 0.
-        strict_actions: raise on a masked action instead of the forced EOS at position L (by
-            default any action at position L ends the response with EOS, ``info["forced_eos"]``).
+        config: the env's configuration (None: the kind's defaults); the keywords change it.
         render_mode: None, ``"ansi"`` (text) or ``"rgb_array"`` (one coloured cell per token:
             the query on the top row, the response below; what SB3's ``make_vec_env`` asks for).
-        feedback: ``"scalar"`` (one response, reward ``u + eta``) or ``"pairwise"`` (two
-            responses decoded one after the other, reward the Bradley-Terry preference bit; see
-            :mod:`~tokenized_bandit_gym.envs.pairwise_feedback` for the semantics and why).
-        preference_temperature: tau > 0 of ``P(first preferred) = sigma((u1 - u2) / tau)``.
+        **keywords: the config's fields by name (``vocab_size``, ``noise``, ``strict_actions``,
+            ...), ``family`` by its name, and the family's own options (``alpha``, ``theta_norm``, ...).
+            ``strict_actions`` raises on a masked action instead of the forced EOS at position L (by
+            default any action at position L ends the response with EOS, ``info["forced_eos"]``);
+            ``feedback="pairwise"`` plays two responses a round with a Bradley-Terry preference bit as
+            reward (see :mod:`~tokenized_bandit_gym.envs.pairwise_feedback` for the semantics and why).
+
+    Attributes:
+        config: the frozen config the env was made from (what pickling carries along).
+        problem: the instance it built.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
@@ -51,26 +57,21 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
     action_space: spaces.Discrete
     optimal_kind = "exact"
     """The benchmark ``optimal_utility`` is: the exact optimum (the LLM envs name their oracle)."""
+    config_class: ClassVar[type[SyntheticBanditConfig]]
 
     def __init__(
-        self,
-        problem: TokenizedProblem,
-        noise: str,
-        noise_scale: float,
-        strict_actions: bool,
-        render_mode: str | None,
-        feedback: str = "scalar",
-        preference_temperature: float = 1.0,
+        self, config: SyntheticBanditConfig | None = None, render_mode: str | None = None, **keywords: Any
     ) -> None:
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
-        if not isinstance(strict_actions, bool):
-            raise TypeError(f"strict_actions must be a bool, got {strict_actions!r}")
-        self.problem = problem
-        self.feedback_channel = FeedbackChannel(feedback, preference_temperature)
-        self.feedback = feedback
-        self.noise_model = self.feedback_channel.noise_model(noise, noise_scale)
-        self.strict_actions = strict_actions
+        self.config = config = self.config_class.from_keywords(config, **keywords)
+        if not isinstance(config.strict_actions, bool):
+            raise TypeError(f"strict_actions must be a bool, got {config.strict_actions!r}")
+        self.feedback_channel = config.feedback_channel()
+        self.noise_model = self.feedback_channel.noise_model(config.noise, config.noise_scale)
+        self.problem = problem = config.build_problem()
+        self.feedback = self.feedback_channel.kind
+        self.strict_actions = config.strict_actions
         self.render_mode = render_mode
         n, length = problem.vocab_size, problem.max_length
         query_width = int(problem.query_tokens.shape[1])

@@ -18,6 +18,7 @@ from tokenized_bandit_gym.core.validation import check_choice, check_int, check_
 from tokenized_bandit_gym.envs.env_contract import forced_and_refused
 from tokenized_bandit_gym.envs.pairwise_feedback import PairwiseRows
 from tokenized_bandit_gym.envs.round_batch import HostRoundBatch, RoundBatch
+from tokenized_bandit_gym.envs.synthetic_config import SyntheticBanditConfig
 from tokenized_bandit_gym.envs.tokenized_bandit_env import TokenizedBanditEnv
 from tokenized_bandit_gym.host_array import as_host_array
 
@@ -180,6 +181,18 @@ class TokenizedBanditVectorEnv(VectorEnv):
     def _make_round_batch(self, template: TokenizedBanditEnv | LanguageModelBanditEnv) -> RoundBatch[Any]:
         """The N-row round batch of ``template``'s instance (the LLM vector env passes its own keywords)."""
         return template.round_batch(self.num_envs, host=self.array_backend == "numpy")
+
+    @property
+    def config(self) -> SyntheticBanditConfig:
+        """The synthetic env's config every sub-env plays (made from the keywords and ``config=``).
+
+        Raises:
+            AttributeError: an LLM vector env (its keywords are its constructor's, not a config yet).
+        """
+        template = self._template
+        if not isinstance(template, TokenizedBanditEnv):
+            raise AttributeError(f"{type(self).__name__} plays an LLM env, which has no synthetic config")
+        return template.config
 
     @property
     def eos_token_id(self) -> int:

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import torch
-
-from tokenized_bandit_gym.core.problem_factory import make_linear_problem
-from tokenized_bandit_gym.core.validation import check_device, check_dtype
+from tokenized_bandit_gym.envs.synthetic_config import TokenizedLinearBanditConfig
 from tokenized_bandit_gym.envs.tokenized_bandit_env import TokenizedBanditEnv
 
 
@@ -101,8 +98,15 @@ class TokenizedLinearBanditEnv(TokenizedBanditEnv):
 
     ## Arguments
 
+    The keywords are the fields of :class:`~tokenized_bandit_gym.envs.synthetic_config.TokenizedLinearBanditConfig`
+    (where each default is written), ``family`` by its name, and the family's own options: every
+    field of its dataclass in ``tokenized_bandit_gym.core.FAMILIES`` (None keeps the family's
+    default; a family added there brings its own). ``config=`` takes a whole config, which the
+    other keywords change.
+
     | keyword | default | meaning |
     |---|---|---|
+    | ``config`` | None | a ``TokenizedLinearBanditConfig`` (None: the defaults below) |
     | ``vocab_size`` | 16 | n, EOS included |
     | ``max_length`` | 8 | L |
     | ``embedding_dim`` | 16 | d |
@@ -146,43 +150,4 @@ class TokenizedLinearBanditEnv(TokenizedBanditEnv):
       ``"scalar"`` keeps every earlier reward, observation and info unchanged).
     """
 
-    def __init__(
-        self,
-        vocab_size: int = 16,
-        max_length: int = 8,
-        embedding_dim: int = 16,
-        family: str = "discounted",
-        alpha: float | None = None,
-        ddmc_violation: float | None = None,
-        needle_gap: float | None = None,
-        num_queries: int = 32,
-        query_length: int = 4,
-        theta_norm: float | None = None,
-        noise: str = "gaussian",
-        noise_scale: float = 0.1,
-        instance_seed: int = 0,
-        fixed_length: bool = False,
-        strict_actions: bool = False,
-        device: str | torch.device = "cpu",
-        dtype: str | torch.dtype = "float64",
-        render_mode: str | None = None,
-        feedback: str = "scalar",
-        preference_temperature: float = 1.0,
-    ) -> None:
-        problem = make_linear_problem(
-            family,
-            vocab_size=vocab_size,
-            max_length=max_length,
-            embedding_dim=embedding_dim,
-            num_queries=num_queries,
-            query_length=query_length,
-            instance_seed=instance_seed,
-            fixed_length=fixed_length,
-            device=check_device(device),
-            dtype=check_dtype(dtype),
-            alpha=alpha,
-            ddmc_violation=ddmc_violation,
-            needle_gap=needle_gap,
-            theta_norm=theta_norm,
-        )
-        super().__init__(problem, noise, noise_scale, strict_actions, render_mode, feedback, preference_temperature)
+    config_class = TokenizedLinearBanditConfig

@@ -31,7 +31,7 @@ class TokenizedLinearBanditVectorEnv(TokenizedBanditVectorEnv):
 
     ``num_envs`` (N), ``array_backend`` (``"numpy"`` or ``"torch"``: tensors stay on
     ``device``), ``round_buffer`` (rounds drawn ahead per sub-env) and every keyword of the
-    single env.
+    single env, ``config=`` (a whole config) included.
 
     >>> import gymnasium as gym
     >>> import numpy as np

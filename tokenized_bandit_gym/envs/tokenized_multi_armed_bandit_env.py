@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import torch
-
-from tokenized_bandit_gym.core.problem_factory import make_multi_armed_problem
-from tokenized_bandit_gym.core.validation import check_device, check_dtype
+from tokenized_bandit_gym.envs.synthetic_config import TokenizedMultiArmedBanditConfig
 from tokenized_bandit_gym.envs.tokenized_bandit_env import TokenizedBanditEnv
 
 
@@ -50,12 +47,20 @@ class TokenizedMultiArmedBanditEnv(TokenizedBanditEnv):
 
     ## Arguments
 
+    The keywords are the fields of
+    :class:`~tokenized_bandit_gym.envs.synthetic_config.TokenizedMultiArmedBanditConfig` (where
+    each default is written), ``family`` by its name, and the family's own options: every field of
+    its dataclass in ``tokenized_bandit_gym.core.FAMILIES`` (None keeps the family's default).
+    ``config=`` takes a whole config, which the other keywords change.
+
     | keyword | default | meaning |
     |---|---|---|
+    | ``config`` | None | a ``TokenizedMultiArmedBanditConfig`` (None: the defaults below) |
     | ``vocab_size`` | 8 | n, EOS included |
     | ``max_length`` | 6 | L |
     | ``family`` | ``"discounted"`` | ``discounted``, ``meanpool``, ``random_table`` |
     | ``alpha`` | 0.8 | discount of the hidden utility (``discounted``) |
+    | ``theta_norm`` | 1.0 | ``||theta||`` of the hidden utility (``discounted``, ``meanpool``) |
     | ``embedding_dim`` | 8 | dimension of the hidden utility's features (never observed) |
     | ``noise`` | ``"gaussian"`` | or ``"bounded"`` |
     | ``noise_scale`` | 0.1 | sigma |
@@ -78,31 +83,4 @@ class TokenizedMultiArmedBanditEnv(TokenizedBanditEnv):
     * v0: initial release.
     """
 
-    def __init__(
-        self,
-        vocab_size: int = 8,
-        max_length: int = 6,
-        family: str = "discounted",
-        alpha: float | None = None,
-        embedding_dim: int = 8,
-        noise: str = "gaussian",
-        noise_scale: float = 0.1,
-        instance_seed: int = 0,
-        fixed_length: bool = False,
-        strict_actions: bool = False,
-        device: str | torch.device = "cpu",
-        dtype: str | torch.dtype = "float64",
-        render_mode: str | None = None,
-    ) -> None:
-        problem = make_multi_armed_problem(
-            family,
-            vocab_size=vocab_size,
-            max_length=max_length,
-            embedding_dim=embedding_dim,
-            instance_seed=instance_seed,
-            fixed_length=fixed_length,
-            device=check_device(device),
-            dtype=check_dtype(dtype),
-            alpha=alpha,
-        )
-        super().__init__(problem, noise, noise_scale, strict_actions, render_mode)
+    config_class = TokenizedMultiArmedBanditConfig

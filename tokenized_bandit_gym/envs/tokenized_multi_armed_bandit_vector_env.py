@@ -26,7 +26,8 @@ class TokenizedMultiArmedBanditVectorEnv(TokenizedBanditVectorEnv):
 
     ## Arguments
 
-    ``num_envs``, ``array_backend``, ``round_buffer`` and every keyword of the single env.
+    ``num_envs``, ``array_backend``, ``round_buffer`` and every keyword of the single env,
+    ``config=`` (a whole config) included.
 
     >>> import gymnasium as gym
     >>> import tokenized_bandit_gym
