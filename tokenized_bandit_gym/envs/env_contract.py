@@ -28,9 +28,14 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any, TypeVar, cast
 
+import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
+
+from tokenized_bandit_gym.core.noise_model import NoiseModel
+from tokenized_bandit_gym.core.round_streams import RoundStreams
+from tokenized_bandit_gym.core.validation import check_reset_seed
 
 Rows = TypeVar("Rows", np.ndarray, torch.Tensor)
 
@@ -411,6 +416,27 @@ def step_reward_and_info(
         return 0.0, schema.pending_step(int(query_index), bool(forced_eos))
     info: dict[str, Any] = {"query_index": int(query_index), "forced_eos": bool(forced_eos), **summary}
     return info["utility"] + noise, info
+
+
+def start_round_streams(
+    env: gym.Env[Any, Any], streams: RoundStreams | None, seed: object, num_queries: int, noise: NoiseModel
+) -> tuple[RoundStreams, int, float]:
+    """A single env's ``reset(seed=seed)`` up to its new round: the streams it uses, the query index and the noise.
+
+    ``seed`` is checked (:func:`~tokenized_bandit_gym.core.validation.check_reset_seed`), Gymnasium's
+    ``np_random`` seeded with it, and the streams reseeded by it (without one they go on, and an env that has none
+    yet seeds them from ``np_random``: :meth:`RoundStreams.on_reset`); then the round's query and noise are drawn.
+
+    Raises:
+        TypeError: ``seed`` is a bool or not an integer.
+        ValueError: ``seed`` is negative.
+    """
+    checked = check_reset_seed(seed)
+    gym.Env.reset(env, seed=checked)
+    if checked is not None or streams is None:  # else the streams go on (no call, no np_random lookup)
+        streams = RoundStreams.on_reset(streams, checked, env.np_random)
+    query, round_noise = streams.draw(num_queries, noise)
+    return streams, query, round_noise
 
 
 def round_start_info(query_index: int, schema: InfoSchema) -> dict[str, Any]:

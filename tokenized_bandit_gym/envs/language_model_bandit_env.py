@@ -13,12 +13,13 @@ import torch
 from gymnasium import spaces
 
 from tokenized_bandit_gym.core.round_streams import RoundStreams
-from tokenized_bandit_gym.core.validation import check_choice, check_int, check_reset_seed
+from tokenized_bandit_gym.core.validation import check_choice, check_int
 from tokenized_bandit_gym.envs.env_contract import (
     check_action,
     observation_row,
     observation_space,
     round_start_info,
+    start_round_streams,
     step_reward_and_info,
     summary_row,
     token_image,
@@ -168,10 +169,9 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
             TypeError: ``seed`` is a bool or not an integer.
             ValueError: ``seed`` is negative.
         """
-        seed = check_reset_seed(seed)
-        super().reset(seed=seed)
-        self._streams = RoundStreams.on_reset(self._streams, seed, self.np_random)
-        self._query, self._noise = self._streams.draw(self.problem.num_queries, self.noise_model)
+        self._streams, self._query, self._noise = start_round_streams(
+            self, self._streams, seed, self.problem.num_queries, self.noise_model
+        )
         device = self.problem.device
         self.rounds.restart(
             None,  # the one row

@@ -11,11 +11,11 @@ from gymnasium import spaces
 
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.round_streams import RoundStreams
-from tokenized_bandit_gym.core.validation import check_reset_seed
 from tokenized_bandit_gym.envs.env_contract import (
     check_action,
     observation_space,
     round_start_info,
+    start_round_streams,
     step_reward_and_info,
     token_image,
 )
@@ -115,12 +115,9 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
             TypeError: ``seed`` is a bool or not an integer.
             ValueError: ``seed`` is negative.
         """
-        seed = check_reset_seed(seed)
-        super().reset(seed=seed)
-        streams = self._streams
-        if seed is not None or streams is None:  # else the streams go on (no call, no np_random lookup)
-            streams = self._streams = RoundStreams.on_reset(streams, seed, self.np_random)
-        query, noise = streams.draw(self._num_queries, self.noise_model)
+        self._streams, query, noise = start_round_streams(
+            self, self._streams, seed, self._num_queries, self.noise_model
+        )
         rounds = self.rounds
         rounds.restart(True, query, noise)
         if self._pairwise is not None:

@@ -298,6 +298,18 @@ def _table_list(data: Mapping[str, Any], key: str) -> list[Mapping[str, Any]]:
     return entries
 
 
+def _optional_bool(entry: Mapping[str, Any], where: str, key: str) -> bool | None:
+    """``entry[key]``, true or false, or None when absent.
+
+    Raises:
+        SpecError: the value is not a TOML boolean (named with ``where``).
+    """
+    value = entry.get(key)
+    if value is not None and not isinstance(value, bool):
+        raise SpecError(f"{where}.{key} must be true or false, got {value!r}")
+    return value
+
+
 def _named_entry(
     where: str, entry: Mapping[str, Any], keys: set[str], name_field: str, meaning: str
 ) -> tuple[str, dict[str, Any], str]:
@@ -367,9 +379,7 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>", check_registry: 
         caveat = entry.get("caveat", "")
         if not isinstance(caveat, str):
             raise SpecError(f"{where}.caveat must be a string, got {caveat!r}")
-        theorem_applies = entry.get("theorem_applies", False)
-        if not isinstance(theorem_applies, bool):
-            raise SpecError(f"{where}.theorem_applies must be true or false, got {theorem_applies!r}")
+        theorem_applies = bool(_optional_bool(entry, where, "theorem_applies"))
         tasks.append(
             TaskEntry(
                 id=env_id,
@@ -406,9 +416,7 @@ def parse_spec(data: Mapping[str, Any], source: str = "<spec>", check_registry: 
                         f"{did_you_mean(task_label, task_labels)}; labels: {task_labels}"
                     )
             only = tuple(only)
-        reference = entry.get("reference")
-        if reference is not None and not isinstance(reference, bool):
-            raise SpecError(f"{where}.reference must be true or false, got {reference!r}")
+        reference = _optional_bool(entry, where, "reference")
         theory = entry.get("theory_exponent")
         if theory is not None and (
             isinstance(theory, bool) or not isinstance(theory, (int, float)) or not 0.0 <= theory <= 1.0
