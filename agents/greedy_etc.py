@@ -36,11 +36,10 @@ class GreedyETC(LevelByLevelETC):
     level's tokens correctly when the completion shifts every ``u(y:t:...)`` by the same
     increasing map (the discounted family, for instance).
 
-    Args:
-        exploration_rounds: N, submissions of each ``y:t:EOS``; None means
-            :func:`default_exploration_rounds` of the horizon.
-        completion_token: token id that pads submissions under ``fixed_length`` (see above);
-            must not be EOS.
+    Its arguments are :class:`~tokenized_bandit_gym.agents.explore_then_commit.LevelByLevelETC`'s:
+    ``exploration_rounds``, N, submissions of each ``y:t:EOS`` (None means :func:`default_exploration_rounds` of
+    the horizon), and ``completion_token``, the token id that pads submissions under ``fixed_length`` (see above;
+    not EOS).
     """
 
     name = "greedy_etc"
