@@ -197,7 +197,9 @@ def language_model_problem(model: Any, args: Args, queries_source: str | None) -
         return problem, None
     except ValueError as error:
         refusal = str(error)
-    problem = LanguageModelProblem(model, tokenizer, queries, max_length=args.max_length, top_k=args.top_k)
+    problem = LanguageModelProblem(  # transformers' forward (what "auto" falls back to, without probing native again)
+        model, tokenizer, queries, max_length=args.max_length, top_k=args.top_k, forward_implementation="transformers"
+    )
     problem._forward, problem.forward_implementation = select_decoder_forward(model, "native"), "native"
     problem._memo.clear()
     if not isinstance(problem._forward, NativeDecoderForward):
