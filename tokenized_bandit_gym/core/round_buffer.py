@@ -91,21 +91,25 @@ class RoundBuffer:
 
     def advance(self, rows: torch.Tensor | np.ndarray) -> None:
         """Start the next round on ``rows`` ``(N,)`` bool (on the device, or a NumPy array when it is the CPU)."""
-        if self._advances_since_check >= self._headroom:
-            cursor = self._cursor.cpu().numpy()
-            furthest = int(cursor.max())
-            if furthest >= self.capacity - 1:  # some row is on its last round
-                self._shift_and_refill(cursor)
-                self._upload()
-            else:
-                self._headroom = self.capacity - 1 - furthest
-                self._advances_since_check = 0
+        self._make_room()
         if isinstance(rows, np.ndarray):
             cursor = self._host_cursor()
             cursor += rows
         else:
             self._cursor += rows.to(torch.int64)
         self._advances_since_check += 1
+
+    def next_rounds(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The round each row would start at the next :meth:`advance`: query indices ``(N,)`` int64, noise ``(N,)``.
+
+        What :meth:`current` returns on a row after :meth:`advance` starts its next round, read before
+        it is known which rows advance (a captured step takes them as inputs). Makes room first, as
+        :meth:`advance` does, so every row has a round after its current one; the :meth:`advance` that
+        follows then needs no check.
+        """
+        self._make_room()
+        column = (self._cursor + 1).clamp(max=self.capacity - 1)  # (N,) in range: _make_room left one spare round
+        return self._queries[self._rows, column], self._noise[self._rows, column]
 
     def current(self) -> tuple[torch.Tensor, torch.Tensor]:
         """The current round of every row: query indices ``(N,)`` int64 and noise ``(N,)`` float64."""
@@ -133,6 +137,23 @@ class RoundBuffer:
         """
         flat = self._row_starts.take(index) + self._host_cursor().take(index)  # (R,) into the flattened (N, K)
         return self._host_queries.take(flat), self._host_noise.take(flat)
+
+    def _make_room(self) -> None:
+        """Read the cursors back once the furthest may have reached its last round; refill every row if it has.
+
+        Afterwards every cursor lies at most at ``capacity - 2`` until the next check is due: one more
+        :meth:`advance` keeps every row within its rounds.
+        """
+        if self._advances_since_check < self._headroom:
+            return
+        cursor = self._cursor.cpu().numpy()
+        furthest = int(cursor.max())
+        if furthest >= self.capacity - 1:  # some row is on its last round
+            self._shift_and_refill(cursor)
+            self._upload()
+        else:
+            self._headroom = self.capacity - 1 - furthest
+            self._advances_since_check = 0
 
     def _host_cursor(self) -> np.ndarray:
         """The cursors as a NumPy view (writes go through); raises off the CPU."""

@@ -823,7 +823,11 @@ class DeviceRoundBatch(RoundBatch[torch.Tensor]):
         and masked by the contract's :func:`~tokenized_bandit_gym.envs.env_contract.round_summary`
         on the device (deciding whether any row ended would cost a host round trip).
         """
-        problem, state = self.problem, self.state
+        return self.summary_of(self.state, self.noise, ended)
+
+    def summary_of(self, state: DecodingState, noise: torch.Tensor, ended: torch.Tensor) -> dict[str, Any]:
+        """:meth:`round_summary` of ``state``'s rows with ``noise`` ``(N,)`` (a captured step's, not the batch's)."""
+        problem = self.problem
         pool_utilities, pool_responses = self._pool_benchmarks()
         benchmarks = pool_utilities[state.queries]  # (N, 2) optimal, oracle greedy
         embedding = None
@@ -833,7 +837,7 @@ class DeviceRoundBatch(RoundBatch[torch.Tensor]):
             utility=problem.utility_of_complete(state).to(torch.float64),  # (N,) complete on the rows that matter
             optimal_utility=benchmarks[:, 0],  # (N,)
             oracle_greedy_utility=benchmarks[:, 1],  # (N,)
-            noise=self.noise,  # (N,)
+            noise=noise,  # (N,)
             response=state.tokens,  # (N, L)
             response_length=state.lengths,  # (N,)
             optimal_response=pool_responses[state.queries],  # (N, L)

@@ -15,9 +15,10 @@ from gymnasium.vector.utils import batch_space
 
 from tokenized_bandit_gym.core.round_buffer import RoundBuffer
 from tokenized_bandit_gym.core.validation import check_choice, check_int, check_memory, check_reset_seed
+from tokenized_bandit_gym.envs.captured_vector_step import STEP_MODES, CapturedVectorEnvStep
 from tokenized_bandit_gym.envs.env_contract import forced_and_refused
 from tokenized_bandit_gym.envs.pairwise_feedback import PairwiseRows
-from tokenized_bandit_gym.envs.round_batch import HostRoundBatch, RoundBatch
+from tokenized_bandit_gym.envs.round_batch import DeviceRoundBatch, HostRoundBatch, RoundBatch
 from tokenized_bandit_gym.envs.synthetic_config import SyntheticBanditConfig
 from tokenized_bandit_gym.envs.tokenized_bandit_env import TokenizedBanditEnv
 from tokenized_bandit_gym.host_array import as_host_array
@@ -101,12 +102,22 @@ class TokenizedBanditVectorEnv(VectorEnv):
     back to the host but one flag (whether any action is invalid), plus the round buffer's
     cursors once every ``round_buffer - 1`` steps. The tests hold the two equal.
 
+    Step mode (``step_mode``): ``"eager"`` (the default) runs the step as above. ``"captured"``
+    runs everything after the action check as one static-shape step
+    (:class:`~tokenized_bandit_gym.envs.captured_vector_step.StaticVectorEnvStep`), captured once
+    as a CUDA graph on a CUDA device and replayed each step (eager elsewhere, or where the capture
+    fails: one ``RuntimeWarning``). Observations, rewards, flags and infos equal the eager step's
+    bit for bit, in every autoreset mode. It needs the torch backend and a synthetic instance
+    without pairwise feedback (anything else is a ``ValueError`` naming it, at construction);
+    ``docs/PERFORMANCE.md`` has its speed against the eager step's.
+
     Args:
         num_envs: N >= 1.
         array_backend: ``"numpy"`` or ``"torch"``.
         round_buffer: rounds drawn ahead per sub-env (a device copy every ``round_buffer - 1``
             steps).
         autoreset_mode: ``AutoresetMode`` ``NEXT_STEP``, ``SAME_STEP`` or ``DISABLED`` (or its value).
+        step_mode: ``"eager"`` or ``"captured"`` (above).
         **env_kwargs: the single env's keywords (``device`` places the instance and, with the
             torch backend, every returned tensor).
     """
@@ -123,9 +134,11 @@ class TokenizedBanditVectorEnv(VectorEnv):
         array_backend: str = "numpy",
         round_buffer: int = 256,
         autoreset_mode: str | AutoresetMode = AutoresetMode.NEXT_STEP,
+        step_mode: str = "eager",
         **env_kwargs: Any,
     ) -> None:
         self.num_envs = check_int("num_envs", num_envs, minimum=1)
+        self.step_mode = check_choice("step_mode", step_mode, STEP_MODES)
         self.autoreset_mode = _autoreset_mode(autoreset_mode)
         self.metadata = {**type(self).metadata, "autoreset_mode": self.autoreset_mode}
         self.array_backend = check_choice("array_backend", array_backend, ARRAY_BACKENDS)
@@ -177,6 +190,19 @@ class TokenizedBanditVectorEnv(VectorEnv):
         if self._table_steps and isinstance(self.rounds, HostRoundBatch):
             keys = ("query_index", "forced_eos", *self.rounds.summary_keys)
             self._table_info_keys = (*keys, *_mask_keys(keys))
+        self._captured: Any = None  # step_mode="captured": the captured step (a CapturedVectorEnvStep for these)
+        if self.step_mode == "captured":
+            self._captured = self._make_captured_step()
+
+    def _make_captured_step(self) -> Any:
+        """The captured step of ``step_mode="captured"``, or ``ValueError`` naming what it cannot serve."""
+        if self.array_backend != "torch":
+            raise ValueError(f"step_mode='captured' needs array_backend='torch', got {self.array_backend!r}")
+        if self._pairwise is not None:
+            raise ValueError(f"step_mode='captured' does not serve feedback={self.feedback!r}; use step_mode='eager'")
+        if not isinstance(self.rounds, DeviceRoundBatch):
+            raise ValueError(f"step_mode='captured' does not serve {type(self).__name__}; use step_mode='eager'")
+        return CapturedVectorEnvStep(self.rounds, self._round_buffer, self.autoreset_mode)
 
     def _make_round_batch(self, template: TokenizedBanditEnv | LanguageModelBanditEnv) -> RoundBatch[Any]:
         """The N-row round batch of ``template``'s instance (the LLM vector env passes its own keywords)."""
@@ -254,7 +280,10 @@ class TokenizedBanditVectorEnv(VectorEnv):
         self._autoreset = self._autoreset & ~restarting
         self._started = True
         infos = self._step_infos(batch.pending_summary(), self._all_rows(False), restarting)
-        return self._observe(), self._infos_to_backend(infos)
+        observed = self._observe()
+        if self._captured is not None:
+            self._captured.adopt()  # the rounds restarted eagerly: the captured step's tensors take them
+        return observed, self._infos_to_backend(infos)
 
     def step(
         self, actions: VectorArray | Sequence[int]
@@ -293,6 +322,9 @@ class TokenizedBanditVectorEnv(VectorEnv):
         )  # (N,) each
         if _any(out_of_range) or _any(refused):
             self._raise_invalid(tokens, out_of_range, refused)
+        if self._captured is not None:
+            assert isinstance(tokens, torch.Tensor)  # the captured mode has the torch backend's rows
+            return self._step_captured(tokens, forced_eos)
         batch.advance(batch.forced_actions(tokens, forced_eos), stepping)
         terminated = stepping & batch.finished  # (N,)
         if self._pairwise is not None:
@@ -385,13 +417,52 @@ class TokenizedBanditVectorEnv(VectorEnv):
             ended = np.flatnonzero(as_host_array(terminated))  # (R,)
             # one gather per key, then the R rows as views of it: a per-row index of N-row tensors cost
             # ~10 us of Python each (30 ms a step at N = 4,096 on an H200)
-            ended_rows = {key: list(_take_rows(value, ended)) for key, value in final_observation.items()}
-            final_obs = np.full(self.num_envs, None, dtype=object)
-            for position, row in enumerate(ended.tolist()):
-                final_obs[row] = {key: rows[position] for key, rows in ended_rows.items()}
-            infos["final_obs"], infos["_final_obs"] = final_obs, self._copy(terminated)
-            infos["final_info"], infos["_final_info"] = final_info, self._copy(terminated)
+            ended_rows = {key: _take_rows(value, ended) for key, value in final_observation.items()}
+            self._add_final_entries(infos, ended, ended_rows, final_info, terminated)
         return infos
+
+    def _add_final_entries(
+        self, infos: dict[str, Any], ended: np.ndarray, ended_rows: dict[str, Any], final_info: Any, terminated: Any
+    ) -> None:
+        """``SAME_STEP``: put ``final_obs`` (from ``ended_rows``, ``(R, ...)`` each) and ``final_info`` into ``infos``.
+
+        Args:
+            infos: the step's infos (updated).
+            ended: ``(R,)`` the rows whose round ended, ascending.
+            ended_rows: the final observation of those rows, row r of each entry that of row ``ended[r]``.
+            final_info: the infos of the rounds that ended.
+            terminated: ``(N,)`` bool, the rows whose round ended.
+        """
+        final_rows = {key: list(value) for key, value in ended_rows.items()}  # the R rows as views
+        final_obs = np.full(self.num_envs, None, dtype=object)
+        for position, row in enumerate(ended.tolist()):
+            final_obs[row] = {key: rows[position] for key, rows in final_rows.items()}
+        infos["final_obs"], infos["_final_obs"] = final_obs, self._copy(terminated)
+        infos["final_info"], infos["_final_info"] = final_info, self._copy(terminated)
+
+    def _step_captured(
+        self, tokens: torch.Tensor, forced_eos: torch.Tensor
+    ) -> tuple[VectorObservation, VectorArray, VectorArray, VectorArray, dict[str, Any]]:
+        """:meth:`step` after the action check in ``step_mode="captured"``: the eager step's outputs, captured.
+
+        The captured step advances, summarises, restarts and observes; here the infos are assembled as the
+        eager step assembles them (``SAME_STEP``'s ``final_obs`` rows read the host, as there).
+        """
+        restarting = self._autoreset  # (N,) NEXT_STEP: the rows that ended in the last step
+        rewards, terminated, ended_queries, summary, observed = self._captured(tokens, restarting)
+        if self.autoreset_mode == AutoresetMode.SAME_STEP:
+            infos = self._step_infos(self.rounds.pending_summary(), forced_eos & ~terminated, self._all_rows(True))
+            if _any(terminated):
+                final_info = self._step_infos(summary, forced_eos, terminated, query_index=ended_queries)
+                ended = np.flatnonzero(as_host_array(terminated))  # (R,)
+                rows = torch.as_tensor(ended, device=self.device)
+                final_rows = self._captured.static.final_observations(rows, ended_queries, summary)
+                self._add_final_entries(infos, ended, final_rows, final_info, terminated)
+            self._autoreset = self._all_rows(False)
+        else:
+            self._autoreset = terminated
+            infos = self._step_infos(summary, forced_eos, self._all_rows(True))
+        return observed, rewards, self._copy(terminated), self._all_rows(False), infos
 
     def _start_next_rounds(self, rows: Any) -> None:
         """Advance the round buffer on ``rows`` ``(N,)`` bool and start their next rounds (none on the CPU: no work)."""
@@ -426,13 +497,18 @@ class TokenizedBanditVectorEnv(VectorEnv):
             batch.restart(first_done, self._copy(batch.queries), self._copy(batch.noise))  # the same round again
         return completed & ~first_done
 
-    def _step_infos(self, summary: dict[str, Any], forced_eos: Any, present: Any) -> dict[str, Any]:
+    def _step_infos(
+        self, summary: dict[str, Any], forced_eos: Any, present: Any, query_index: Any = None
+    ) -> dict[str, Any]:
         """The infos of the env contract's schema: ``query_index``, ``forced_eos`` and the round summary.
 
         Every entry is new and paired with its ``_key`` mask, a copy of ``present`` ``(N,)`` (the
-        sub-envs that report it, as Gymnasium's vector envs mark them).
+        sub-envs that report it, as Gymnasium's vector envs mark them). ``query_index`` is a copy of
+        the batch's queries unless given (a new ``(N,)`` array or tensor).
         """
-        infos: dict[str, Any] = {"query_index": self._copy(self.rounds.queries), "forced_eos": forced_eos, **summary}
+        if query_index is None:
+            query_index = self._copy(self.rounds.queries)
+        infos: dict[str, Any] = {"query_index": query_index, "forced_eos": forced_eos, **summary}
         keys = tuple(infos)
         if isinstance(present, np.ndarray):  # a copy per key (cheaper than views of one buffer)
             infos.update((mask_key, present.copy()) for mask_key in _mask_keys(keys))
