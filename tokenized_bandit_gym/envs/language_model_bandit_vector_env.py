@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from tokenized_bandit_gym.envs.captured_language_model_advance import CapturedLanguageModelAdvance
 from tokenized_bandit_gym.envs.language_model_bandit_env import BENCHMARK_UPPER_BOUND, LanguageModelBanditEnv
 from tokenized_bandit_gym.envs.language_model_round_batch import LanguageModelRoundBatch
 from tokenized_bandit_gym.envs.tokenized_bandit_env import TokenizedBanditEnv
@@ -114,6 +115,19 @@ class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
         if present is None and "final_info" in infos:
             self._with_benchmark_flag(infos["final_info"], infos["_final_info"])
         return infos
+
+    def _make_captured_step(self) -> None:
+        """``step_mode="captured"``: the rounds advance through the static step (the shell's step stays eager).
+
+        See :class:`~tokenized_bandit_gym.envs.captured_language_model_advance.CapturedLanguageModelAdvance`.
+
+        Raises:
+            ValueError: pairwise feedback, or a model or setting the static step refuses (named).
+        """
+        if self._pairwise is not None:
+            raise ValueError(f"step_mode='captured' does not serve feedback={self.feedback!r}; use step_mode='eager'")
+        assert isinstance(self.rounds, LanguageModelRoundBatch)
+        self.rounds.static_advance = CapturedLanguageModelAdvance(self.rounds)
 
     def _make_round_batch(self, template: TokenizedBanditEnv | LanguageModelBanditEnv) -> LanguageModelRoundBatch:
         """The N-row LLM round batch, with the pool's initial states cached as ``cache_initial_states`` says."""

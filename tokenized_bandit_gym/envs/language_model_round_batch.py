@@ -95,6 +95,7 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
         self._benchmark_live = torch.zeros(0, dtype=torch.bool, device=device)  # (R,) not yet taken
         self.noise = torch.zeros(num_rows, dtype=torch.float64, device=device)  # (B,)
         self.mask = torch.zeros(num_rows, problem.num_candidates, dtype=torch.bool, device=device)  # (B, k)
+        self.static_advance: Any = None  # the vector env's step_mode="captured": a CapturedLanguageModelAdvance
 
     @property
     def state(self) -> LanguageModelState | None:
@@ -156,6 +157,11 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
         """
         if stepping is not None and not bool(stepping.any()):
             return
+        if self.static_advance is not None:  # step_mode="captured" (None where it steps these rounds eagerly)
+            advanced = self.static_advance.advance(actions, stepping)
+            if advanced is not None:
+                self._set_rows(advanced, [])
+                return
         problem, rows = self.problem, self._started_rows()
         if not self._benchmark_queries:
             self._set_rows(problem.advance(rows, actions, active=stepping), [])

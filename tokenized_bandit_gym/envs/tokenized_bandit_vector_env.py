@@ -195,7 +195,10 @@ class TokenizedBanditVectorEnv(VectorEnv):
             self._captured = self._make_captured_step()
 
     def _make_captured_step(self) -> Any:
-        """The captured step of ``step_mode="captured"``, or ``ValueError`` naming what it cannot serve."""
+        """The captured step of ``step_mode="captured"``, or ``ValueError`` naming what it cannot serve.
+
+        The LLM vector env overrides it (its rounds' advance is what it captures).
+        """
         if self.array_backend != "torch":
             raise ValueError(f"step_mode='captured' needs array_backend='torch', got {self.array_backend!r}")
         if self._pairwise is not None:

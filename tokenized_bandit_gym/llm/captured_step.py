@@ -26,6 +26,17 @@ from tokenized_bandit_gym.llm.language_model_state import LanguageModelState
 from tokenized_bandit_gym.llm.native_decoder_forward import NativeDecoderForward, ScratchColumns
 
 
+def static_step_refusal(problem: Any) -> str | None:
+    """Why :class:`StaticLanguageModelStep` cannot step ``problem`` (a ``LanguageModelProblem``), or None if it can."""
+    if not isinstance(problem._forward, NativeDecoderForward):
+        return f"a static step needs a native forward (Llama family, GPT-2), not {type(problem._forward).__name__}"
+    if not problem.embeddings:
+        return "a static step needs embeddings=True and a state with its candidates scored"
+    if problem._switch is not None:
+        return "a static step cannot follow a length switch (longrope): its prefix is recomputed"
+    return None
+
+
 class StaticLanguageModelStep:
     """B rounds of a language-model problem in static tensors, stepped in place (:meth:`step`).
 
@@ -46,14 +57,11 @@ class StaticLanguageModelStep:
     """
 
     def __init__(self, problem: Any, state: LanguageModelState) -> None:
-        if not isinstance(problem._forward, NativeDecoderForward):
-            raise ValueError(
-                f"a static step needs a native forward (Llama family, GPT-2), not {type(problem._forward).__name__}"
-            )
-        if not problem.embeddings or state.candidate_past is None or state.candidate_hidden is None:
+        refusal = static_step_refusal(problem)
+        if refusal is not None:
+            raise ValueError(refusal)
+        if state.candidate_past is None or state.candidate_hidden is None:
             raise ValueError("a static step needs embeddings=True and a state with its candidates scored")
-        if problem._switch is not None:
-            raise ValueError("a static step cannot follow a length switch (longrope): its prefix is recomputed")
         self.problem = problem
         batch, width = state.attention_mask.shape
         self.capacity = width + problem.max_length + problem.top_k
