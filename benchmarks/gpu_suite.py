@@ -3,8 +3,11 @@
 On a machine with a CUDA GPU it runs these parts, each measured against a floor taken in the same run:
 
 * the synthetic vector env (TLB, the torch backend, SAME_STEP autoreset) at N = 4,096 and 65,536: the vector env's
-  own ``step`` (eager) and its static step captured (``StaticRoundStep`` in ``CapturedStep``), in token-steps per
-  second;
+  own ``step`` (eager), its static step captured (``StaticRoundStep`` in ``CapturedStep``), and the vector env's own
+  ``step`` with ``step_mode="captured"`` (what a user gets: the whole contract, infos and ``final_obs`` included),
+  in token-steps per second;
+* the LLM vector env (``TokenizedAlignment-v0`` on the shipped stories260K, nine rounds, SAME_STEP, the top
+  candidate each step): its own ``step``, ``step_mode="eager"`` and ``"captured"``, in ms a step over whole rounds;
 * the SmolLM2-135M-shaped nine-row step (the Figure-2 rows: 3 agents x 3 seeds; float32, SmolLM2's 49,152-token
   vocabulary), eager and captured, and the whole T = 1000 run it implies (1000 rounds x L steps; the
   benchmark decodes are not counted);
@@ -278,6 +281,51 @@ def nine_rows(args: Args, device: torch.device) -> dict[str, Any]:
     }
 
 
+def llm_vector_env(args: Args, device: torch.device) -> dict[str, Any]:
+    """The LLM vector env's own step (stories260K, 9 rounds, SAME_STEP), both step modes: ms a step over whole rounds.
+
+    What a user of ``gym.make_vec("TokenizedAlignment-v0", ..., step_mode=...)`` gets, the host's share included
+    (on stories260K almost all of it); the captured mode builds (and captures) its static step again after each
+    restart, which the average includes. Every query's oracle-greedy benchmark is decoded first (a long run's
+    steady state: the captured mode decodes a query's benchmark on its own the first time a round on it ends).
+    """
+    import gymnasium as gym
+
+    import tokenized_bandit_gym  # noqa: F401  (registers the ids)
+
+    results: dict[str, Any] = {}
+    for step_mode in ("eager", "captured"):
+        envs = gym.make_vec(
+            "TokenizedAlignment-v0",
+            num_envs=9,
+            array_backend="torch",
+            autoreset_mode="SameStep",
+            step_mode=step_mode,
+            max_length=args.max_length,
+            top_k=args.top_k,
+            device=str(device),
+        )
+        problem = envs.unwrapped.problem
+        problem.oracle_greedy(torch.arange(problem.num_queries, device=device))  # every benchmark cached: steady state
+        envs.reset(seed=0)
+        actions = torch.zeros(9, dtype=torch.int64, device=device)  # the top candidate: every round runs to L
+        for _ in range(args.max_length):  # one round's warm-up (the captures of the first round included)
+            envs.step(actions)
+        samples = []
+        for _ in range(args.repeats):  # each a whole round: its restart and the static step's rebuild included
+            synchronise(device)
+            start = time.perf_counter()
+            for _ in range(args.max_length):
+                envs.step(actions)
+            synchronise(device)
+            samples.append((time.perf_counter() - start) / args.max_length)
+        results[f"{step_mode}_ms"] = 1e3 * float(np.median(samples))
+        if step_mode == "captured":
+            results["captured"] = bool(envs.unwrapped.rounds.static_advance.captured)
+        envs.close()
+    return results
+
+
 def vector_envs(args: Args, device: torch.device) -> dict[str, Any]:
     """The TLB torch backend at N = 4,096 and 65,536 (64 and 1,024 with ``--shape tiny``)."""
     return vector_envs_at(args, device, (4096, 65536) if args.shape == "full" else (64, 1024))
@@ -289,11 +337,17 @@ def vector_envs_large(args: Args, device: torch.device) -> dict[str, Any]:
     Its own part, run last: seeding a million rounds' NumPy streams (one per sub-env, so that sub-env i replays a
     single env seeded alike) is host work of about 80 s at reset, whatever the device.
     """
-    return vector_envs_at(args, device, (1048576,) if args.shape == "full" else (4096,))
+    return vector_envs_at(args, device, (1048576,) if args.shape == "full" else (4096,), env_step_mode=False)
 
 
-def vector_envs_at(args: Args, device: torch.device, sizes: tuple[int, ...]) -> dict[str, Any]:
-    """Token-steps per second of the TLB torch backend at each N: the vector env's step and the captured step."""
+def vector_envs_at(
+    args: Args, device: torch.device, sizes: tuple[int, ...], env_step_mode: bool = True
+) -> dict[str, Any]:
+    """Token-steps per second of the TLB torch backend at each N: the vector env's step and the captured step.
+
+    With ``env_step_mode``, also the vector env's own step with ``step_mode="captured"`` (a second env, reset
+    alike: at N = 1,048,576 its host-side reset would cost another 80 s, so the large part leaves it out).
+    """
     import gymnasium as gym
 
     import tokenized_bandit_gym  # noqa: F401  (registers the ids)
@@ -327,7 +381,30 @@ def vector_envs_at(args: Args, device: torch.device, sizes: tuple[int, ...]) -> 
         }
         envs.close()
         del envs, static, step
+        if env_step_mode:
+            results[str(num_envs)].update(env_step_mode_captured(args, device, num_envs))
     return results
+
+
+def env_step_mode_captured(args: Args, device: torch.device, num_envs: int) -> dict[str, Any]:
+    """Token-steps per second of the TLB vector env's own ``step`` with ``step_mode="captured"`` (SAME_STEP)."""
+    import gymnasium as gym
+
+    envs = gym.make_vec(
+        "TokenizedLinearBandit-v0",
+        num_envs=num_envs,
+        vectorization_mode="vector_entry_point",
+        array_backend="torch",
+        autoreset_mode="SameStep",
+        step_mode="captured",
+        device=str(device),
+    )
+    envs.reset(seed=0)
+    actions = envs.unwrapped.rounds.mask.int().argmax(dim=1)  # (N,) an allowed token (not EOS before L)
+    rate = steps_per_second(functools.partial(envs.step, actions), device, args.env_seconds)
+    result = {"env_captured_token_steps_per_second": rate * num_envs, "env_captured": envs.unwrapped._captured.captured}
+    envs.close()
+    return result
 
 
 def steps_per_second(step: Callable[[], Any], device: torch.device, seconds: float) -> float:
@@ -461,6 +538,20 @@ def table(results: dict[str, Any]) -> str:
             f"{entry['captured_token_steps_per_second'] / 1e6:.2f}"
             f"{'' if entry['captured'] else ' (not a graph)'} | - | - | - |"
         )
+        if "env_captured_token_steps_per_second" in entry:
+            lines.append(
+                f"| TLB vector env's step, N = {int(size):,}, step_mode eager / captured (M token-steps/s) | "
+                f"{entry['eager_token_steps_per_second'] / 1e6:.2f} | "
+                f"{entry['env_captured_token_steps_per_second'] / 1e6:.2f}"
+                f"{'' if entry['env_captured'] else ' (not a graph)'} | - | - | - |"
+            )
+    llm_env = results.get("llm_vector_env", {})
+    if "eager_ms" in llm_env:
+        lines.append(
+            f"| LLM vector env's step (stories260K, N = 9), step_mode eager / captured | "
+            f"{llm_env['eager_ms']:.3f} ms | {llm_env['captured_ms']:.3f} ms"
+            f"{'' if llm_env['captured'] else ' (not a graph)'} | - | - | - |"
+        )
     lines += ["", "| target | measured | ratio | met |", "|---|---|---|---|"]
     for target in results["targets"]:
         lines.append(f"| {target['target']} | {target['value']} | {target['ratio']:.2f} | {target['met']} |")
@@ -469,6 +560,7 @@ def table(results: dict[str, Any]) -> str:
 
 PARTS: dict[str, Callable[[Args, torch.device], dict[str, Any]]] = {
     "vector_envs": vector_envs,
+    "llm_vector_env": llm_vector_env,
     "nine_rows": nine_rows,
     "llama": llama_floor,
     "vector_envs_large": vector_envs_large,

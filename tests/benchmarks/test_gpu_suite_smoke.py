@@ -26,6 +26,11 @@ def test_gpu_suite_runs_on_the_cpu_with_tiny_shapes(tmp_path: Path, capsys: pyte
         assert entry["floor_ms"] >= results["llama"]["bytes_floor_ms"] > 0
     assert set(results["vector_envs"]) == {"64", "1024"} and set(results["vector_envs_large"]) == {"4096"}
     assert all(entry["captured_token_steps_per_second"] > 0 for entry in results["vector_envs"].values())
+    for entry in results["vector_envs"].values():  # the env's own step in step_mode="captured" (no graph on a CPU)
+        assert entry["env_captured_token_steps_per_second"] > 0 and not entry["env_captured"]
+    llm_env = results["llm_vector_env"]
+    assert llm_env["eager_ms"] > 0 and llm_env["captured_ms"] > 0 and not llm_env["captured"]
+    assert "step_mode eager / captured" in printed
     assert len(results["targets"]) == 7
     for target in results["targets"]:
         assert target["ratio"] > 0 and target["target"] in printed
@@ -39,7 +44,7 @@ def test_a_part_that_raises_is_recorded_and_the_others_still_run(tmp_path: Path)
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
 
     parts["nine_rows"] = broken
-    parts.pop("llama"), parts.pop("vector_envs_large")  # the cheap parts suffice here
+    parts.pop("llama"), parts.pop("vector_envs_large"), parts.pop("llm_vector_env")  # the cheap parts suffice here
     out = tmp_path / "suite.json"
     argv = ["--device", "cpu", "--shape", "tiny", "--out", str(out), "--env-seconds", "0.02"]
     results = script["main"](argv)

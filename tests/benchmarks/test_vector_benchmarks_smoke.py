@@ -74,3 +74,12 @@ def test_llm_vector_env_throughput_runs(capsys: pytest.CaptureFixture[str]) -> N
     rows = script["main"](args)
     assert rows[0][0] == "TokenizedDecoding-v0" and all(rate > 0 for rate in rows[0][2].values())
     assert "| TokenizedDecoding-v0 | 2 |" in capsys.readouterr().out
+
+
+def test_captured_step_mode_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    script = runpy.run_path(str(BENCHMARKS / "captured_step_mode.py"))
+    argv = ["--num-envs", "8", "--autoreset-modes", "NextStep", "--steps", "2", "--repeats", "2"]
+    results = script["main"]([*argv, "--llm-rows", "2", "--max-length", "3", "--top-k", "2"])
+    assert results["synthetic"][0]["captured_token_steps_per_second"] > 0 and results["llm"]["captured_seconds"] > 0
+    printed = capsys.readouterr().out
+    assert "| NextStep | 8 |" in printed and "captured / eager" in printed
