@@ -94,6 +94,23 @@ def test_captured_step_mode_plays_the_eager_trajectory(autoreset_mode: str, poli
     assert partial > 0 if policy == "staggered" else partial == 0
 
 
+def test_captured_step_mode_serves_the_numpy_backend() -> None:
+    """The LLM batch lives on the model's device either way: the NumPy backend converts what the step returns."""
+    options = {"num_envs": 2, "max_length": 3, "top_k": 2, "fixed_length": False}
+    eager = gym.make_vec("TokenizedAlignment-v0", **options)
+    captured = gym.make_vec("TokenizedAlignment-v0", step_mode="captured", **options)
+    eager.reset(seed=1)
+    captured.reset(seed=1)
+    for _ in range(7):
+        actions = np.array([0, 1])
+        got, wanted = captured.step(actions), eager.step(actions)
+        for key, value in wanted[0].items():
+            assert isinstance(got[0][key], np.ndarray)
+            np.testing.assert_allclose(got[0][key], value, atol=1e-5, rtol=1e-5, err_msg=key)
+        assert np.array_equal(got[2], wanted[2]) and np.allclose(got[1], wanted[1], atol=1e-5)
+    assert captured.unwrapped.rounds.static_advance.static is not None
+
+
 @pytest.mark.parametrize(
     ("env_id", "kwargs", "named"),
     [
