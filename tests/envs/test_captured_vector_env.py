@@ -29,24 +29,31 @@ def torch_envs(env_id: str, step_mode: str, autoreset_mode: str, **kwargs: Any) 
     )
 
 
-def assert_identical(got: Any, wanted: Any, where: str) -> None:
-    """``got`` equals ``wanted`` exactly: the same keys in the same order, types, dtypes, shapes and values."""
+def assert_identical(got: Any, wanted: Any, where: str, exact: bool = True) -> None:
+    """``got`` equals ``wanted``: the same keys in the same order, types, dtypes, shapes and values.
+
+    With ``exact=False`` float tensors need only be close (torch's default tolerances: a CUDA library may pick
+    another kernel for the same product), the others still equal.
+    """
     assert type(got) is type(wanted), f"{where}: {type(got)} != {type(wanted)}"
     if isinstance(wanted, dict):
         assert list(got) == list(wanted), f"{where}: keys {list(got)} != {list(wanted)}"
         for key in wanted:
-            assert_identical(got[key], wanted[key], f"{where}[{key!r}]")
+            assert_identical(got[key], wanted[key], f"{where}[{key!r}]", exact)
     elif isinstance(wanted, (tuple, list)):
         assert len(got) == len(wanted), where
         for position, (got_item, wanted_item) in enumerate(zip(got, wanted, strict=True)):
-            assert_identical(got_item, wanted_item, f"{where}[{position}]")
+            assert_identical(got_item, wanted_item, f"{where}[{position}]", exact)
     elif isinstance(wanted, torch.Tensor):
         assert got.dtype == wanted.dtype and got.device == wanted.device, where
+        if not exact and wanted.dtype.is_floating_point:
+            torch.testing.assert_close(got, wanted, msg=where)
+            return
         assert got.shape == wanted.shape and torch.equal(got, wanted), f"{where}: {got} != {wanted}"
     elif isinstance(wanted, np.ndarray) and wanted.dtype == object:
         assert got.shape == wanted.shape, where
         for row, (got_row, wanted_row) in enumerate(zip(got, wanted, strict=True)):
-            assert_identical(got_row, wanted_row, f"{where}[{row}]")
+            assert_identical(got_row, wanted_row, f"{where}[{row}]", exact)
     elif isinstance(wanted, np.ndarray):
         assert got.dtype == wanted.dtype and np.array_equal(got, wanted), where
     else:
@@ -143,18 +150,20 @@ def test_static_vector_env_step_traces_whole_and_equals_the_eager_one() -> None:
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("autoreset_mode", MODES)
-def test_captured_step_mode_replays_the_eager_trajectory_on_cuda(autoreset_mode: str) -> None:
+@pytest.mark.parametrize("env_id", sorted(SYNTHETIC_ENVS))
+def test_captured_step_mode_replays_the_eager_trajectory_on_cuda(env_id: str, autoreset_mode: str) -> None:
     """On CUDA the step is one graph replay; the trajectory is the eager env's on the same device."""
-    eager = torch_envs("TokenizedLinearBandit-v0", "eager", autoreset_mode, device="cuda")
-    captured = torch_envs("TokenizedLinearBandit-v0", "captured", autoreset_mode, device="cuda")
+    eager = torch_envs(env_id, "eager", autoreset_mode, device="cuda")
+    captured = torch_envs(env_id, "captured", autoreset_mode, device="cuda")
     assert captured.unwrapped._captured.captured
     generator = torch.Generator().manual_seed(7)
     for seed in (3, None):
-        assert_identical(captured.reset(seed=seed), eager.reset(seed=seed), f"reset(seed={seed})")
+        assert_identical(captured.reset(seed=seed), eager.reset(seed=seed), f"reset(seed={seed})", exact=False)
         for step in range(12):
             actions = actions_for(eager, generator)
             got, wanted = captured.step(actions), eager.step(actions)
-            assert_identical(got, wanted, f"step {step} after reset(seed={seed})")
+            assert_identical(got, wanted, f"step {step} after reset(seed={seed})", exact=False)
             if autoreset_mode == "Disabled" and bool(wanted[2].any()):
                 options = {"reset_mask": wanted[2].cpu().numpy().copy()}
-                assert_identical(captured.reset(options=options), eager.reset(options=options), "reset_mask")
+                got_reset, wanted_reset = captured.reset(options=options), eager.reset(options=options)
+                assert_identical(got_reset, wanted_reset, "reset_mask", exact=False)
