@@ -287,7 +287,7 @@ def llm_vector_env(args: Args, device: torch.device) -> dict[str, Any]:
     What a user of ``gym.make_vec("TokenizedAlignment-v0", ..., step_mode=...)`` gets, the host's share included
     (on stories260K almost all of it); the captured mode builds (and captures) its static step again after each
     restart, which the average includes. Every query's oracle-greedy benchmark is decoded first (a long run's
-    steady state: the captured mode decodes a query's benchmark on its own the first time a round on it ends).
+    steady state: no benchmark rows ride in the step).
     """
     import gymnasium as gym
 

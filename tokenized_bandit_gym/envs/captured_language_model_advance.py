@@ -27,8 +27,9 @@ from tokenized_bandit_gym.llm.language_model_state import LanguageModelState
 class CapturedLanguageModelAdvance:
     """The round batch's advance through a :class:`StaticLanguageModelStep` in a :class:`CapturedStep`.
 
-    The batch decodes its rounds' oracle-greedy benchmarks on their own at a round's end (no benchmark rows
-    in the step: the static step holds the B rounds only), which changes them by float rounding only.
+    The batch's benchmark rows (the oracle-greedy decodes of the rounds' queries, after the B rounds) step in
+    the static step too, on their greedy choices, as in the eager advance; one whose benchmark was taken keeps
+    decoding there (the eager advance holds it still), which nothing reads.
 
     Args:
         rounds: the batch (before its first restart).
@@ -43,7 +44,6 @@ class CapturedLanguageModelAdvance:
         if refusal is not None:
             raise ValueError(f"step_mode='captured' cannot step this model: {refusal}")
         self.rounds = rounds
-        rounds.benchmark_rows = False
         self.static: StaticLanguageModelStep | None = None
         self._step: CapturedStep | None = None
         self._queries = torch.zeros(0, dtype=torch.int64)
@@ -59,14 +59,19 @@ class CapturedLanguageModelAdvance:
         """The batch's state after appending ``actions`` ``(B,)`` (EOS forced) on ``stepping`` ``(B,)`` rows.
 
         Every unfinished row shorter than L steps (the env steps all but the finished rows, which ride along
-        unchanged, as in the eager advance). Returns None where the static step refuses the rounds (positions
-        past the model's rotary table: said once): the batch then advances eagerly.
+        unchanged, as in the eager advance), the benchmark rows on their greedy choice. Returns the state of the
+        B rounds and the benchmark rows, or None where the static step refuses them (positions past the model's
+        rotary table: said once): the batch then advances eagerly.
         """
-        rows = self.rounds._started_rows()
+        rounds = self.rounds
+        rows = rounds._started_rows()
         if rows is not self._view:  # the rounds restarted since the last step (or never stepped)
             self._build(rows)
         if self._step is None or self.static is None:
             return None
+        if rows.batch_size > rounds.num_rows:  # the benchmark rows choose as greedy decoding does
+            greedy = rounds.problem.greedy_choice(rows.select(slice(rounds.num_rows, None)))  # (R,)
+            actions = torch.cat([actions, greedy])  # (B + R,)
         self._step(actions)
         self._view = self._state_view(self.static)
         return self._view

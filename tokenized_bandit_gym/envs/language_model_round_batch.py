@@ -160,7 +160,7 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
         if self.static_advance is not None:  # step_mode="captured" (None where it steps these rounds eagerly)
             advanced = self.static_advance.advance(actions, stepping)
             if advanced is not None:
-                self._set_rows(advanced, [])
+                self._set_rows(advanced, self._benchmark_queries)
                 return
         problem, rows = self.problem, self._started_rows()
         if not self._benchmark_queries:
