@@ -45,6 +45,11 @@ class LanguageModelBanditVectorEnv(TokenizedBanditVectorEnv):
     rows whose round ended and fill values elsewhere. No entry is a string: a row's text is
     :meth:`response_text` of its ``info["response"]`` row.
 
+    ``step_mode="captured"`` (a keyword of the shared vector env) advances the rounds through the
+    static-shape step captured as a CUDA graph on CUDA
+    (:class:`~tokenized_bandit_gym.envs.captured_language_model_advance.CapturedLanguageModelAdvance`):
+    the same tokens, features and infos to float rounding; a model it cannot step is a ``ValueError``.
+
     Host round trips per step (the LLM's forward dominates them): which rows restart (to
     encode only those queries), the cache width after a restart, and whether some round ended
     (the benchmark caches are keyed by query on the host).

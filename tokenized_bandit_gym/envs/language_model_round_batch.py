@@ -153,7 +153,8 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
         """Append the chosen candidates ``(B,)`` on the rows ``stepping`` ``(B,)`` (None: every row): one forward.
 
         The other rows ride along in the forward, masked, and keep their state; no forward runs
-        when no row steps. The benchmark rows take their greedy choice in the same forward.
+        when no row steps. The benchmark rows take their greedy choice in the same forward. With
+        :attr:`static_advance` (the vector env's ``step_mode="captured"``) the step runs there.
         """
         if stepping is not None and not bool(stepping.any()):
             return
