@@ -39,6 +39,11 @@ class StaticVectorEnvStep(StaticRoundStep):
     Args:
         rounds: the batch; its state, noise and mask move into tensors this step owns.
         autoreset_mode: the vector env's.
+
+    Attributes:
+        same_step: whether the rows that end restart in the same step (``SAME_STEP``).
+        summary_keys: the round summary's keys, in the order :meth:`env_step` returns their values.
+        observation_keys: the observation's keys, in the order :meth:`env_step` returns their values.
     """
 
     def __init__(self, rounds: DeviceRoundBatch, autoreset_mode: AutoresetMode) -> None:
