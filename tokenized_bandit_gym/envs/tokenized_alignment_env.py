@@ -139,6 +139,11 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
     | ``feedback`` | ``"scalar"`` | or ``"pairwise"``: two responses a round, reward a comparison |
     | ``preference_temperature`` | 1.0 | tau of the Bradley-Terry comparison (pairwise) |
 
+    The keywords are the fields of the parts of
+    :class:`~tokenized_bandit_gym.envs.language_model_config.TokenizedAlignmentConfig` (where each default is written;
+    the table states the same, a test holds them equal); ``config=`` takes a whole config, which the other
+    keywords change, and the env keeps it as ``env.unwrapped.config``.
+
     ``feedback="pairwise"``: a round (an episode) is two responses to the same query, decoded one
     after the other (the observation's ``first_response``/``first_length`` show the first while
     the second is decoded); the last reward is the preference bit, 1.0 when the first is

@@ -67,6 +67,11 @@ class TokenizedDecodingEnv(LanguageModelBanditEnv):
     | ``fixed_length`` | True | EOS only at position L |
     | ``min_length`` | None | EOS only from position m on (with ``fixed_length=False``) |
 
+    The keywords are the fields of the parts of
+    :class:`~tokenized_bandit_gym.envs.language_model_config.TokenizedDecodingConfig` (where each default is written;
+    the table states the same, a test holds them equal); ``config=`` takes a whole config, which the other
+    keywords change, and the env keeps it as ``env.unwrapped.config``.
+
     >>> import gymnasium as gym
     >>> import tokenized_bandit_gym
     >>> env = gym.make("TokenizedDecoding-v0", noise_scale=0.0)
