@@ -15,6 +15,7 @@ from gymnasium import spaces
 from tokenized_bandit_gym.core.round_streams import RoundStreams
 from tokenized_bandit_gym.envs.env_contract import (
     check_action,
+    check_render_mode,
     observation_row,
     observation_space,
     round_start_info,
@@ -69,8 +70,7 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
     def __init__(
         self, config: LanguageModelEnvConfig | None = None, render_mode: str | None = None, **keywords: Any
     ) -> None:
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
+        self.render_mode = check_render_mode(render_mode, self.metadata["render_modes"])
         config = self.config_class.from_keywords(config, **keywords)  # refused before the model loads
         self.problem = problem = make_language_model_problem(config.problem_config())
         self.config = config  # after the problem: pickling a loaded model's env fails on the problem, saying why
@@ -81,7 +81,6 @@ class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
         self.optimal_kind = rewards.optimal_kind
         self.beam_width = rewards.beam_width
         self.strict_actions = rewards.strict_actions
-        self.render_mode = render_mode
         self.observe_features = config.observe_features and problem.embeddings
         self.observe_logprobs = config.observe_logprobs
         n, length, k = problem.vocab_size, problem.max_length, problem.num_candidates

@@ -24,7 +24,7 @@ import dataclasses
 import inspect
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
@@ -297,8 +297,11 @@ PROBLEM_ARGUMENTS = frozenset(inspect.signature(LanguageModelProblem).parameters
 
 
 @dataclass(frozen=True)
-class LanguageModelProblemConfig(ComposedConfig):
+class LanguageModelProblemConfig:
     """Everything :func:`~tokenized_bandit_gym.llm.make_language_model_problem.make_language_model_problem` builds.
+
+    No field has a default: an env kind's config composes it from its own parts (their defaults are the
+    env's, :meth:`~tokenized_bandit_gym.envs.language_model_config.LanguageModelEnvConfig.problem_config`).
 
     Attributes:
         source: the model and how it is loaded and run.
@@ -311,14 +314,14 @@ class LanguageModelProblemConfig(ComposedConfig):
         embeddings: compute ``e`` (False: ``u = v(p)`` alone, which needs ``gamma == 1``).
     """
 
-    source: ModelSource = field(default_factory=ModelSource)
-    query_source: QuerySource = field(default_factory=QuerySource)
-    prompting: Prompting = field(default_factory=Prompting)
-    reading: Reading = field(default_factory=Reading)
-    candidates: Candidates = field(default_factory=Candidates)
-    length: LengthRule = field(default_factory=LengthRule)
-    instance_seed: int = 0
-    embeddings: bool = True
+    source: ModelSource
+    query_source: QuerySource
+    prompting: Prompting
+    reading: Reading
+    candidates: Candidates
+    length: LengthRule
+    instance_seed: int
+    embeddings: bool
 
     def __post_init__(self) -> None:
         check_int("instance_seed", self.instance_seed, minimum=0, maximum=MAX_SEED)
