@@ -33,12 +33,12 @@ from tokenized_bandit_gym.envs.language_model_config import (
 from tokenized_bandit_gym.envs.tokenized_alignment_env import TokenizedAlignmentEnv
 from tokenized_bandit_gym.envs.tokenized_decoding_env import TokenizedDecodingEnv
 from tokenized_bandit_gym.llm.language_model_config import (
-    PROBLEM_ARGUMENTS,
     Candidates,
     LanguageModelProblemConfig,
     LengthRule,
     QuerySource,
     Reading,
+    problem_argument_names,
 )
 from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 from tokenized_bandit_gym.llm.load_language_model import DEFAULT_MODEL, load_language_model
@@ -208,8 +208,10 @@ def test_the_decoding_keywords_reach_the_built_env() -> None:
 def test_the_problem_gets_every_argument_from_the_config() -> None:
     config = TokenizedAlignmentConfig().problem_config()
     parameters = inspect.signature(LanguageModelProblem).parameters
-    assert set(config.problem_arguments()) == PROBLEM_ARGUMENTS  # the problem's own defaults never apply
-    assert PROBLEM_ARGUMENTS == set(parameters) - {"model", "tokenizer", "queries", "theta"}
+    assert set(config.problem_arguments()) == problem_argument_names()  # every argument given by the config
+    assert problem_argument_names() == set(parameters) - {"model", "tokenizer", "queries", "theta"}
+    for name, value in config.problem_arguments().items():  # built directly, the problem has the same defaults
+        assert parameters[name].default == value, name
 
 
 @pytest.mark.parametrize(

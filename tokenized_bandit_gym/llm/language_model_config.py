@@ -31,15 +31,6 @@ import torch
 
 from tokenized_bandit_gym.core.validation import MAX_SEED, check_choice, check_int, check_real
 from tokenized_bandit_gym.llm.decoder_forward import FORWARD_IMPLEMENTATIONS
-from tokenized_bandit_gym.llm.language_model_problem import (
-    CANDIDATE_BATCHING,
-    EMBEDDING_NORMS,
-    POOLING_SPANS,
-    QUERY_TRUNCATIONS,
-    THETA_SCALES,
-    LanguageModelProblem,
-    check_length_rule,
-)
 from tokenized_bandit_gym.llm.load_language_model import DEFAULT_MODEL
 from tokenized_bandit_gym.llm.pre_norm import EMBEDDING_LAYERS
 from tokenized_bandit_gym.llm.preference_theta import DEFAULT_FIELDS
@@ -48,6 +39,33 @@ from tokenized_bandit_gym.suggestions import did_you_mean
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+POOLING_SPANS = ("query_response", "response")
+CANDIDATE_BATCHING = ("auto", "mask", "expand")
+EMBEDDING_NORMS = ("l2", "none")
+THETA_SCALES = ("unit", "literal")
+"""The default theta's scale: ``0.5 * 1`` rescaled to unit norm, or the paper's literal ``0.5 * 1`` (norm sqrt(d)/2)."""
+QUERY_TRUNCATIONS = ("none", "left")
+
+
+def check_length_rule(fixed_length: bool, min_length: int | None, max_length: int) -> tuple[bool, int | None]:
+    """``(fixed_length, min_length)`` checked against L: a bool, and None or an int in ``[1, L]``, not both set.
+
+    Raises:
+        TypeError: ``fixed_length`` not a bool, or ``min_length`` not an int.
+        ValueError: ``min_length`` outside ``[1, L]``, or given with ``fixed_length=True``.
+    """
+    if not isinstance(fixed_length, bool):
+        raise TypeError(f"fixed_length must be a bool, got {fixed_length!r}")
+    if min_length is None:
+        return fixed_length, None
+    if fixed_length:
+        raise ValueError(
+            f"fixed_length=True already fixes every response at max_length={max_length}: "
+            f"min_length={min_length!r} cannot be given with it (pass one or the other)"
+        )
+    return fixed_length, check_int("min_length", min_length, minimum=1, maximum=max_length)
+
 
 THETA_NAMES = ("random", "hh-rlhf", "comparisons")
 """The named thetas (besides None, the paper's default, and a vector)."""
@@ -287,13 +305,11 @@ class ComposedConfig:
         return dataclasses.replace(base, **plain)  # type: ignore[type-var]
 
 
-PROBLEM_ARGUMENTS = frozenset(inspect.signature(LanguageModelProblem).parameters) - {
-    "model",
-    "tokenizer",
-    "queries",
-    "theta",
-}
-"""The :class:`LanguageModelProblem` arguments a config's parts give by name (the rest are resolved first)."""
+def problem_argument_names() -> frozenset[str]:
+    """The :class:`LanguageModelProblem` arguments a config's parts give by name (the rest are resolved first)."""
+    from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem  # it reads its defaults here
+
+    return frozenset(inspect.signature(LanguageModelProblem).parameters) - {"model", "tokenizer", "queries", "theta"}
 
 
 @dataclass(frozen=True)
@@ -335,4 +351,5 @@ class LanguageModelProblemConfig:
         values = {"embeddings": self.embeddings}
         for part in (self.source, self.prompting, self.reading, self.candidates, self.length):
             values.update({item.name: getattr(part, item.name) for item in dataclasses.fields(part)})
-        return {name: value for name, value in values.items() if name in PROBLEM_ARGUMENTS}
+        names = problem_argument_names()
+        return {name: value for name, value in values.items() if name in names}
