@@ -175,6 +175,11 @@ def time_captured_steps(problem: Any, batch: int, args: Args) -> tuple[float, bo
     return float(np.median(samples)), captured
 
 
+def problem_settings(args: Args) -> dict[str, Any]:
+    """The problem's sizes, and the problem's own defaults when the recorded figures were taken (before issue 50)."""
+    return {"max_length": args.max_length, "top_k": args.top_k, "embedding_norm": "l2", "fixed_length": False}
+
+
 def language_model_problem(model: Any, args: Args, queries_source: str | None) -> tuple[Any, str | None]:
     """The core on ``model`` on the native forward, and why its probe refused that forward if it did (else None).
 
@@ -195,13 +200,13 @@ def language_model_problem(model: Any, args: Args, queries_source: str | None) -
     queries = resolve_queries(queries_source)
     try:
         problem = LanguageModelProblem(
-            model, tokenizer, queries, max_length=args.max_length, top_k=args.top_k, forward_implementation="native"
+            model, tokenizer, queries, forward_implementation="native", **problem_settings(args)
         )
         return problem, None
     except ValueError as error:
         refusal = str(error)
     problem = LanguageModelProblem(  # transformers' forward (what "auto" falls back to, without probing native again)
-        model, tokenizer, queries, max_length=args.max_length, top_k=args.top_k, forward_implementation="transformers"
+        model, tokenizer, queries, forward_implementation="transformers", **problem_settings(args)
     )
     problem._forward, problem.forward_implementation = select_decoder_forward(model, "native"), "native"
     problem._memo.clear()

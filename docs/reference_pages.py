@@ -72,7 +72,8 @@ def _keywords(cls: type) -> list[tuple[str, object, str]]:
 
     A synthetic env's keywords are its config's (``config_class.keyword_defaults()``: the fields,
     ``family`` by name, and the options of the families of its kind, None meaning the family's own
-    default); an LLM env's are its constructor's.
+    default); an LLM env's are its config's too (``keyword_defaults()`` and ``keyword_types()``: the fields
+    of its parts, by name).
     """
     rows: list[tuple[str, object, str]] = []
     for name, parameter in inspect.signature(cls.__init__).parameters.items():
@@ -83,6 +84,7 @@ def _keywords(cls: type) -> list[tuple[str, object, str]]:
     config_class = getattr(cls, "config_class", None)
     if config_class is not None:
         types = {item.name: str(item.type) for item in dataclasses.fields(config_class)}
+        types.update(getattr(config_class, "keyword_types", dict)())
         for name, default in config_class.keyword_defaults().items():
             rows.append((name, default, "str" if name == "family" else types.get(name, "family option")))
     return rows

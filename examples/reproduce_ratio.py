@@ -40,6 +40,7 @@ import numpy as np
 
 from tokenized_bandit_gym.evaluation import provenance
 from tokenized_bandit_gym.evaluation.atomic_files import write_json_atomically
+from tokenized_bandit_gym.llm.language_model_config import Reading
 from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments, run_script
 
 ENV_ID = "TokenizedAlignment-v0"
@@ -64,11 +65,11 @@ class Args:
     """response length L (0: 30 with --paper, else 10)"""
     top_k: int = 0
     """top-k candidates (0: 15 with --paper, else 8)"""
-    gamma: float = 0.8
+    gamma: float = Reading.gamma
     """weight of v(p) in the utility"""
-    value_map: str = "logprob"
+    value_map: str = Reading.value_map
     """the env's v: logprob (paper default), scaled_logprob, root_prob, prob"""
-    embedding_norm: str = "none"
+    embedding_norm: str = Reading.embedding_norm
     """the env's embedding normalisation: l2 (unit norm) or none (raw mean-pooled hidden states)"""
     beta: float = 1.0
     """EOFUL's multiplier on sqrt(beta_t)"""

@@ -131,3 +131,53 @@ def run_script(parse: Callable[[], Any], main: Callable[[Any], object]) -> None:
             print(stop.code, file=sys.stderr)
             sys.exit(2)
         raise
+
+
+def attribute_docs(settings_class: type) -> dict[str, str]:
+    """Each attribute's description in the ``Attributes:`` section of a class's docstring, on one line."""
+    docs: dict[str, str] = {}
+    lines = inspect.getdoc(settings_class) or ""
+    section = lines.split("Attributes:", 1)[1] if "Attributes:" in lines else ""
+    current = None
+    for line in section.splitlines():
+        if not line.strip():
+            continue
+        if not line.startswith("    "):  # the next section
+            break
+        head = line[4:]
+        if not head.startswith(" ") and ":" in head and head.split(":", 1)[0].isidentifier():
+            current, text = head.split(":", 1)
+            docs[current] = text.strip()
+        elif current is not None:
+            docs[current] += " " + head.strip()
+    return docs
+
+
+def unset_flag_fields(settings_class: type, unset: str) -> list[tuple[str, type, Any]]:
+    """One optional text flag per choice (``str``) and flag (``bool``) field of a dataclass, for ``make_dataclass``.
+
+    Each field becomes ``(name, str, field(default=""))``: ``""`` means unset (``unset`` says what then holds); a
+    ``bool`` field's flag takes ``yes`` or ``no``. The help is the field's description in the dataclass's
+    ``Attributes:`` docstring, so a field added there becomes a flag with its help and nothing else to write.
+
+    Args:
+        settings_class: a dataclass whose fields have defaults (e.g. a config part).
+        unset: what an unset flag leaves, for the help (``"the env id's"``).
+    """
+    docs = attribute_docs(settings_class)
+    specs: list[tuple[str, type, Any]] = []
+    for item in dataclasses.fields(settings_class):
+        if not isinstance(item.default, (str, bool)):
+            continue
+        text = docs.get(item.name, item.name).replace("``", "")
+        if isinstance(item.default, bool):
+            text = f"yes or no: {text}"
+        specs.append((item.name, str, dataclasses.field(default="", metadata={"help": f"{text} ('': {unset})"})))
+    return specs
+
+
+def yes_or_no(name: str, text: str) -> bool:
+    """The bool a ``yes``/``no`` flag says, or a SystemExit naming the flag."""
+    if text not in ("yes", "no"):
+        raise SystemExit(f"--{name.replace('_', '-')} must be yes or no, got {text!r}")
+    return text == "yes"

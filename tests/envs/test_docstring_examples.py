@@ -16,6 +16,7 @@ MODULES = sorted(
     | {
         "tokenized_bandit_gym.adapters.pettingzoo_arena",
         "tokenized_bandit_gym.adapters.sb3.observation",
+        "tokenized_bandit_gym.envs.language_model_config",
         "tokenized_bandit_gym.envs.synthetic_config",
         "tokenized_bandit_gym.wrappers.action_mask_alias",
     }

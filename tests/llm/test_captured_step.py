@@ -30,7 +30,13 @@ def test_static_step_equals_the_eager_core_over_an_episode(
     model: str, min_length: int | None, request: pytest.FixtureRequest
 ) -> None:
     problem = LanguageModelProblem(
-        *request.getfixturevalue(model), QUERIES, max_length=6, top_k=4, min_length=min_length
+        *request.getfixturevalue(model),
+        QUERIES,
+        max_length=6,
+        top_k=4,
+        fixed_length=False,
+        min_length=min_length,
+        embedding_norm="l2",
     )
     state = problem.initial_state(torch.tensor([0, 2, 1]))
     static = StaticLanguageModelStep(problem, state)
@@ -46,7 +52,9 @@ def test_static_step_equals_the_eager_core_over_an_episode(
 
 
 def test_compiled_step_traces_whole_and_equals_the_eager_step(tiny_llama: tuple[Any, Any]) -> None:
-    problem = LanguageModelProblem(*tiny_llama, QUERIES[:2], max_length=4, top_k=3)
+    problem = LanguageModelProblem(
+        *tiny_llama, QUERIES[:2], max_length=4, top_k=3, fixed_length=False, embedding_norm="l2"
+    )
     state = problem.initial_state(torch.tensor([0, 1]))
     eager, traced = StaticLanguageModelStep(problem, state), StaticLanguageModelStep(problem, state)
     compiled = torch.compile(traced.step, fullgraph=True, backend="aot_eager")  # a graph break is an error
@@ -58,16 +66,35 @@ def test_compiled_step_traces_whole_and_equals_the_eager_step(tiny_llama: tuple[
 
 
 def test_refusals_name_the_reason(stories: tuple[Any, Any]) -> None:
-    problem = LanguageModelProblem(*stories, QUERIES[:1], max_length=3, top_k=2, forward_implementation="transformers")
+    problem = LanguageModelProblem(
+        *stories,
+        QUERIES[:1],
+        max_length=3,
+        top_k=2,
+        forward_implementation="transformers",
+        fixed_length=False,
+        embedding_norm="l2",
+    )
     with pytest.raises(ValueError, match="native forward"):
         StaticLanguageModelStep(problem, problem.initial_state(torch.tensor([0])))
-    decoding = LanguageModelProblem(*stories, QUERIES[:1], max_length=3, top_k=2, embeddings=False, gamma=1.0)
+    decoding = LanguageModelProblem(
+        *stories,
+        QUERIES[:1],
+        max_length=3,
+        top_k=2,
+        embeddings=False,
+        gamma=1.0,
+        fixed_length=False,
+        embedding_norm="l2",
+    )
     with pytest.raises(ValueError, match="embeddings=True"):
         StaticLanguageModelStep(decoding, decoding.initial_state(torch.tensor([0])))
 
 
 def test_captured_step_runs_eagerly_off_cuda(stories: tuple[Any, Any]) -> None:
-    problem = LanguageModelProblem(*stories, QUERIES[:1], max_length=3, top_k=2)
+    problem = LanguageModelProblem(
+        *stories, QUERIES[:1], max_length=3, top_k=2, fixed_length=False, embedding_norm="l2"
+    )
     state = problem.initial_state(torch.tensor([0]))
     static, reference = StaticLanguageModelStep(problem, state), StaticLanguageModelStep(problem, state)
     step = CapturedStep(static.step, [torch.zeros(1, dtype=torch.int64)], static.buffers())
@@ -79,7 +106,15 @@ def test_captured_step_runs_eagerly_off_cuda(stories: tuple[Any, Any]) -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_captured_step_replays_a_cuda_graph_equal_to_the_eager_step(stories: tuple[Any, Any]) -> None:
     model, tokenizer = stories
-    problem = LanguageModelProblem(copy.deepcopy(model).to("cuda"), tokenizer, QUERIES, max_length=5, top_k=3)
+    problem = LanguageModelProblem(
+        copy.deepcopy(model).to("cuda"),
+        tokenizer,
+        QUERIES,
+        max_length=5,
+        top_k=3,
+        fixed_length=False,
+        embedding_norm="l2",
+    )
     state = problem.initial_state(torch.tensor([0, 1, 2], device="cuda"))
     static, reference = StaticLanguageModelStep(problem, state), StaticLanguageModelStep(problem, state)
     example = torch.zeros(3, dtype=torch.int64, device="cuda")

@@ -188,8 +188,21 @@ def test_llama_forward_needs_torch_2_5(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_problem_reports_its_forward(stories: tuple[Any, Any]) -> None:
-    assert LanguageModelProblem(*stories, ["Once"], max_length=3, top_k=2).forward_implementation == "native"
-    problem = LanguageModelProblem(*stories, ["Once"], max_length=3, top_k=2, forward_implementation="transformers")
+    assert (
+        LanguageModelProblem(
+            *stories, ["Once"], max_length=3, top_k=2, fixed_length=False, embedding_norm="l2"
+        ).forward_implementation
+        == "native"
+    )
+    problem = LanguageModelProblem(
+        *stories,
+        ["Once"],
+        max_length=3,
+        top_k=2,
+        forward_implementation="transformers",
+        fixed_length=False,
+        embedding_norm="l2",
+    )
     assert problem.forward_implementation == "transformers"
 
 

@@ -80,6 +80,8 @@ def test_cached_step_equals_full_forward(
         top_k=3,
         candidate_batching=batching,
         forward_implementation=implementation,
+        fixed_length=False,
+        embedding_norm="l2",
     )
     assert problem.candidate_batching == batching
     assert problem.forward_implementation == implementation
@@ -90,7 +92,14 @@ def test_cached_step_equals_full_forward(
 
 def test_response_pooling_and_no_eos_candidate(stories: tuple[Any, Any]) -> None:
     problem = LanguageModelProblem(
-        *stories, QUERIES, max_length=4, top_k=3, pooling="response", eos_candidate=False, embedding_norm="none"
+        *stories,
+        QUERIES,
+        max_length=4,
+        top_k=3,
+        pooling="response",
+        eos_candidate=False,
+        embedding_norm="none",
+        fixed_length=False,
     )
     play_and_compare(problem, [0, 3], seed=5)
 
@@ -98,7 +107,15 @@ def test_response_pooling_and_no_eos_candidate(stories: tuple[Any, Any]) -> None
 @pytest.mark.parametrize("implementation", ["native", "transformers"])
 def test_each_step_encodes_only_the_new_candidates(stories: tuple[Any, Any], implementation: str) -> None:
     """No token is encoded twice: after the prefill, every step runs exactly the B * k candidates."""
-    problem = LanguageModelProblem(*stories, QUERIES, max_length=6, top_k=4, forward_implementation=implementation)
+    problem = LanguageModelProblem(
+        *stories,
+        QUERIES,
+        max_length=6,
+        top_k=4,
+        forward_implementation=implementation,
+        fixed_length=False,
+        embedding_norm="l2",
+    )
     seen: list[int] = []  # tokens embedded per forward: both implementations embed every token they encode
     handle = problem.model.get_input_embeddings().register_forward_pre_hook(
         lambda module, args: seen.append(int(args[0].numel()))
@@ -120,7 +137,15 @@ def test_equal_rows_evenly_spaced_are_read_without_a_copy_and_stay_exact(
 ) -> None:
     """B rounds over a pool (rows i and i + Q equal): the first Q rows' caches are read as a view, and every row
     still equals the no-cache forward of its own x:y:tau, as the gathered rows do."""
-    problem = LanguageModelProblem(*stories, QUERIES[:3], max_length=4, top_k=3, candidate_batching=batching)
+    problem = LanguageModelProblem(
+        *stories,
+        QUERIES[:3],
+        max_length=4,
+        top_k=3,
+        candidate_batching=batching,
+        fixed_length=False,
+        embedding_norm="l2",
+    )
     state = problem.initial_state(torch.arange(9) % 3)
     gathered: list[int] = []  # rows of a cache gathered by index_select
     index_select = torch.Tensor.index_select
@@ -144,7 +169,14 @@ def test_equal_rows_share_one_forward_and_stay_exact(
     and every row still equals the no-cache forward of its own x:y:tau."""
     k = 4
     problem = LanguageModelProblem(
-        *stories, QUERIES, max_length=5, top_k=k, candidate_batching=batching, forward_implementation=implementation
+        *stories,
+        QUERIES,
+        max_length=5,
+        top_k=k,
+        candidate_batching=batching,
+        forward_implementation=implementation,
+        fixed_length=False,
+        embedding_norm="l2",
     )
     seen: list[int] = []  # tokens embedded per forward
     handle = problem.model.get_input_embeddings().register_forward_pre_hook(
@@ -185,7 +217,7 @@ def test_equal_rows_share_one_forward_and_stay_exact(
 
 
 def test_candidates_and_mask(stories: tuple[Any, Any]) -> None:
-    problem = LanguageModelProblem(*stories, QUERIES, max_length=3, top_k=5)
+    problem = LanguageModelProblem(*stories, QUERIES, max_length=3, top_k=5, fixed_length=False, embedding_norm="l2")
     state = problem.initial_state(torch.tensor([0]))
     logprobs = problem._logprobs(state.last_hidden)[0]
     eos = problem.eos_token_id
@@ -200,7 +232,7 @@ def test_candidates_and_mask(stories: tuple[Any, Any]) -> None:
 
 def test_replay_matches_cached_step(stories: tuple[Any, Any]) -> None:
     """state_for (token replay, one forward per token) gives the same candidates and utilities."""
-    problem = LanguageModelProblem(*stories, QUERIES, max_length=6, top_k=4)
+    problem = LanguageModelProblem(*stories, QUERIES, max_length=6, top_k=4, fixed_length=False, embedding_norm="l2")
     state = problem.initial_state(torch.tensor([2, 0]))
     for action in (1, 0, 2):
         state = problem.advance(state, torch.full((2,), action))
@@ -217,7 +249,9 @@ def test_replay_matches_cached_step(stories: tuple[Any, Any]) -> None:
 
 
 def test_batched_greedy_equals_single_rows_and_beam_is_no_worse(stories: tuple[Any, Any]) -> None:
-    problem = LanguageModelProblem(*stories, list(STORY_OPENINGS[:3]), max_length=6, top_k=4)
+    problem = LanguageModelProblem(
+        *stories, list(STORY_OPENINGS[:3]), max_length=6, top_k=4, fixed_length=False, embedding_norm="l2"
+    )
     batched = problem.greedy_decode(torch.arange(3))
     for query in range(3):
         single = problem.greedy_decode(torch.tensor([query]))
@@ -233,8 +267,8 @@ def test_batched_greedy_equals_single_rows_and_beam_is_no_worse(stories: tuple[A
 def test_oracle_greedy_decoded_ahead_in_a_batch_equals_one_query_at_a_time(stories: tuple[Any, Any]) -> None:
     """The reproduction decodes benchmarks ahead, several queries per forward: the cache then holds what one
     query's own decode gives (to float rounding), and has_oracle_greedy says which queries are cached."""
-    ahead = LanguageModelProblem(*stories, QUERIES, max_length=4, top_k=3)
-    alone = LanguageModelProblem(*stories, QUERIES, max_length=4, top_k=3)
+    ahead = LanguageModelProblem(*stories, QUERIES, max_length=4, top_k=3, fixed_length=False, embedding_norm="l2")
+    alone = LanguageModelProblem(*stories, QUERIES, max_length=4, top_k=3, fixed_length=False, embedding_norm="l2")
     assert not any(ahead.has_oracle_greedy(query) for query in range(3))
     ahead.oracle_greedy(torch.tensor([2, 0]))
     assert [ahead.has_oracle_greedy(query) for query in range(3)] == [True, False, True]
@@ -247,7 +281,15 @@ def test_oracle_greedy_decoded_ahead_in_a_batch_equals_one_query_at_a_time(stori
 def test_decoding_problem_without_embeddings(stories: tuple[Any, Any]) -> None:
     """gamma = 1 and no embeddings: one forward of the chosen token per step; u = v(p)."""
     problem = LanguageModelProblem(
-        *stories, QUERIES, max_length=4, top_k=3, gamma=1.0, embeddings=False, value_map="prob"
+        *stories,
+        QUERIES,
+        max_length=4,
+        top_k=3,
+        gamma=1.0,
+        embeddings=False,
+        value_map="prob",
+        fixed_length=False,
+        embedding_norm="l2",
     )
     state = problem.initial_state(torch.tensor([0, 1]))
     while not bool(state.finished.all()):
@@ -292,13 +334,13 @@ def test_bad_arguments(stories: tuple[Any, Any], kwargs: dict[str, Any], message
 
 def test_empty_query_pool_and_tokenizer_without_eos(stories: tuple[Any, Any]) -> None:
     with pytest.raises(ValueError, match="empty"):
-        LanguageModelProblem(*stories, [])
+        LanguageModelProblem(*stories, [], fixed_length=False, embedding_norm="l2")
 
     class NoEos:
         eos_token_id = None
 
     with pytest.raises(ValueError, match="no EOS"):
-        LanguageModelProblem(stories[0], NoEos(), QUERIES)
+        LanguageModelProblem(stories[0], NoEos(), QUERIES, fixed_length=False, embedding_norm="l2")
 
 
 def test_chat_template_is_applied_when_present(stories: tuple[Any, Any]) -> None:
@@ -306,22 +348,35 @@ def test_chat_template_is_applied_when_present(stories: tuple[Any, Any]) -> None
 
     tokenizer = copy.deepcopy(stories[1])
     tokenizer.chat_template = "{% for m in messages %}User: {{ m['content'] }}\n{% endfor %}Story:"
-    problem = LanguageModelProblem(stories[0], tokenizer, QUERIES[:2], max_length=3, top_k=2)
+    problem = LanguageModelProblem(
+        stories[0], tokenizer, QUERIES[:2], max_length=3, top_k=2, fixed_length=False, embedding_norm="l2"
+    )
     assert problem.chat_template
     expected = tokenizer.apply_chat_template([{"role": "user", "content": QUERIES[1]}], add_generation_prompt=True)
     expected = expected if isinstance(expected, list) else expected["input_ids"]
     assert problem.query_tokens[1, : int(problem.query_lengths[1])].tolist() == list(expected)
-    plain = LanguageModelProblem(stories[0], tokenizer, QUERIES[:2], max_length=3, top_k=2, chat_template=False)
+    plain = LanguageModelProblem(
+        stories[0],
+        tokenizer,
+        QUERIES[:2],
+        max_length=3,
+        top_k=2,
+        chat_template=False,
+        fixed_length=False,
+        embedding_norm="l2",
+    )
     assert plain.query_tokens[1, : int(plain.query_lengths[1])].tolist() == stories[1](QUERIES[1])["input_ids"]
     with pytest.raises(ValueError, match="no chat template"):
-        LanguageModelProblem(*stories, QUERIES, chat_template=True)
+        LanguageModelProblem(*stories, QUERIES, chat_template=True, fixed_length=False, embedding_norm="l2")
 
 
 def test_bfloat16_weights_step(stories: tuple[Any, Any]) -> None:
     import copy
 
     model = copy.deepcopy(stories[0]).to(torch.bfloat16)
-    problem = LanguageModelProblem(model, stories[1], QUERIES, max_length=3, top_k=3)
+    problem = LanguageModelProblem(
+        model, stories[1], QUERIES, max_length=3, top_k=3, fixed_length=False, embedding_norm="l2"
+    )
     state = problem.initial_state(torch.tensor([0, 3]))
     while not bool(state.finished.all()):
         assert bool(torch.isfinite(problem.candidate_embeddings(state)).all())
@@ -343,7 +398,9 @@ def tensors_of(state: LanguageModelState) -> list[torch.Tensor]:
 @pytest.mark.parametrize("batching", ["mask", "expand"])
 def test_branching_from_a_state_leaves_it_intact(stories: tuple[Any, Any], batching: str) -> None:
     """States share cache tensors with their successors: advancing one (twice, deeply) never changes it."""
-    problem = LanguageModelProblem(*stories, QUERIES, max_length=8, top_k=4, candidate_batching=batching)
+    problem = LanguageModelProblem(
+        *stories, QUERIES, max_length=8, top_k=4, candidate_batching=batching, fixed_length=False, embedding_norm="l2"
+    )
     state = problem.advance(problem.initial_state(torch.tensor([0, 2])), torch.tensor([1, 0]))
     snapshot = [tensor.clone() for tensor in tensors_of(state)]
     first = problem.advance(state, torch.tensor([0, 1]))
@@ -366,5 +423,7 @@ def test_branching_from_a_state_leaves_it_intact(stories: tuple[Any, Any], batch
 
 def test_long_episode_equals_full_recompute_at_every_step(stories: tuple[Any, Any]) -> None:
     """Twelve cached steps (cache grown by a chosen candidate's entries each step) match no-cache forwards."""
-    problem = LanguageModelProblem(*stories, QUERIES, max_length=12, top_k=5, eos_candidate=False)
+    problem = LanguageModelProblem(
+        *stories, QUERIES, max_length=12, top_k=5, eos_candidate=False, fixed_length=False, embedding_norm="l2"
+    )
     assert play_and_compare(problem, [2, 3], seed=7) >= 2 * 6

@@ -30,7 +30,16 @@ def _random_actions(
 @pytest.mark.parametrize("batching", ["mask", "expand"])
 def test_restarted_rows_equal_full_forward(request: pytest.FixtureRequest, model_name: str, batching: str) -> None:
     model, tokenizer = request.getfixturevalue(model_name)
-    problem = LanguageModelProblem(model, tokenizer, QUERIES, max_length=5, top_k=3, candidate_batching=batching)
+    problem = LanguageModelProblem(
+        model,
+        tokenizer,
+        QUERIES,
+        max_length=5,
+        top_k=3,
+        candidate_batching=batching,
+        fixed_length=False,
+        embedding_norm="l2",
+    )
     generator = torch.Generator().manual_seed(0)
     state = problem.initial_state(torch.tensor([2, 0, 3]))  # the longest query first: the widest cache
     for _ in range(2):
@@ -55,7 +64,7 @@ def test_restarted_rows_equal_full_forward(request: pytest.FixtureRequest, model
 
 
 def test_with_new_rows_checks_the_row_count(stories: tuple[Any, Any]) -> None:
-    problem = LanguageModelProblem(*stories, QUERIES, max_length=3, top_k=2)
+    problem = LanguageModelProblem(*stories, QUERIES, max_length=3, top_k=2, fixed_length=False, embedding_norm="l2")
     state = problem.initial_state(torch.tensor([0, 1]))
     with pytest.raises(ValueError, match="fresh has 1 rows but 2 rows are replaced"):
         state.with_new_rows(torch.tensor([0, 1]), problem.initial_state(torch.tensor([2])))

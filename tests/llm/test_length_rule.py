@@ -34,7 +34,7 @@ def reference_candidates(
 
 @pytest.mark.parametrize("batching", ["mask", "expand"])
 @pytest.mark.parametrize("implementation", ["native", "transformers"])
-@pytest.mark.parametrize("rule", [{"fixed_length": True}, {"min_length": 3}])
+@pytest.mark.parametrize("rule", [{"fixed_length": True}, {"fixed_length": False, "min_length": 3}])
 def test_candidates_mask_and_lengths_follow_the_rule(
     tiny_llama: tuple[Any, Any], batching: str, implementation: str, rule: dict[str, Any]
 ) -> None:
@@ -47,6 +47,7 @@ def test_candidates_mask_and_lengths_follow_the_rule(
         top_k=4,
         candidate_batching=batching,
         forward_implementation=implementation,
+        embedding_norm="l2",
         **rule,
     )
     first_eos = LENGTH if rule.get("fixed_length") else rule["min_length"]
@@ -80,10 +81,10 @@ def test_candidates_mask_and_lengths_follow_the_rule(
     assert state.lengths.tolist() == [first_eos] * len(QUERIES)  # every row stopped at the first allowed position
 
 
-@pytest.mark.parametrize("rule", [{"fixed_length": True}, {"min_length": 4}])
+@pytest.mark.parametrize("rule", [{"fixed_length": True}, {"fixed_length": False, "min_length": 4}])
 def test_benchmarks_obey_the_rule(stories: tuple[Any, Any], rule: dict[str, Any]) -> None:
-    problem = LanguageModelProblem(*stories, QUERIES, max_length=LENGTH, top_k=3, **rule)
-    free = LanguageModelProblem(*stories, QUERIES, max_length=LENGTH, top_k=3)
+    problem = LanguageModelProblem(*stories, QUERIES, max_length=LENGTH, top_k=3, embedding_norm="l2", **rule)
+    free = LanguageModelProblem(*stories, QUERIES, max_length=LENGTH, top_k=3, fixed_length=False, embedding_norm="l2")
     first_eos = problem.first_eos_position
     queries = torch.arange(len(QUERIES))
     greedy = problem.oracle_greedy(queries)

@@ -123,8 +123,19 @@ def test_learned_positions_refuse_at_construction_instead_of_an_index_error(tiny
     model, tokenizer = tiny_gpt2  # 256 learned positions
     long_query = "word " * 300
     with pytest.raises(ValueError, match="exceed the model's 256"):
-        LanguageModelProblem(model, tokenizer, [long_query], max_length=8, top_k=2)
-    problem = LanguageModelProblem(model, tokenizer, [long_query], max_length=8, top_k=2, query_truncation="left")
+        LanguageModelProblem(
+            model, tokenizer, [long_query], max_length=8, top_k=2, fixed_length=False, embedding_norm="l2"
+        )
+    problem = LanguageModelProblem(
+        model,
+        tokenizer,
+        [long_query],
+        max_length=8,
+        top_k=2,
+        query_truncation="left",
+        fixed_length=False,
+        embedding_norm="l2",
+    )
     state = problem.initial_state(torch.tensor([0]))
     state = problem.advance(state, torch.tensor([0]))
     assert int(problem.query_lengths[0]) == 248 and int(state.next_positions[0]) == 249
@@ -167,7 +178,9 @@ def test_a_head_that_is_not_reproduced_is_refused(stories: tuple[Any, Any]) -> N
 
     model = randomised(RescaledLlama(hf.LlamaConfig(**SHARED, **LLAMA_SHAPE)), 0)
     with pytest.raises(ValueError, match=r"model_type='llama': the LM head's logits"):
-        LanguageModelProblem(model, stories[1], ["Once upon a time"], max_length=3, top_k=2)
+        LanguageModelProblem(
+            model, stories[1], ["Once upon a time"], max_length=3, top_k=2, fixed_length=False, embedding_norm="l2"
+        )
 
 
 def test_ddmc_embedder_honours_windows_like_the_envs(tmp_path: Path, stories: tuple[Any, Any]) -> None:

@@ -68,7 +68,14 @@ def test_longrope_is_right_across_its_switch(family: str, batching: str, tokeniz
         long = model(input_ids=ids, output_hidden_states=True).hidden_states[-1][0, :SWITCH]
     assert float((short - long).abs().max()) > 0.1
     problem = LanguageModelProblem(
-        model, tokenizer, CROSSING_QUERIES, max_length=12, top_k=3, candidate_batching=batching
+        model,
+        tokenizer,
+        CROSSING_QUERIES,
+        max_length=12,
+        top_k=3,
+        candidate_batching=batching,
+        fixed_length=False,
+        embedding_norm="l2",
     )
     lengths = problem.query_lengths[:3]
     assert bool((lengths <= SWITCH).all()) and bool((lengths + 12 > SWITCH).all())  # rows 0-2 cross the switch
@@ -79,7 +86,15 @@ def test_longrope_is_right_across_its_switch(family: str, batching: str, tokeniz
 def test_longrope_decoding_problem_is_right_across_its_switch(tokenizer: Any) -> None:
     """Without embeddings each token is stepped by a forward of its own (advance_tokens), recomputed at the switch."""
     problem = LanguageModelProblem(
-        tiny_longrope("phi3"), tokenizer, CROSSING_QUERIES, max_length=12, top_k=3, embeddings=False, gamma=1.0
+        tiny_longrope("phi3"),
+        tokenizer,
+        CROSSING_QUERIES,
+        max_length=12,
+        top_k=3,
+        embeddings=False,
+        gamma=1.0,
+        fixed_length=False,
+        embedding_norm="l2",
     )
     assert play_with_pauses(problem, seed=1) >= 3
 
@@ -97,10 +112,14 @@ def test_dynamic_rope_is_refused_only_when_an_episode_crosses_its_switch(tokeniz
     rope = {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0, "original_max_position_embeddings": SWITCH}
     model = randomised(hf.LlamaForCausalLM(hf.LlamaConfig(**SHARED, **LLAMA_SHAPE, rope_parameters=rope)), 4)
     with pytest.raises(ValueError) as refusal:
-        LanguageModelProblem(model, tokenizer, CROSSING_QUERIES, max_length=12, top_k=3)
+        LanguageModelProblem(
+            model, tokenizer, CROSSING_QUERIES, max_length=12, top_k=3, fixed_length=False, embedding_norm="l2"
+        )
     message = str(refusal.value)
     assert refusal_is_clear(message, "llama") and "dynamic NTK" in message and str(SWITCH) in message
-    problem = LanguageModelProblem(model, tokenizer, ["Hi", "The cat sat"], max_length=4, top_k=3)
+    problem = LanguageModelProblem(
+        model, tokenizer, ["Hi", "The cat sat"], max_length=4, top_k=3, fixed_length=False, embedding_norm="l2"
+    )
     assert problem.query_lengths.max() + 4 <= SWITCH
 
 
@@ -117,11 +136,22 @@ def tiny_alibi(family: str) -> Any:
 @pytest.mark.parametrize("family", ["bloom", "falcon"])
 def test_alibi_auto_picks_expand_and_mask_is_refused_by_name(family: str, tokenizer: Any) -> None:
     model = tiny_alibi(family)
-    problem = LanguageModelProblem(model, tokenizer, QUERIES, max_length=4, top_k=3)
+    problem = LanguageModelProblem(
+        model, tokenizer, QUERIES, max_length=4, top_k=3, fixed_length=False, embedding_norm="l2"
+    )
     assert problem.candidate_batching == "expand"
     assert play_with_pauses(problem, seed=0) >= 3
     with pytest.raises(ValueError) as refusal:
-        LanguageModelProblem(model, tokenizer, QUERIES, max_length=4, top_k=3, candidate_batching="mask")
+        LanguageModelProblem(
+            model,
+            tokenizer,
+            QUERIES,
+            max_length=4,
+            top_k=3,
+            candidate_batching="mask",
+            fixed_length=False,
+            embedding_norm="l2",
+        )
     assert refusal_is_clear(str(refusal.value), family) and "ALiBi" in str(refusal.value)
     assert "candidate_batching='expand'" in str(refusal.value)
 
@@ -137,7 +167,15 @@ def test_alibi_auto_picks_expand_and_mask_is_refused_by_name(family: str, tokeni
 )
 def test_refusals_name_the_model_type_and_the_feature(model_type: str, feature: str, tokenizer: Any) -> None:
     with pytest.raises(ValueError) as refusal:
-        LanguageModelProblem(tiny_discovered(model_type), tokenizer, QUERIES, max_length=4, top_k=3)
+        LanguageModelProblem(
+            tiny_discovered(model_type),
+            tokenizer,
+            QUERIES,
+            max_length=4,
+            top_k=3,
+            fixed_length=False,
+            embedding_norm="l2",
+        )
     message = str(refusal.value)
     assert refusal_is_clear(message, model_type) and feature in message, message
     assert "(1) transformers forward with 'mask'" in message and "(2) transformers forward with 'expand'" in message
@@ -150,7 +188,9 @@ def test_llama4_text_without_chunking_is_right(tokenizer: Any) -> None:
     config.attention_chunk_size = None
     config.layer_types = ["full_attention"] * config.num_hidden_layers
     model = randomised(type(chunked)(config), 5)
-    problem = LanguageModelProblem(model, tokenizer, QUERIES, max_length=4, top_k=3)
+    problem = LanguageModelProblem(
+        model, tokenizer, QUERIES, max_length=4, top_k=3, fixed_length=False, embedding_norm="l2"
+    )
     assert play_with_pauses(problem, seed=0) >= 3
 
 
@@ -169,7 +209,9 @@ def long_tail_outcome(model_type: str, tokenizer: Any) -> tuple[str, str]:
     if embeddings is not None and int(embeddings.shape[0]) < 512:
         return "not built", "the config keeps a vocabulary smaller than the test tokenizer's 512 ids"
     try:
-        problem = LanguageModelProblem(model, tokenizer, QUERIES, max_length=4, top_k=3)
+        problem = LanguageModelProblem(
+            model, tokenizer, QUERIES, max_length=4, top_k=3, fixed_length=False, embedding_norm="l2"
+        )
     except ValueError as error:
         clear = refusal_is_clear(str(error), model.config.get_text_config().model_type)
         return ("refused clearly" if clear else "refused obscurely"), str(error)
@@ -183,7 +225,16 @@ def long_tail_outcome(model_type: str, tokenizer: Any) -> tuple[str, str]:
     for name, keywords in variants.items():
         try:
             if keywords is not None:
-                problem = LanguageModelProblem(model, tokenizer, QUERIES, max_length=4, top_k=3, **keywords)
+                problem = LanguageModelProblem(
+                    model,
+                    tokenizer,
+                    QUERIES,
+                    max_length=4,
+                    top_k=3,
+                    fixed_length=False,
+                    embedding_norm="l2",
+                    **keywords,
+                )
             play_with_pauses(problem, seed=0)
         except ValueError as error:  # a refused variant: its wording counts as any refusal's
             if keywords is None or not refusal_is_clear(str(error), model.config.get_text_config().model_type):

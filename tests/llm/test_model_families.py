@@ -86,7 +86,7 @@ def test_every_path_equals_the_no_cache_forward_or_is_refused(family: str, token
         try:
             problem = LanguageModelProblem(
                 model, tokenizer, QUERIES, max_length=5, top_k=3, forward_implementation=forward,
-                candidate_batching=batching,
+                candidate_batching=batching, fixed_length=False, embedding_norm="l2"
             )  # fmt: skip
         except ValueError as error:
             assert forward == "native" and f"model_type={model_type!r}" in str(error), str(error)
@@ -110,7 +110,14 @@ def test_packed_weights_equal_the_no_cache_forward(
     if not prepared(torch.zeros(2, 2)):
         pytest.skip(f"torch has no {'MKL packed GEMM' if cpu_vendor == 'GenuineIntel' else 'oneDNN linear'} here")
     problem = LanguageModelProblem(
-        tiny_family(family), tokenizer, QUERIES, max_length=5, top_k=3, forward_implementation="native"
+        tiny_family(family),
+        tokenizer,
+        QUERIES,
+        max_length=5,
+        top_k=3,
+        forward_implementation="native",
+        fixed_length=False,
+        embedding_norm="l2",
     )
     layers = problem._forward._projections  # per layer: GPT-2's by name, Llama's as a named tuple
     projections = [linear for layer in layers for linear in (layer.values() if isinstance(layer, dict) else layer)]
@@ -154,7 +161,9 @@ def test_discovered_family_equals_the_no_cache_forward_or_is_refused(model_type:
     if embeddings is not None and int(embeddings.shape[0]) < 512:
         pytest.skip(f"{model_type}: the config keeps a vocabulary smaller than the test tokenizer's 512 ids")
     try:
-        problem = LanguageModelProblem(model, tokenizer, QUERIES, max_length=4, top_k=3)
+        problem = LanguageModelProblem(
+            model, tokenizer, QUERIES, max_length=4, top_k=3, fixed_length=False, embedding_norm="l2"
+        )
     except ValueError as error:
         assert "model_type=" in str(error) or model_type in str(error), str(error)
         return

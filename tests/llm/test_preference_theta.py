@@ -120,7 +120,9 @@ def test_csv_without_the_named_column_is_refused(tmp_path: Path) -> None:
 def test_pooled_embeddings_are_the_envs_e(stories: tuple[Any, Any]) -> None:
     model, tokenizer = stories
     texts = [chosen for chosen, _ in PAIRS[:3]]
-    problem = LanguageModelProblem(model, tokenizer, texts, max_length=4, top_k=3, embedding_norm="none")
+    problem = LanguageModelProblem(
+        model, tokenizer, texts, max_length=4, top_k=3, embedding_norm="none", fixed_length=False
+    )
     state = problem.initial_state(torch.arange(3))
     expected = state.hidden_sum.double() / state.pooled_count[:, None].double()  # (3, H), the env's pooling of x
     torch.testing.assert_close(pooled_embeddings(problem, texts, batch_size=2), expected, rtol=1e-4, atol=1e-5)
@@ -226,7 +228,9 @@ from tokenized_bandit_gym.llm.preference_theta import preference_theta, read_com
 torch.set_num_threads(1)
 warnings.simplefilter("ignore")
 model, tokenizer = load_language_model()
-problem = LanguageModelProblem(model, tokenizer, ["Once upon a time"], max_length=4, top_k=3)
+problem = LanguageModelProblem(
+    model, tokenizer, ["Once upon a time"], max_length=4, top_k=3, fixed_length=False, embedding_norm="l2"
+)
 fit = preference_theta(problem, read_comparisons(sys.argv[1]))
 print(json.dumps({"theta": fit.theta.tolist(), "checksum": fit.checksum}))
 """

@@ -35,7 +35,9 @@ def problem(instruct: tuple[Any, Any]) -> Any:
     from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 
     model, tokenizer = instruct
-    return LanguageModelProblem(model, tokenizer, [QUESTION], max_length=4, top_k=3, embedding_norm="none")
+    return LanguageModelProblem(
+        model, tokenizer, [QUESTION], max_length=4, top_k=3, embedding_norm="none", fixed_length=False
+    )
 
 
 def query_ids(problem: Any) -> list[int]:

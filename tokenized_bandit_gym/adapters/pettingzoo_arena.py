@@ -17,6 +17,7 @@ from tokenized_bandit_gym.core.round_streams import RoundStreams
 from tokenized_bandit_gym.core.validation import check_reset_seed
 from tokenized_bandit_gym.envs.env_contract import (
     check_action,
+    check_render_mode,
     observation_row,
     round_start_info,
     step_reward_and_info,
@@ -99,8 +100,7 @@ class TokenizedBanditArena(ParallelEnv[str, AgentObservation, int]):
         render_mode: str | None = None,
         **env_kwargs: Any,
     ) -> None:
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
+        check_render_mode(render_mode, self.metadata["render_modes"])
         names = list(agent_names)
         if not names or len(set(names)) != len(names) or not all(isinstance(name, str) for name in names):
             raise ValueError(f"agent_names must be one or more distinct strings, got {agent_names!r}")

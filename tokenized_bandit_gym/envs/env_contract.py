@@ -479,6 +479,13 @@ def _host_row(value: np.ndarray | torch.Tensor, row: int, copy: bool = True) -> 
     return entry
 
 
+def check_render_mode(render_mode: str | None, render_modes: list[str]) -> str | None:
+    """``render_mode`` when it is None or one of the env's ``render_modes``, else a ValueError naming it."""
+    if render_mode is not None and render_mode not in render_modes:
+        raise ValueError(f"render_mode must be None or one of {render_modes}, got {render_mode!r}")
+    return render_mode
+
+
 def token_image(rows: list[list[int]], eos_token_id: int, width: int) -> np.ndarray:
     """One 8x8 cell per token, coloured by token id (EOS black, padding white): ``(8 * len(rows), 8 * width, 3)`` uint8.
 

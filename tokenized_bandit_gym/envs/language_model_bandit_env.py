@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import gymnasium as gym
 import numpy as np
@@ -13,9 +13,9 @@ import torch
 from gymnasium import spaces
 
 from tokenized_bandit_gym.core.round_streams import RoundStreams
-from tokenized_bandit_gym.core.validation import check_choice, check_int
 from tokenized_bandit_gym.envs.env_contract import (
     check_action,
+    check_render_mode,
     observation_row,
     observation_space,
     round_start_info,
@@ -24,12 +24,12 @@ from tokenized_bandit_gym.envs.env_contract import (
     summary_row,
     token_image,
 )
+from tokenized_bandit_gym.envs.language_model_config import LanguageModelEnvConfig
 from tokenized_bandit_gym.envs.language_model_round_batch import LanguageModelRoundBatch
-from tokenized_bandit_gym.envs.pairwise_feedback import FeedbackChannel, PairwiseRound
-from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
+from tokenized_bandit_gym.envs.pairwise_feedback import PairwiseRound
+from tokenized_bandit_gym.llm.make_language_model_problem import make_language_model_problem
 
 Observation = dict[str, np.ndarray | np.int64]
-OPTIMAL_KINDS = ("oracle_greedy", "oracle_beam")
 BENCHMARK_UPPER_BOUND = False
 """``info["benchmark_upper_bound"]`` of every LLM env, from reset on: greedy decoding and beam search with the
 true utility are benchmarks, not the optimum, so an agent can beat them (negative regret). With free lengths
@@ -39,64 +39,50 @@ true utility are benchmarks, not the optimum, so an agent can beat them (negativ
 class LanguageModelBanditEnv(gym.Env[Observation, np.int64]):
     """One round is one episode: answer the drawn query token by token among the LM's top-k.
 
-    Subclasses build the :class:`LanguageModelProblem` and call this constructor. Same dynamics,
-    streams, noise and action checks as the synthetic shell (``validate_action``,
-    :class:`RoundStreams`, :class:`NoiseModel`); the action is an index into the k candidates.
+    Subclasses name their config class (:attr:`config_class`, a
+    :class:`~tokenized_bandit_gym.envs.language_model_config.LanguageModelEnvConfig`) and document their
+    keywords; this constructor turns the keywords into the config (in one place,
+    :meth:`~tokenized_bandit_gym.llm.language_model_config.ComposedConfig.from_keywords`), builds the
+    :class:`LanguageModelProblem` from it (:func:`make_language_model_problem`) and plays it. Same dynamics,
+    streams, noise and action checks as the synthetic shell (``validate_action``, :class:`RoundStreams`,
+    :class:`NoiseModel`); the action is an index into the k candidates.
 
     Args:
-        problem: the fixed LLM-backed instance.
-        noise: ``"gaussian"`` or ``"bounded"``.
-        noise_scale: sigma >= 0.
-        optimal_kind: ``"oracle_greedy"`` or ``"oracle_beam"`` (the better of beam and greedy).
-        beam_width: width of the beam for ``"oracle_beam"``.
-        observe_features: include ``candidate_embeddings`` (``[e : v(p)]``, ``(k, d + 1)``).
-        observe_logprobs: include ``candidate_logprobs`` (``log p(tau | x, y)``, ``(k,)``).
-        strict_actions: raise on a masked action instead of the forced EOS at position L.
+        config: the env's configuration (None: the kind's defaults); the keywords change it.
         render_mode: None, ``"ansi"`` (text) or ``"rgb_array"`` (one coloured cell per token: the
             query on the top row, the response below; what SB3's ``make_vec_env`` asks for).
-        feedback: ``"scalar"`` or ``"pairwise"`` (two responses a round, reward the Bradley-Terry
-            preference bit; :mod:`~tokenized_bandit_gym.envs.pairwise_feedback`).
-        preference_temperature: tau > 0 of ``P(first preferred) = sigma((u1 - u2) / tau)``.
+        **keywords: the config's fields by name (``model``, ``top_k``, ``noise_scale``, ``feedback``, ...: the
+            fields of its parts, listed in the env's docstring). ``feedback="pairwise"`` plays two responses a
+            round with the Bradley-Terry preference bit as reward
+            (:mod:`~tokenized_bandit_gym.envs.pairwise_feedback`).
+
+    Attributes:
+        config: the frozen config the env was made from.
+        problem: the instance it built (its recipe, what pickling carries, holds the config's problem part).
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 4}
     observation_space: spaces.Dict  # type: ignore[assignment]  # gymnasium types Dict as Space[dict[str, Space]]
     action_space: spaces.Discrete
     benchmark_upper_bound = BENCHMARK_UPPER_BOUND
+    config_class: ClassVar[type[LanguageModelEnvConfig]]
 
     def __init__(
-        self,
-        problem: LanguageModelProblem,
-        noise: str,
-        noise_scale: float,
-        optimal_kind: str,
-        beam_width: int,
-        observe_features: bool,
-        observe_logprobs: bool,
-        strict_actions: bool,
-        render_mode: str | None,
-        feedback: str = "scalar",
-        preference_temperature: float = 1.0,
+        self, config: LanguageModelEnvConfig | None = None, render_mode: str | None = None, **keywords: Any
     ) -> None:
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
-        for name, flag in (
-            ("strict_actions", strict_actions),
-            ("observe_features", observe_features),
-            ("observe_logprobs", observe_logprobs),
-        ):
-            if not isinstance(flag, bool):
-                raise TypeError(f"{name} must be a bool, got {flag!r}")
-        self.problem = problem
-        self.feedback_channel = FeedbackChannel(feedback, preference_temperature)
-        self.feedback = feedback
-        self.noise_model = self.feedback_channel.noise_model(noise, noise_scale)
-        self.optimal_kind = check_choice("optimal_kind", optimal_kind, OPTIMAL_KINDS)
-        self.beam_width = check_int("beam_width", beam_width, minimum=1)
-        self.strict_actions = strict_actions
-        self.render_mode = render_mode
-        self.observe_features = observe_features and problem.embeddings
-        self.observe_logprobs = observe_logprobs
+        self.render_mode = check_render_mode(render_mode, self.metadata["render_modes"])
+        config = self.config_class.from_keywords(config, **keywords)  # refused before the model loads
+        self.problem = problem = make_language_model_problem(config.problem_config())
+        self.config = config  # after the problem: pickling a loaded model's env fails on the problem, saying why
+        rewards = config.rewards
+        self.feedback_channel = rewards.feedback_channel()
+        self.feedback = self.feedback_channel.kind
+        self.noise_model = self.feedback_channel.noise_model(rewards.noise, rewards.noise_scale)
+        self.optimal_kind = rewards.optimal_kind
+        self.beam_width = rewards.beam_width
+        self.strict_actions = rewards.strict_actions
+        self.observe_features = config.observe_features and problem.embeddings
+        self.observe_logprobs = config.observe_logprobs
         n, length, k = problem.vocab_size, problem.max_length, problem.num_candidates
         features = None
         if self.observe_features:

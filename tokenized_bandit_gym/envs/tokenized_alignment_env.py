@@ -2,19 +2,8 @@
 
 from __future__ import annotations
 
-import os
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
-
-import torch
-
 from tokenized_bandit_gym.envs.language_model_bandit_env import LanguageModelBanditEnv
-from tokenized_bandit_gym.envs.pairwise_feedback import FeedbackChannel
-from tokenized_bandit_gym.llm.load_language_model import DEFAULT_MODEL
-from tokenized_bandit_gym.llm.make_language_model_problem import make_language_model_problem
-
-if TYPE_CHECKING:
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from tokenized_bandit_gym.envs.language_model_config import TokenizedAlignmentConfig
 
 
 class TokenizedAlignmentEnv(LanguageModelBanditEnv):
@@ -150,6 +139,11 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
     | ``feedback`` | ``"scalar"`` | or ``"pairwise"``: two responses a round, reward a comparison |
     | ``preference_temperature`` | 1.0 | tau of the Bradley-Terry comparison (pairwise) |
 
+    The keywords are the fields of the parts of
+    :class:`~tokenized_bandit_gym.envs.language_model_config.TokenizedAlignmentConfig` (where each default is written;
+    the table states the same, a test holds them equal); ``config=`` takes a whole config, which the other
+    keywords change, and the env keeps it as ``env.unwrapped.config``.
+
     ``feedback="pairwise"``: a round (an episode) is two responses to the same query, decoded one
     after the other (the observation's ``first_response``/``first_length`` show the first while
     the second is decoded); the last reward is the preference bit, 1.0 when the first is
@@ -202,89 +196,4 @@ class TokenizedAlignmentEnv(LanguageModelBanditEnv):
       still v0: the opt-in ``feedback="pairwise"`` (the default ``"scalar"`` changes nothing).
     """
 
-    def __init__(
-        self,
-        model: str | os.PathLike[str] | PreTrainedModel = DEFAULT_MODEL,
-        tokenizer: PreTrainedTokenizerBase | None = None,
-        top_k: int = 15,
-        gamma: float = 0.8,
-        max_length: int = 30,
-        queries: str | os.PathLike[str] | Sequence[str] | None = None,
-        theta: str | torch.Tensor | Sequence[float] | None = None,
-        value_map: str = "logprob",
-        pooling: str = "query_response",
-        theta_scale: str = "unit",
-        score_forced_eos: bool = True,
-        embedding_norm: str = "none",
-        embedding_layer: str = "final_norm",
-        eos_candidate: bool = True,
-        chat_template: bool | None = None,
-        candidate_batching: str = "auto",
-        forward_implementation: str = "auto",
-        optimal_kind: str = "oracle_greedy",
-        beam_width: int = 4,
-        noise: str = "gaussian",
-        noise_scale: float = 0.1,
-        instance_seed: int = 0,
-        dtype: str | torch.dtype = "float32",
-        device: str | torch.device = "cpu",
-        trust_remote_code: bool = False,
-        attn_implementation: str = "auto",
-        query_truncation: str = "none",
-        query_column: str | None = None,
-        query_field: str | None = None,
-        strict_actions: bool = False,
-        render_mode: str | None = None,
-        fixed_length: bool = True,
-        min_length: int | None = None,
-        comparisons: str | os.PathLike[str] | None = None,
-        comparison_fields: Sequence[str] = ("chosen", "rejected"),
-        feedback: str = "scalar",
-        preference_temperature: float = 1.0,
-    ) -> None:
-        FeedbackChannel(feedback, preference_temperature)  # refused before the model loads
-        problem = make_language_model_problem(
-            model,
-            tokenizer,
-            queries=queries,
-            theta=theta,
-            instance_seed=instance_seed,
-            dtype=dtype,
-            device=device,
-            trust_remote_code=trust_remote_code,
-            attn_implementation=attn_implementation,
-            query_column=query_column,
-            query_field=query_field,
-            query_truncation=query_truncation,
-            max_length=max_length,
-            fixed_length=fixed_length,
-            min_length=min_length,
-            comparisons=comparisons,
-            comparison_fields=comparison_fields,
-            top_k=top_k,
-            gamma=gamma,
-            value_map=value_map,
-            theta_scale=theta_scale,
-            score_forced_eos=score_forced_eos,
-            embeddings=True,
-            pooling=pooling,
-            embedding_norm=embedding_norm,
-            embedding_layer=embedding_layer,
-            eos_candidate=eos_candidate,
-            chat_template=chat_template,
-            candidate_batching=candidate_batching,
-            forward_implementation=forward_implementation,
-        )
-        super().__init__(
-            problem,
-            noise,
-            noise_scale,
-            optimal_kind,
-            beam_width,
-            observe_features=True,
-            observe_logprobs=True,
-            strict_actions=strict_actions,
-            render_mode=render_mode,
-            feedback=feedback,
-            preference_temperature=preference_temperature,
-        )
+    config_class = TokenizedAlignmentConfig

@@ -13,6 +13,7 @@ from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedPr
 from tokenized_bandit_gym.core.round_streams import RoundStreams
 from tokenized_bandit_gym.envs.env_contract import (
     check_action,
+    check_render_mode,
     observation_space,
     round_start_info,
     start_round_streams,
@@ -62,8 +63,7 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
     def __init__(
         self, config: SyntheticBanditConfig | None = None, render_mode: str | None = None, **keywords: Any
     ) -> None:
-        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
+        self.render_mode = check_render_mode(render_mode, self.metadata["render_modes"])
         self.config = config = self.config_class.from_keywords(config, **keywords)
         if not isinstance(config.strict_actions, bool):
             raise TypeError(f"strict_actions must be a bool, got {config.strict_actions!r}")
@@ -72,7 +72,6 @@ class TokenizedBanditEnv(gym.Env[Observation, np.int64]):
         self.problem = problem = config.build_problem()
         self.feedback = self.feedback_channel.kind
         self.strict_actions = config.strict_actions
-        self.render_mode = render_mode
         n, length = problem.vocab_size, problem.max_length
         query_width = int(problem.query_tokens.shape[1])
         features = None

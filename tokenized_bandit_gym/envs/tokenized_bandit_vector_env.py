@@ -25,6 +25,7 @@ from tokenized_bandit_gym.host_array import as_host_array
 
 if TYPE_CHECKING:
     from tokenized_bandit_gym.envs.language_model_bandit_env import LanguageModelBanditEnv
+    from tokenized_bandit_gym.envs.language_model_config import LanguageModelEnvConfig
 
 ARRAY_BACKENDS = ("numpy", "torch")
 
@@ -212,16 +213,9 @@ class TokenizedBanditVectorEnv(VectorEnv):
         return template.round_batch(self.num_envs, host=self.array_backend == "numpy")
 
     @property
-    def config(self) -> SyntheticBanditConfig:
-        """The synthetic env's config every sub-env plays (made from the keywords and ``config=``).
-
-        Raises:
-            AttributeError: an LLM vector env (its keywords are its constructor's, not a config yet).
-        """
-        template = self._template
-        if not isinstance(template, TokenizedBanditEnv):
-            raise AttributeError(f"{type(self).__name__} plays an LLM env, which has no synthetic config")
-        return template.config
+    def config(self) -> SyntheticBanditConfig | LanguageModelEnvConfig:
+        """The single env's config every sub-env plays (made from the keywords and ``config=``)."""
+        return self._template.config
 
     @property
     def eos_token_id(self) -> int:

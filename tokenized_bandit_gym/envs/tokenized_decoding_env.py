@@ -2,18 +2,8 @@
 
 from __future__ import annotations
 
-import os
-from typing import TYPE_CHECKING
-
-import torch
-
 from tokenized_bandit_gym.envs.language_model_bandit_env import LanguageModelBanditEnv
-from tokenized_bandit_gym.llm.load_language_model import DEFAULT_MODEL
-from tokenized_bandit_gym.llm.make_language_model_problem import make_language_model_problem
-from tokenized_bandit_gym.llm.query_sources import STORY_OPENINGS
-
-if TYPE_CHECKING:
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from tokenized_bandit_gym.envs.language_model_config import TokenizedDecodingConfig
 
 
 class TokenizedDecodingEnv(LanguageModelBanditEnv):
@@ -77,6 +67,11 @@ class TokenizedDecodingEnv(LanguageModelBanditEnv):
     | ``fixed_length`` | True | EOS only at position L |
     | ``min_length`` | None | EOS only from position m on (with ``fixed_length=False``) |
 
+    The keywords are the fields of the parts of
+    :class:`~tokenized_bandit_gym.envs.language_model_config.TokenizedDecodingConfig` (where each default is written;
+    the table states the same, a test holds them equal); ``config=`` takes a whole config, which the other
+    keywords change, and the env keeps it as ``env.unwrapped.config``.
+
     >>> import gymnasium as gym
     >>> import tokenized_bandit_gym
     >>> env = gym.make("TokenizedDecoding-v0", noise_scale=0.0)
@@ -102,66 +97,4 @@ class TokenizedDecodingEnv(LanguageModelBanditEnv):
       benchmark. ``fixed_length=False`` gives the earlier dynamics.
     """
 
-    def __init__(
-        self,
-        model: str | os.PathLike[str] | PreTrainedModel = DEFAULT_MODEL,
-        tokenizer: PreTrainedTokenizerBase | None = None,
-        query: str = STORY_OPENINGS[0],
-        top_k: int = 4,
-        max_length: int = 8,
-        value_map: str = "root_prob",
-        eos_candidate: bool = True,
-        chat_template: bool | None = None,
-        candidate_batching: str = "auto",
-        forward_implementation: str = "auto",
-        optimal_kind: str = "oracle_beam",
-        beam_width: int = 8,
-        observe_logprobs: bool = False,
-        noise: str = "gaussian",
-        noise_scale: float = 0.1,
-        instance_seed: int = 0,
-        dtype: str | torch.dtype = "float32",
-        device: str | torch.device = "cpu",
-        trust_remote_code: bool = False,
-        attn_implementation: str = "auto",
-        query_truncation: str = "none",
-        strict_actions: bool = False,
-        render_mode: str | None = None,
-        fixed_length: bool = True,
-        min_length: int | None = None,
-    ) -> None:
-        if not isinstance(query, str) or not query.strip():
-            raise ValueError(f"query must be a non-empty string, got {query!r}")
-        problem = make_language_model_problem(
-            model,
-            tokenizer,
-            queries=[query],
-            instance_seed=instance_seed,
-            dtype=dtype,
-            device=device,
-            trust_remote_code=trust_remote_code,
-            attn_implementation=attn_implementation,
-            query_truncation=query_truncation,
-            max_length=max_length,
-            fixed_length=fixed_length,
-            min_length=min_length,
-            top_k=top_k,
-            gamma=1.0,
-            value_map=value_map,
-            embeddings=False,
-            eos_candidate=eos_candidate,
-            chat_template=chat_template,
-            candidate_batching=candidate_batching,
-            forward_implementation=forward_implementation,
-        )
-        super().__init__(
-            problem,
-            noise,
-            noise_scale,
-            optimal_kind,
-            beam_width,
-            observe_features=False,
-            observe_logprobs=observe_logprobs,
-            strict_actions=strict_actions,
-            render_mode=render_mode,
-        )
+    config_class = TokenizedDecodingConfig

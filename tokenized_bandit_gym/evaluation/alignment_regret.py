@@ -15,12 +15,13 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from tokenized_bandit_gym.evaluation.atomic_files import write_json_atomically
-from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
+from tokenized_bandit_gym.llm.language_model_config import Reading
+from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments, unset_flag_fields, yes_or_no
 
 ENV_ID = "TokenizedAlignment-v1"
 """The env the script runs by default (``--env-id``): the calibrated reading."""
@@ -28,8 +29,8 @@ AGENT_LABELS = {"eoful": "EOFUL", "fixed_theta_greedy": "WrongTheta", "misaligne
 
 
 @dataclass
-class AlignmentRegretOptions:
-    """Options of a regret comparison on the alignment env (each field's docstring is a script's --help)."""
+class _RunOptions:
+    """Options of a regret comparison on the alignment env but the reading's (each field's docstring is its --help)."""
 
     env_id: str = ENV_ID
     """the alignment env: TokenizedAlignment-v1 (the calibrated reading) or TokenizedAlignment-v0 (the earlier one)"""
@@ -50,25 +51,13 @@ class AlignmentRegretOptions:
     """response length L (0: 30 with --paper, else 10)"""
     top_k: int = 0
     """top-k candidate truncation (0: 15 with --paper, else 8); Figure 3 uses 10"""
-    gamma: float = 0.8
+    gamma: float = Reading.gamma
     """weight of v(p) in the utility"""
     theta: float = 0.0
     """0: the env's default theta (0.5 * 1 scaled to unit norm; 0.5 with --paper); else this value in every
     coordinate"""
     wrong_theta: float = 0.0
     """0: WrongTheta's theta' = -theta (the paper's convention); else this value in every coordinate"""
-    value_map: str = ""
-    """the env's v: logprob, scaled_logprob, root_prob, prob ('': the env id's)"""
-    pooling: str = ""
-    """span of e's mean pooling: query_response or response ('': the env id's)"""
-    theta_scale: str = ""
-    """the env's default theta: unit (0.5*1 unit-normed) or literal (0.5*1) ('': the env id's)"""
-    score_forced_eos: str = ""
-    """count a forced EOS's log p in v: yes or no ('': the env id's)"""
-    embedding_norm: str = ""
-    """the env's embedding normalisation: l2 (unit norm) or none (raw mean-pooled hidden states) ('': the env id's)"""
-    embedding_layer: str = ""
-    """the hidden states e pools: final_norm (after the decoder's final norm) or pre_norm ('': the env id's)"""
     beta: float = 1.0
     """EOFUL's multiplier on sqrt(beta_t) (1: the paper's radius)"""
     feature_scale: str = ""
@@ -99,6 +88,33 @@ class AlignmentRegretOptions:
     out_dir: str = "runs/regret"
     """where regret.png and regret.json are written ('' for none); a run whose (agent, seed) is already in
     regret.json with the same settings is kept, not repeated (rerun the command to resume)"""
+
+
+READING_FIELDS = unset_flag_fields(Reading, "the env id's")
+"""The reading's options as flags, read from the config's reading part (:class:`~tokenized_bandit_gym.llm.
+language_model_config.Reading`: every choice and yes/no field; '' leaves the env id's): a reading option added
+there is a flag here with nothing else to write."""
+READING_FLAGS = tuple(name for name, _, _ in READING_FIELDS)
+"""The reading options passed on to the env when set."""
+
+if TYPE_CHECKING:
+
+    @dataclass
+    class AlignmentRegretOptions(_RunOptions):
+        """Options of a regret comparison on the alignment env, the reading's flags included."""
+
+        def __getattr__(self, name: str) -> str: ...  # a reading flag
+
+else:
+    AlignmentRegretOptions = dataclasses.make_dataclass(
+        "AlignmentRegretOptions",
+        READING_FIELDS,
+        bases=(_RunOptions,),
+        namespace={
+            "__doc__": "Options of a regret comparison on the alignment env, the reading's flags included.",
+            "__module__": __name__,
+        },
+    )
 
 
 PAPER = {"rounds": 10_000, "max_length": 30, "top_k": 15, "theta": 0.5}
@@ -145,19 +161,13 @@ def require(what: str, error: Exception) -> SystemExit:
     )
 
 
-READING_FLAGS = ("value_map", "pooling", "theta_scale", "embedding_norm", "embedding_layer")
-"""The reading options passed on when set (``score_forced_eos`` is a yes/no flag, read apart)."""
-
-
 def env_kwargs(args: AlignmentRegretOptions) -> dict[str, Any]:
     """The keywords of ``--env-id`` for these options (unset reading flags and fixed length: the env id's defaults)."""
     from tokenized_bandit_gym.evaluation.ddmc.resources import resolve_model
 
-    reading: dict[str, Any] = {name: getattr(args, name) for name in READING_FLAGS if getattr(args, name)}
-    if args.score_forced_eos:
-        if args.score_forced_eos not in ("yes", "no"):
-            raise SystemExit(f"--score-forced-eos must be yes or no, got {args.score_forced_eos!r}")
-        reading["score_forced_eos"] = args.score_forced_eos == "yes"
+    flags = {name: getattr(args, name) for name in READING_FLAGS if getattr(args, name)}
+    yes_no = {item.name for item in dataclasses.fields(Reading) if isinstance(item.default, bool)}
+    reading = {name: yes_or_no(name, text) if name in yes_no else text for name, text in flags.items()}
     return {
         "model": resolve_model(args.model),
         "queries": args.queries,

@@ -21,6 +21,11 @@ windows measured in positions: :mod:`~tokenized_bandit_gym.llm.attention_layout`
 (:mod:`~tokenized_bandit_gym.llm.language_model_head`); a model either is reproduced (probed at
 construction against its own no-cache forward) or refused with an error naming the feature.
 
+What an instance is made of is a frozen config of parts (:mod:`~tokenized_bandit_gym.llm.language_model_config`:
+:class:`ModelSource`, :class:`QuerySource`, :class:`Prompting`, :class:`Reading`, :class:`Candidates`,
+:class:`LengthRule`, composed as :class:`LanguageModelProblemConfig`), which
+:func:`make_language_model_problem` builds the problem from.
+
 One loader (:func:`load_language_model`: safetensors only, ``trust_remote_code`` off, a local
 directory, ``"stories260K"`` or a cached hub name) serves the envs and the DDMC diagnostics, whose
 :class:`PrefixEmbedder` computes the envs' ``e`` for every prefix of a text in one forward.
@@ -35,6 +40,13 @@ from tokenized_bandit_gym.lazy_names import keep_names_over_submodules, lazy_att
 _LAZY = {
     "DEFAULT_MODEL": "load_language_model",
     "DEFAULT_MODEL_NAME": "load_language_model",
+    "Candidates": "language_model_config",
+    "LanguageModelProblemConfig": "language_model_config",
+    "LengthRule": "language_model_config",
+    "ModelSource": "language_model_config",
+    "Prompting": "language_model_config",
+    "QuerySource": "language_model_config",
+    "Reading": "language_model_config",
     "LanguageModelProblem": "language_model_problem",
     "LanguageModelState": "language_model_state",
     "PrefixEmbedder": "prefix_embedder",

@@ -29,6 +29,19 @@ from tokenized_bandit_gym.core.tokenized_problem import DecodedResponses, replay
 from tokenized_bandit_gym.core.validation import check_choice, check_int, check_real, check_replay
 from tokenized_bandit_gym.llm.attention_layout import MASKED_KERNELS
 from tokenized_bandit_gym.llm.decoder_forward import FORWARD_IMPLEMENTATIONS, has_native_forward, select_decoder_forward
+from tokenized_bandit_gym.llm.language_model_config import (
+    CANDIDATE_BATCHING,
+    EMBEDDING_NORMS,
+    POOLING_SPANS,
+    QUERY_TRUNCATIONS,
+    THETA_SCALES,
+    Candidates,
+    LengthRule,
+    ModelSource,
+    Prompting,
+    Reading,
+    check_length_rule,
+)
 from tokenized_bandit_gym.llm.language_model_head import LanguageModelHead
 from tokenized_bandit_gym.llm.language_model_state import KeyValues, LanguageModelState
 from tokenized_bandit_gym.llm.length_switch import length_switch, recomputed_prefix
@@ -43,33 +56,8 @@ if TYPE_CHECKING:
     from tokenized_bandit_gym.llm.make_language_model_problem import LanguageModelRecipe
     from tokenized_bandit_gym.llm.preference_theta import PreferenceFit
 
-POOLING_SPANS = ("query_response", "response")
-CANDIDATE_BATCHING = ("auto", "mask", "expand")
-EMBEDDING_NORMS = ("l2", "none")
-THETA_SCALES = ("unit", "literal")
-"""The default theta's scale: ``0.5 * 1`` rescaled to unit norm, or the paper's literal ``0.5 * 1`` (norm sqrt(d)/2)."""
-QUERY_TRUNCATIONS = ("none", "left")
 ProbeCheck = tuple[str, torch.Tensor, torch.Tensor]
 """``(what was probed, the core's value, the no-cache forward's)``: hidden states, embeddings or log-probs."""
-
-
-def check_length_rule(fixed_length: bool, min_length: int | None, max_length: int) -> tuple[bool, int | None]:
-    """``(fixed_length, min_length)`` checked against L: a bool, and None or an int in ``[1, L]``, not both set.
-
-    Raises:
-        TypeError: ``fixed_length`` not a bool, or ``min_length`` not an int.
-        ValueError: ``min_length`` outside ``[1, L]``, or given with ``fixed_length=True``.
-    """
-    if not isinstance(fixed_length, bool):
-        raise TypeError(f"fixed_length must be a bool, got {fixed_length!r}")
-    if min_length is None:
-        return fixed_length, None
-    if fixed_length:
-        raise ValueError(
-            f"fixed_length=True already fixes every response at max_length={max_length}: "
-            f"min_length={min_length!r} cannot be given with it (pass one or the other)"
-        )
-    return fixed_length, check_int("min_length", min_length, minimum=1, maximum=max_length)
 
 
 class LanguageModelProblem:
@@ -81,6 +69,10 @@ class LanguageModelProblem:
     so any TLB agent runs on it unchanged. An action is an index into the ``k`` candidates.
     It implements :class:`~tokenized_bandit_gym.core.tokenized_problem.TokenizedBanditProblem`
     with :class:`LanguageModelState` as its state, as the synthetic families do with theirs.
+
+    Every default is the alignment env's (:mod:`~tokenized_bandit_gym.llm.language_model_config`'s parts,
+    written there once: ``embedding_norm="none"``, ``fixed_length=True``); an env gives every argument from
+    its config.
 
     Args:
         model: a loaded causal LM (``transformers`` ``PreTrainedModel``), in eval mode.
@@ -152,24 +144,24 @@ class LanguageModelProblem:
         model: PreTrainedModel,
         tokenizer: PreTrainedTokenizerBase,
         queries: Sequence[str],
-        max_length: int = 30,
-        top_k: int = 15,
-        gamma: float = 0.8,
+        max_length: int = LengthRule.max_length,
+        top_k: int = Candidates.top_k,
+        gamma: float = Reading.gamma,
         theta: torch.Tensor | Sequence[float] | None = None,
-        value_map: str = "logprob",
+        value_map: str = Reading.value_map,
         embeddings: bool = True,
-        theta_scale: str = "unit",
-        score_forced_eos: bool = True,
-        pooling: str = "query_response",
-        embedding_norm: str = "l2",
-        embedding_layer: str = "final_norm",
-        eos_candidate: bool = True,
-        chat_template: bool | None = None,
-        candidate_batching: str = "auto",
-        forward_implementation: str = "auto",
-        query_truncation: str = "none",
-        fixed_length: bool = False,
-        min_length: int | None = None,
+        theta_scale: str = Reading.theta_scale,
+        score_forced_eos: bool = Reading.score_forced_eos,
+        pooling: str = Reading.pooling,
+        embedding_norm: str = Reading.embedding_norm,
+        embedding_layer: str = Reading.embedding_layer,
+        eos_candidate: bool = Candidates.eos_candidate,
+        chat_template: bool | None = Prompting.chat_template,
+        candidate_batching: str = ModelSource.candidate_batching,
+        forward_implementation: str = ModelSource.forward_implementation,
+        query_truncation: str = Prompting.query_truncation,
+        fixed_length: bool = LengthRule.fixed_length,
+        min_length: int | None = LengthRule.min_length,
     ) -> None:
         self.model = model
         self.tokenizer = tokenizer

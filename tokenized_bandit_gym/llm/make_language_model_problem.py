@@ -1,19 +1,19 @@
-"""Build a :class:`LanguageModelProblem` from env keywords (model name or path, query source, theta)."""
+"""Build a :class:`LanguageModelProblem` from its config (model name or path, query source, theta)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import torch
 
-from tokenized_bandit_gym.core.validation import MAX_SEED, check_device, check_int
+from tokenized_bandit_gym.core.validation import check_device
+from tokenized_bandit_gym.llm.language_model_config import LanguageModelProblemConfig, ModelSource, QuerySource
 from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem
 from tokenized_bandit_gym.llm.load_language_model import load_language_model
 from tokenized_bandit_gym.llm.preference_theta import (
-    DEFAULT_FIELDS,
     HH_RLHF_COMPARISONS,
     Comparisons,
     preference_theta,
@@ -27,71 +27,52 @@ if TYPE_CHECKING:
     from tokenized_bandit_gym.llm.preference_theta import PreferenceFit
 
 
-def make_language_model_problem(
-    model: str | os.PathLike[str] | PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase | None = None,
-    queries: str | os.PathLike[str] | Sequence[str] | None = None,
-    theta: str | torch.Tensor | Sequence[float] | None = None,
-    instance_seed: int = 0,
-    dtype: str | torch.dtype = "float32",
-    device: str | torch.device = "cpu",
-    trust_remote_code: bool = False,
-    attn_implementation: str = "auto",
-    query_column: str | None = None,
-    query_field: str | None = None,
-    comparisons: str | os.PathLike[str] | None = None,
-    comparison_fields: Sequence[str] = DEFAULT_FIELDS,
-    **problem_kwargs: Any,
-) -> LanguageModelProblem:
-    """Load the model (unless given loaded) and the queries, then build the problem.
+def make_language_model_problem(config: LanguageModelProblemConfig) -> LanguageModelProblem:
+    """Load the model (unless ``config.source`` holds it loaded) and the queries, resolve theta, build the problem.
 
     Args:
-        model: hub name or local path, or a loaded causal LM (then ``tokenizer`` is required).
-        tokenizer: the tokenizer of a loaded ``model``; None when ``model`` is a name or path.
-        queries: a query source (see :func:`~tokenized_bandit_gym.llm.query_sources.resolve_queries`).
-        theta: None (the paper's ``0.5 * 1``, unit-normed), ``"random"`` (a unit Gaussian
-            direction drawn from ``instance_seed``), ``"hh-rlhf"`` (Bradley-Terry on the shipped
-            HH-RLHF pairs, :mod:`~tokenized_bandit_gym.llm.preference_theta`), ``"comparisons"``
-            (Bradley-Terry on the ``comparisons`` file) or a ``(d,)`` vector.
-        instance_seed: seeds the paper's query generator and ``theta="random"``.
-        dtype: weight dtype when loading.
-        device: torch device when loading.
-        trust_remote_code: passed to transformers when loading.
-        attn_implementation: the attention kernel when loading (see
-            :func:`~tokenized_bandit_gym.llm.load_language_model.load_language_model`); a loaded
-            ``model`` keeps its own, so only ``"auto"`` goes with one.
-        query_column: the CSV column holding the queries (see
-            :func:`~tokenized_bandit_gym.llm.query_sources.resolve_queries`).
-        query_field: the JSONL field holding the queries, a dotted path for nested objects.
-        comparisons: with ``theta="comparisons"``, a ``.jsonl``/``.jsonl.gz``/``.csv`` file of pairs.
-        comparison_fields: the (chosen, rejected) field or column names of ``comparisons``.
-        **problem_kwargs: the remaining :class:`LanguageModelProblem` arguments.
+        config: the problem's parts (a
+            :class:`~tokenized_bandit_gym.llm.language_model_config.LanguageModelProblemConfig`): the model
+            source (a hub name or local path, or a loaded causal LM with its ``tokenizer``; a loaded model
+            keeps its own attention kernel, so only ``attn_implementation="auto"`` goes with one), the query
+            source (:func:`~tokenized_bandit_gym.llm.query_sources.resolve_queries`), the reading (theta:
+            None, the paper's ``0.5 * 1``; ``"random"``, a unit Gaussian direction drawn from
+            ``instance_seed``; ``"hh-rlhf"`` or ``"comparisons"``, Bradley-Terry on the shipped HH-RLHF
+            pairs or on the ``comparisons`` file, :mod:`~tokenized_bandit_gym.llm.preference_theta`; or a
+            ``(d,)`` vector), the candidates, the length rule and the prompting.
+
+    Raises:
+        TypeError: ``model`` is neither a name, a path nor a loaded model.
+        ValueError: a tokenizer without a loaded model (or none with one), ``attn_implementation`` set for a
+            loaded model, ``comparisons`` without ``theta="comparisons"`` (or the reverse), or what the
+            problem refuses.
     """
-    seed = check_int("instance_seed", instance_seed, minimum=0, maximum=MAX_SEED)
+    source, reading = config.source, config.reading
+    seed = config.instance_seed
+    model, tokenizer = source.model, source.tokenizer
     if not isinstance(model, (str, os.PathLike, torch.nn.Module)):
         kind = type(model).__name__
         raise TypeError(f"model must be a hub name, a local path or a loaded causal LM, got {model!r} ({kind})")
     if isinstance(model, (str, os.PathLike)):
         if tokenizer is not None:
             raise ValueError("pass tokenizer= only with a loaded model, not with a model name or path")
-        language_model, tokenizer = load_language_model(
-            model, dtype, check_device(device), trust_remote_code, attn_implementation
-        )
+        language_model, tokenizer = load_source(source)
     else:
         if tokenizer is None:
             raise ValueError("a loaded model needs its tokenizer= as well")
-        if attn_implementation != "auto":
+        if source.attn_implementation != "auto":
             raise ValueError(
-                f"attn_implementation={attn_implementation!r} applies when the model is loaded by name or path; "
-                "a loaded model keeps the kernel it was loaded with"
+                f"attn_implementation={source.attn_implementation!r} applies when the model is loaded by name or "
+                "path; a loaded model keeps the kernel it was loaded with"
             )
         language_model = model
-    texts = resolve_queries(queries, seed, query_column=query_column, query_field=query_field)
-    preference_data = _preference_data(theta, comparisons, comparison_fields)
+    queries = config.query_source
+    texts = resolve_queries(queries.queries, seed, query_column=queries.query_column, query_field=queries.query_field)
+    theta = reading.theta
+    random_theta = isinstance(theta, str) and theta == "random"
+    preference_data = _preference_data(theta, reading.comparisons, reading.comparison_fields)
     latent: torch.Tensor | Sequence[float] | None = None
-    if isinstance(theta, str) and preference_data is None:
-        if theta != "random":
-            raise ValueError(f"theta must be None, 'random', 'hh-rlhf', 'comparisons' or a vector, got {theta!r}")
+    if random_theta:
         hidden = int(language_model.get_output_embeddings().weight.shape[1])
         generator = torch.Generator().manual_seed(seed)
         direction = torch.randn(hidden, generator=generator, dtype=torch.float64)
@@ -99,13 +80,15 @@ def make_language_model_problem(
     elif not isinstance(theta, str):
         latent = theta
     if isinstance(model, torch.nn.Module):  # passed in loaded: nothing to rebuild it from, so no recipe
-        problem = LanguageModelProblem(language_model, tokenizer, texts, theta=latent, **problem_kwargs)
+        problem = LanguageModelProblem(language_model, tokenizer, texts, theta=latent, **config.problem_arguments())
     else:
-        recipe = LanguageModelRecipe(
-            model, dtype, device, trust_remote_code, attn_implementation, texts, latent, dict(problem_kwargs)
+        resolved = replace(
+            config,
+            query_source=QuerySource(tuple(texts)),
+            reading=replace(reading, theta=latent, comparisons=None),
         )
-        problem = recipe.build_with(language_model, tokenizer)
-    if isinstance(theta, str) and theta == "random":
+        problem = LanguageModelRecipe(resolved).build_with(language_model, tokenizer)
+    if random_theta:
         problem.theta_source = f"a random unit direction (instance_seed={seed})"
     if preference_data is not None:
         if problem.pooling != "query_response":
@@ -115,13 +98,19 @@ def make_language_model_problem(
         problem.preference_fit = fit
         problem.theta_source = fit.describe()
     if problem.recipe is not None:  # a copy rebuilds with the resolved theta and says where it came from
-        problem.recipe = replace(
-            problem.recipe,
-            theta=problem.latent_theta.detach().cpu() if preference_data is not None else problem.recipe.theta,
-            theta_source=problem.theta_source,
-            preference_fit=problem.preference_fit,
-        )
+        fitted = problem.latent_theta.detach().cpu() if preference_data is not None else problem.recipe.theta
+        rebuilt = replace(problem.recipe.config, reading=replace(problem.recipe.config.reading, theta=fitted))
+        problem.recipe = LanguageModelRecipe(rebuilt, problem.theta_source, problem.preference_fit)
     return problem
+
+
+def load_source(source: ModelSource) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The model and tokenizer ``source`` names, loaded (or taken from the loader's cache)."""
+    if not isinstance(source.model, (str, os.PathLike)):
+        raise TypeError(f"only a model named by hub name or path is loaded, got {type(source.model).__name__}")
+    return load_language_model(
+        source.model, source.dtype, check_device(source.device), source.trust_remote_code, source.attn_implementation
+    )
 
 
 def _preference_data(
@@ -151,39 +140,40 @@ class LanguageModelRecipe:
     :func:`~tokenized_bandit_gym.llm.load_language_model.load_language_model` caches it).
 
     Attributes:
-        model: the hub name or local path the model was loaded from.
-        dtype: the weights' dtype when loading.
-        device: the torch device when loading.
-        trust_remote_code: as passed to transformers.
-        attn_implementation: the attention kernel asked for when loading.
-        queries: the resolved query pool (the texts, so no query file or dataset is read again).
-        theta: the latent ``theta`` ``(d,)`` as resolved (None: the paper's default).
-        problem_kwargs: the remaining :class:`LanguageModelProblem` arguments.
+        config: the problem's config as resolved: the query source is the query pool's texts (so no query file
+            or dataset is read again) and the reading's theta the latent ``theta`` ``(d,)`` (None: the paper's
+            default), with no comparisons left to fit.
         theta_source: where ``theta`` came from (the problem's ``theta_source``; None: as the problem says).
         preference_fit: the Bradley-Terry fit ``theta`` came from, when it did (the problem's ``preference_fit``).
     """
 
-    model: str | os.PathLike[str]
-    dtype: str | torch.dtype
-    device: str | torch.device
-    trust_remote_code: bool
-    attn_implementation: str
-    queries: list[str]
-    theta: torch.Tensor | Sequence[float] | None
-    problem_kwargs: dict[str, Any] = field(default_factory=dict)
+    config: LanguageModelProblemConfig
     theta_source: str | None = None
     preference_fit: PreferenceFit | None = None
 
+    @property
+    def queries(self) -> list[str]:
+        """The resolved query pool."""
+        queries = self.config.query_source.queries
+        if not isinstance(queries, tuple):
+            raise TypeError(f"a recipe holds the resolved query texts, got {queries!r}")
+        return list(queries)
+
+    @property
+    def theta(self) -> torch.Tensor | Sequence[float] | None:
+        """The latent theta as resolved (None: the paper's default)."""
+        theta = self.config.reading.theta
+        return None if isinstance(theta, str) else theta
+
     def build(self) -> LanguageModelProblem:
         """Load the model (or take it from the loader's cache) and build the problem."""
-        language_model, tokenizer = load_language_model(
-            self.model, self.dtype, check_device(self.device), self.trust_remote_code, self.attn_implementation
-        )
-        return self.build_with(language_model, tokenizer)
+        return self.build_with(*load_source(self.config.source))
 
     def build_with(self, language_model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> LanguageModelProblem:
         """The problem over ``language_model`` (loaded from this recipe), remembering the recipe."""
-        problem = LanguageModelProblem(language_model, tokenizer, self.queries, theta=self.theta, **self.problem_kwargs)
+        problem = LanguageModelProblem(
+            language_model, tokenizer, self.queries, theta=self.theta, **self.config.problem_arguments()
+        )
         problem.recipe = self
         if self.theta_source is not None:
             problem.theta_source = self.theta_source
