@@ -16,10 +16,10 @@ TOLERANCE = {"atol": 1e-5, "rtol": 1e-5}
 """The static step's tolerance against the eager core (tests/llm/test_captured_step.py)."""
 
 
-def llm_envs(step_mode: str, autoreset_mode: str, **kwargs: Any) -> Any:
-    """Three rounds of TokenizedAlignment-v0 (the shipped stories260K, native forward), L = 4, k = 3."""
+def llm_envs(step_mode: str, autoreset_mode: str, env_id: str = "TokenizedAlignment-v0", **kwargs: Any) -> Any:
+    """Three rounds of ``env_id`` (the shipped stories260K, native forward), L = 4, k = 3."""
     return gym.make_vec(
-        "TokenizedAlignment-v0",
+        env_id,
         num_envs=3,
         array_backend="torch",
         autoreset_mode=autoreset_mode,
@@ -67,9 +67,15 @@ def staggered_actions(observation: dict[str, torch.Tensor], eos: int) -> torch.T
 
 @pytest.mark.parametrize("autoreset_mode", ["SameStep", "NextStep"])
 @pytest.mark.parametrize("policy", ["top", "staggered"])
-def test_captured_step_mode_plays_the_eager_trajectory(autoreset_mode: str, policy: str) -> None:
-    """The top candidate (every row ends at L) or staggered ends: two resets, every end and restart included."""
-    options = {"fixed_length": False} if policy == "staggered" else {}  # EOS allowed before L: ends to stagger
+@pytest.mark.parametrize("env_id", ["TokenizedAlignment-v0", "TokenizedAlignment-v1"])
+def test_captured_step_mode_plays_the_eager_trajectory(autoreset_mode: str, policy: str, env_id: str) -> None:
+    """The top candidate (every row ends at L) or staggered ends: two resets, every end and restart included.
+
+    Both ids' readings: v1's leaves a forced EOS's log p out of v and pools the response only.
+    """
+    options: dict[str, Any] = {"env_id": env_id}
+    if policy == "staggered":
+        options["fixed_length"] = False  # EOS allowed before L: ends to stagger
     eager, captured = llm_envs("eager", autoreset_mode, **options), llm_envs("captured", autoreset_mode, **options)
     advance = captured.unwrapped.rounds.static_advance
     assert isinstance(advance, CapturedLanguageModelAdvance)

@@ -137,12 +137,13 @@ class StaticLanguageModelStep:
         grow_column, grown_by = grow[:, None], grow.long()
         appended = self.tokens.scatter(1, self.lengths.clamp(max=problem.max_length - 1)[:, None], token[:, None])
         torch.where(grow_column, appended, self.tokens, out=self.tokens)
+        scored = problem._scored(logprob.double(), token, self.lengths)  # (B,) 0 for an unscored forced EOS
         self.lengths.add_(grown_by)
         self.finished.logical_or_(grow & (token == problem.eos_token_id))
         self.next_positions.add_(grown_by)
         self.pooled_count.add_(grown_by)
         self.hidden_sum.add_(torch.where(grow_column, hidden.float(), 0.0))
-        self.sequence_logprob.add_(torch.where(grow, logprob.double(), 0.0))
+        self.sequence_logprob.add_(torch.where(grow, scored, 0.0))
         torch.where(grow_column, hidden, self.last_hidden, out=self.last_hidden)
         self.width.add_(1)
         values, tokens = problem._top_candidates(problem._logprobs(self.last_hidden), self)  # (B, k) each
