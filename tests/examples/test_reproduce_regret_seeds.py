@@ -17,10 +17,10 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--rounds", "3", "--max-length", "3", "--top-k", "2", "--seeds", "0,1"]
 
 
-def run(out_dir: Path) -> subprocess.CompletedProcess:
+def run(out_dir: Path, *options: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1"}
     script = str(ROOT / "examples" / "reproduce_regret.py")
-    command = [sys.executable, script, *TINY, "--out-dir", str(out_dir)]
+    command = [sys.executable, script, *TINY, *options, "--out-dir", str(out_dir)]
     return subprocess.run(command, capture_output=True, text=True, env=env, timeout=600, cwd=out_dir)
 
 
@@ -262,3 +262,21 @@ def test_benchmarks_kept_in_a_file_are_not_decoded_again(tmp_path: Path, monkeyp
         assert len(calls) == decoded
         for query, (utility, response) in problem.cached_benchmarks().greedy.items():
             assert utility == expected[query][0] and torch.equal(response, expected[query][1])
+
+
+def test_captured_step_mode_plays_the_runs_eager_plays(tmp_path: Path) -> None:
+    """--step-mode captured (the static-shape step) gives each run the eager step's regret, to float rounding."""
+    if not alignment_stack_available():
+        pytest.skip("TokenizedAlignment-v0 and the reproduction agents are not installed")
+    curves = {}
+    for mode in ("eager", "captured"):
+        out_dir = tmp_path / mode
+        out_dir.mkdir()
+        done = run(out_dir, "--step-mode", mode, "--runs-per-forward", "6")
+        assert done.returncode == 0, done.stderr
+        data = json.loads((out_dir / "regret.json").read_text())
+        assert data["settings"]["step_mode"] == mode
+        curves[mode] = {key: entry["cumulative_regret"] for key, entry in data["runs"].items()}
+    assert sorted(curves["captured"]) == sorted(curves["eager"])
+    for key, curve in curves["eager"].items():
+        np.testing.assert_allclose(curves["captured"][key], curve, rtol=1e-4, atol=1e-3)

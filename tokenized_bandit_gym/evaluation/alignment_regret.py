@@ -76,6 +76,9 @@ class _RunOptions:
     """comma-separated seeds to run and average (overrides --seed), e.g. 0,1,2"""
     device: str = "cpu"
     """torch device"""
+    step_mode: str = "eager"
+    """the vector env's step: eager, or captured (the static-shape step, a CUDA graph on CUDA; equal to eager to
+    float rounding; docs/GPU_SUITE.md)"""
     runs_per_forward: int = 0
     """(agent, seed) runs stepped together as the rows of one vector env, one forward per step (0: the agents of
     one seed; --real-llm: every run); each finished group is saved, so an interrupted call resumes from the last
@@ -192,7 +195,9 @@ def make_env(args: AlignmentRegretOptions, num_rows: int, **loaded: Any) -> Any:
 
     try:
         kwargs = env_kwargs(args) | loaded
-        return gym.make_vec(args.env_id, num_rows, vectorization_mode="vector_entry_point", **kwargs)
+        return gym.make_vec(
+            args.env_id, num_rows, vectorization_mode="vector_entry_point", step_mode=args.step_mode, **kwargs
+        )
     except gym.error.Error as error:
         raise require(f"the env {args.env_id}", error) from error
 
