@@ -53,9 +53,11 @@ from typing import Any
 
 import numpy as np
 
+from tokenized_bandit_gym.envs.language_model_config import Feedback
 from tokenized_bandit_gym.evaluation import provenance
 from tokenized_bandit_gym.evaluation.atomic_files import write_json_atomically
-from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
+from tokenized_bandit_gym.llm.language_model_config import Candidates, LengthRule, ModelSource, Reading
+from tokenized_bandit_gym.script_arguments import config_option, parse_dataclass_arguments
 from tokenized_bandit_gym.threads import use_small_work_threads
 
 AGENTS = {  # name -> (label, feedback)
@@ -81,22 +83,18 @@ class Args:
     a TruthfulQA/HH-RLHF file"""
     rounds: int = 12
     """rounds T per agent"""
-    max_length: int = 30
-    """response length L (fixed, the paper's setting)"""
-    top_k: int = 15
-    """top-k candidates"""
-    preference_temperature: float = 1.0
-    """tau of the Bradley-Terry comparisons"""
+    max_length: int = config_option(LengthRule, "max_length", note="fixed length, the paper's setting")
+    top_k: int = config_option(Candidates, "top_k")
+    preference_temperature: float = config_option(Feedback, "preference_temperature")
     theta: str = "hh-rlhf"
     """the user's latent theta: hh-rlhf (Bradley-Terry on the shipped HH-RLHF pairs), random, or the env's default"""
-    gamma: float = 0.5
-    """weight of v(p) in the utility (the paper's 0.8 leaves stories260K's LM term dominant: every greedy coincides)"""
-    value_map: str = "scaled_logprob"
-    """v: logprob (the paper's), scaled_logprob (log p / L), root_prob or prob"""
+    gamma: float = config_option(
+        Reading, "gamma", 0.5, note="the paper's 0.8 leaves stories260K's LM term dominant: every greedy coincides"
+    )
+    value_map: str = config_option(Reading, "value_map", "scaled_logprob")
     seed: int = 0
     """seed of the query and noise streams (shared by all agents)"""
-    device: str = "cpu"
-    """torch device of the model, e.g. cpu, cuda"""
+    device: str = config_option(ModelSource, "device")
     out_dir: str = "runs/pairwise"
     """where pairwise.json and pairwise.png are written (empty: nothing written)"""
     figure: str = ""

@@ -36,7 +36,8 @@ import numpy as np
 
 from tokenized_bandit_gym.evaluation import provenance
 from tokenized_bandit_gym.evaluation.atomic_files import write_json_atomically
-from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
+from tokenized_bandit_gym.llm.language_model_config import Candidates, LengthRule
+from tokenized_bandit_gym.script_arguments import config_option, parse_dataclass_arguments
 from tokenized_bandit_gym.threads import use_small_work_threads
 
 LABELS = {
@@ -57,10 +58,8 @@ class Args:
     """query source of the env (paper: the appendix-D generator)"""
     rounds: int = 12
     """rounds T per agent"""
-    max_length: int = 30
-    """response length L (fixed, the paper's setting)"""
-    top_k: int = 15
-    """top-k candidates"""
+    max_length: int = config_option(LengthRule, "max_length", note="fixed length, the paper's setting")
+    top_k: int = config_option(Candidates, "top_k")
     seeds: tuple[int, ...] = (0,)
     """seeds of the query and noise streams (each shared by all agents)"""
     samples: int = 2

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from tokenized_bandit_gym.script_arguments import field_docstrings, parse_dataclass_arguments
+from tokenized_bandit_gym.script_arguments import config_option, field_docstrings, parse_dataclass_arguments
 
 
 @dataclasses.dataclass
@@ -86,3 +86,53 @@ def test_a_subclass_keeps_its_bases_field_docstrings_and_its_own_win() -> None:
     assert field_docstrings(MoreSettings) == {"rounds": "rounds per run", "seeds": "the seeds"}
     assert field_docstrings(OverriddenSettings) == {"rounds": "rounds per run, overridden", "seeds": "the seeds"}
     assert parse_dataclass_arguments(MoreSettings, "doc", ["--seeds", "1,2"]) == MoreSettings(seeds="1,2")
+
+
+@dataclasses.dataclass(frozen=True)
+class LengthPart:
+    """A config part.
+
+    Attributes:
+        max_length: L, the response
+            length.
+        fixed_length: EOS only at L.
+    """
+
+    max_length: int = 30
+    fixed_length: bool = True
+
+
+@dataclasses.dataclass
+class ScriptSettings:
+    max_length: int = config_option(LengthPart, "max_length")
+    fixed_length: bool = config_option(LengthPart, "fixed_length", False, note="the script's own choice")
+
+
+def test_a_config_option_takes_the_fields_help_and_default_or_the_scripts() -> None:
+    fields = {item.name: item for item in dataclasses.fields(ScriptSettings)}
+    assert fields["max_length"].metadata["help"] == "L, the response length"  # the config's words, one line
+    assert fields["fixed_length"].metadata["help"] == "EOS only at L (the script's own choice)"
+    assert ScriptSettings() == ScriptSettings(max_length=LengthPart.max_length, fixed_length=False)
+    assert parse_dataclass_arguments(ScriptSettings, "doc", ["--max-length", "7", "--fixed-length"]) == ScriptSettings(
+        max_length=7, fixed_length=True
+    )
+
+
+def test_a_config_option_refuses_a_name_the_config_does_not_have() -> None:
+    with pytest.raises(TypeError, match="LengthPart has no field 'max_lenght'.*max_length, fixed_length"):
+        config_option(LengthPart, "max_lenght")
+    with pytest.raises(TypeError, match="config dataclass"):
+        config_option(dict, "max_length")
+
+
+def test_the_alignment_scripts_options_are_the_config_fields() -> None:
+    """The options a script shares with the env are its config's fields: same default unless the script sets its own."""
+    from tokenized_bandit_gym.envs.language_model_config import TokenizedAlignmentConfig
+    from tokenized_bandit_gym.evaluation.alignment_regret import AlignmentRegretOptions
+
+    config = TokenizedAlignmentConfig()
+    options = AlignmentRegretOptions()
+    assert options.gamma == config.reading.gamma and options.noise_scale == config.rewards.noise_scale
+    assert options.device == config.source.device
+    help_of = {item.name: item.metadata.get("help", "") for item in dataclasses.fields(AlignmentRegretOptions)}
+    assert "v(p)" in help_of["gamma"] and "sigma" in help_of["noise_scale"]

@@ -176,6 +176,29 @@ def unset_flag_fields(settings_class: type, unset: str) -> list[tuple[str, type,
     return specs
 
 
+def config_option(part: type, name: str, default: Any = dataclasses.MISSING, note: str = "") -> Any:
+    """A script's option that is the config field ``part.name``: the field's help, the given default or the field's.
+
+    A script that sets an env option states it as ``top_k: int = config_option(Candidates, "top_k", 15)``: the
+    name must be a field of the config part (a renamed field fails when the script is imported, not when a user
+    runs it), and the help is the field's description in the part's ``Attributes:`` docstring, so the option's
+    meaning is written once, in the config. ``default`` is the script's own experiment setting (omitted: the
+    config's default); ``note`` adds what the script means by it.
+
+    Raises:
+        TypeError: ``part`` is not a dataclass, or ``name`` is not one of its fields (the message names them).
+    """
+    if not (isinstance(part, type) and dataclasses.is_dataclass(part)):
+        raise TypeError(f"config_option needs a config dataclass, got {part!r}")
+    fields = {item.name: item for item in dataclasses.fields(part)}
+    if name not in fields:
+        raise TypeError(f"{part.__name__} has no field {name!r}; its fields: {', '.join(fields)}")
+    if default is dataclasses.MISSING:
+        default = fields[name].default
+    text = attribute_docs(part).get(name, name).replace("``", "").rstrip(".")
+    return dataclasses.field(default=default, metadata={"help": f"{text} ({note})" if note else text})
+
+
 def yes_or_no(name: str, text: str) -> bool:
     """The bool a ``yes``/``no`` flag says, or a SystemExit naming the flag."""
     if text not in ("yes", "no"):

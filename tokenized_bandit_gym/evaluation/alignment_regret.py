@@ -19,9 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tokenized_bandit_gym.envs.language_model_config import Rewards
 from tokenized_bandit_gym.evaluation.atomic_files import write_json_atomically
-from tokenized_bandit_gym.llm.language_model_config import Reading
-from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments, unset_flag_fields, yes_or_no
+from tokenized_bandit_gym.llm.language_model_config import ModelSource, Reading
+from tokenized_bandit_gym.script_arguments import (
+    config_option,
+    parse_dataclass_arguments,
+    unset_flag_fields,
+    yes_or_no,
+)
 
 ENV_ID = "TokenizedAlignment-v1"
 """The env the script runs by default (``--env-id``): the calibrated reading."""
@@ -51,8 +57,7 @@ class _RunOptions:
     """response length L (0: 30 with --paper, else 10)"""
     top_k: int = 0
     """top-k candidate truncation (0: 15 with --paper, else 8); Figure 3 uses 10"""
-    gamma: float = Reading.gamma
-    """weight of v(p) in the utility"""
+    gamma: float = config_option(Reading, "gamma")
     theta: float = 0.0
     """0: the env's default theta (0.5 * 1 scaled to unit norm; 0.5 with --paper); else this value in every
     coordinate"""
@@ -62,8 +67,7 @@ class _RunOptions:
     """EOFUL's multiplier on sqrt(beta_t) (1: the paper's radius)"""
     feature_scale: str = ""
     """EOFUL's feature scale S (it runs on e / S): a number, or first_observation ('': 1, the paper's EOFUL)"""
-    noise_scale: float = 0.1
-    """reward noise sigma"""
+    noise_scale: float = config_option(Rewards, "noise_scale", note="reward noise")
     bound_scale: float = 0.1
     """the theoretical bound is plotted times this (the paper: 0.1)"""
     bound_c: float = 1.0
@@ -74,8 +78,7 @@ class _RunOptions:
     """seed of the query and noise streams (shared by all agents)"""
     seeds: str = ""
     """comma-separated seeds to run and average (overrides --seed), e.g. 0,1,2"""
-    device: str = "cpu"
-    """torch device"""
+    device: str = config_option(ModelSource, "device")
     step_mode: str = "eager"
     """the vector env's step: eager, or captured (the static-shape step, a CUDA graph on CUDA; equal to eager to
     float rounding; docs/GPU_SUITE.md)"""
