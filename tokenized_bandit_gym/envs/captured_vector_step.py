@@ -21,7 +21,7 @@ from tokenized_bandit_gym.core.cuda_graph_step import CapturedStep
 from tokenized_bandit_gym.core.decoding_state import DecodingState
 from tokenized_bandit_gym.core.linear_tokenized_problem import LinearTokenizedProblem
 from tokenized_bandit_gym.core.round_buffer import RoundBuffer
-from tokenized_bandit_gym.envs.env_contract import observation
+from tokenized_bandit_gym.envs.env_contract import observation, rows_observation
 from tokenized_bandit_gym.envs.round_batch import DeviceRoundBatch
 from tokenized_bandit_gym.envs.static_round_step import StaticRoundStep, _fields
 
@@ -127,14 +127,9 @@ class StaticVectorEnvStep(StaticRoundStep):
             embeddings = problem.observed_candidate_embeddings(state)  # (N, n, d) float32
             if not self.same_step:  # SAME_STEP leaves no row complete
                 embeddings.masked_fill_(state.finished[:, None, None], 0.0)
-        return observation(
-            query=problem.query_tokens[state.queries],  # (N, Lq)
-            query_length=problem.query_lengths[state.queries],  # (N,)
-            response=state.tokens.clone(),  # (N, L)
-            length=state.lengths.clone(),  # (N,)
-            candidate_tokens=rounds._candidate_tokens.clone(),  # (N, n)
-            action_mask=torch.index_select(rounds._mask_table_int8, 0, table_rows),  # (N, n)
-            candidate_embeddings=embeddings,  # (N, n, d) float32 or None
+        mask = torch.index_select(rounds._mask_table_int8, 0, table_rows)  # (N, n)
+        return rows_observation(
+            problem, state, rounds._candidate_tokens, action_mask=mask, candidate_embeddings=embeddings
         )
 
     def final_observations(

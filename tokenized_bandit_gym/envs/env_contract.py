@@ -247,6 +247,26 @@ def observation(
     return observed
 
 
+def rows_observation(problem: Any, state: Any, candidate_tokens: Any, **candidate_entries: Any) -> dict[str, Any]:
+    """N rows' observation from their problem and state: the query, response and length read off them.
+
+    Args:
+        problem: holds ``query_tokens`` ``(Q, Lq)`` and ``query_lengths`` ``(Q,)``.
+        state: holds ``queries`` ``(N,)``, ``tokens`` ``(N, L)`` and ``lengths`` ``(N,)`` (copied).
+        candidate_tokens: ``(N, k)`` (copied).
+        **candidate_entries: :func:`observation`'s ``action_mask`` ``(N, k)`` int8 and, if any,
+            ``candidate_embeddings`` ``(N, k, d)`` and ``candidate_logprobs`` ``(N, k)`` float32.
+    """
+    return observation(
+        query=problem.query_tokens[state.queries],  # (N, Lq)
+        query_length=problem.query_lengths[state.queries],  # (N,)
+        response=state.tokens.clone(),  # (N, L)
+        length=state.lengths.clone(),  # (N,)
+        candidate_tokens=candidate_tokens.clone(),  # (N, k)
+        **candidate_entries,
+    )
+
+
 def forced_and_refused(
     allowed: Rows, lengths: Rows, stepping: Rows, max_length: int, strict: bool
 ) -> tuple[Rows, Rows]:

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from gymnasium import spaces
 
-from tokenized_bandit_gym.envs.env_contract import InfoSchema, observation, round_summary
+from tokenized_bandit_gym.envs.env_contract import InfoSchema, round_summary, rows_observation
 from tokenized_bandit_gym.envs.round_batch import RoundBatch
 from tokenized_bandit_gym.llm.language_model_problem import BenchmarkCache, LanguageModelProblem
 from tokenized_bandit_gym.llm.language_model_state import LanguageModelState
@@ -190,12 +190,10 @@ class LanguageModelRoundBatch(RoundBatch[torch.Tensor]):
             features = torch.where(finished[:, :, None], 0.0, features)
         if self.observe_logprobs:
             logprobs = torch.where(finished, 0.0, state.candidate_logprobs.to(torch.float32))  # (B, k)
-        return observation(
-            query=problem.query_tokens[state.queries],  # (B, Lq)
-            query_length=problem.query_lengths[state.queries],  # (B,)
-            response=state.tokens.clone(),  # (B, L)
-            length=state.lengths.clone(),  # (B,)
-            candidate_tokens=state.candidate_tokens.clone(),  # (B, k)
+        return rows_observation(
+            problem,
+            state,
+            state.candidate_tokens,
             action_mask=self.mask.to(torch.int8),  # (B, k)
             candidate_embeddings=features,  # (B, k, d + 1) or None
             candidate_logprobs=logprobs,  # (B, k) or None

@@ -39,7 +39,13 @@ from tokenized_bandit_gym.core.query_start_memo import (
 )
 from tokenized_bandit_gym.core.tokenized_problem import TokenizedProblem
 from tokenized_bandit_gym.envs import carry_table_kernels as kernels
-from tokenized_bandit_gym.envs.env_contract import ROUND_VALUE_KEYS, InfoSchema, observation, round_summary
+from tokenized_bandit_gym.envs.env_contract import (
+    ROUND_VALUE_KEYS,
+    InfoSchema,
+    observation,
+    round_summary,
+    rows_observation,
+)
 from tokenized_bandit_gym.host_array import as_host_array
 
 Rows = TypeVar("Rows")
@@ -806,12 +812,10 @@ class DeviceRoundBatch(RoundBatch[torch.Tensor]):
                 embeddings.index_fill_(0, torch.nonzero(state.finished).flatten(), 0.0)
             else:  # no host round trip to find them
                 embeddings.masked_fill_(state.finished[:, None, None], 0.0)
-        return observation(
-            query=problem.query_tokens[state.queries],  # (N, Lq)
-            query_length=problem.query_lengths[state.queries],  # (N,)
-            response=state.tokens.clone(),  # (N, L)
-            length=state.lengths.clone(),  # (N,)
-            candidate_tokens=self._candidate_tokens.clone(),  # (N, n)
+        return rows_observation(
+            problem,
+            state,
+            self._candidate_tokens,
             action_mask=self._mask_table_int8[table_rows],  # (N, n)
             candidate_embeddings=embeddings,  # (N, n, d) float32 or None
         )
