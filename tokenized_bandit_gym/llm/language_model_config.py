@@ -21,7 +21,6 @@ from (the LLM envs' configs in :mod:`tokenized_bandit_gym.envs.language_model_co
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -307,9 +306,9 @@ class ComposedConfig:
 
 def problem_argument_names() -> frozenset[str]:
     """The :class:`LanguageModelProblem` arguments a config's parts give by name (the rest are resolved first)."""
-    from tokenized_bandit_gym.llm.language_model_problem import LanguageModelProblem  # it reads its defaults here
+    from tokenized_bandit_gym.llm.language_model_problem import ARGUMENT_NAMES  # it reads its defaults here
 
-    return frozenset(inspect.signature(LanguageModelProblem).parameters) - {"model", "tokenizer", "queries", "theta"}
+    return ARGUMENT_NAMES - {"model", "tokenizer", "queries", "theta"}
 
 
 @dataclass(frozen=True)

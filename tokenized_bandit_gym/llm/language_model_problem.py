@@ -18,6 +18,7 @@ the next distribution: the next step only runs the next candidates.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 from collections.abc import Sequence
 from dataclasses import replace
@@ -1136,6 +1137,10 @@ class LanguageModelProblem:
                 "weights): make the env with model= a hub name or a local path instead"
             )
         return (_rebuilt_problem, (self.recipe, self._greedy, self._beam))
+
+
+ARGUMENT_NAMES = frozenset(inspect.signature(LanguageModelProblem).parameters)
+"""The constructor's arguments, read once when the class is defined (a config gives them by name)."""
 
 
 class BenchmarkCache(NamedTuple):
