@@ -31,7 +31,8 @@ import numpy as np
 from examples import reproduce_regret
 from tokenized_bandit_gym.evaluation.atomic_files import write_json_atomically
 from tokenized_bandit_gym.evaluation.robust_statistics import paired_interval, quarter_rates
-from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments, run_script
+from tokenized_bandit_gym.llm.language_model_config import Candidates, LengthRule
+from tokenized_bandit_gym.script_arguments import config_option, parse_dataclass_arguments, run_script
 
 AGENTS = "eoful,misaligned_greedy"
 
@@ -48,10 +49,8 @@ class Args(reproduce_regret.Args):
     """the two agents compared: EOFUL and the LM's own greedy decode"""
     seeds: str = "0,1,2"
     """seeds (paired across the agents)"""
-    max_length: int = 30
-    """L (the paper's)"""
-    top_k: int = 15
-    """k (the paper's)"""
+    max_length: int = config_option(LengthRule, "max_length", note="the paper's")
+    top_k: int = config_option(Candidates, "top_k", note="the paper's")
     rounds: int = 150
     """rounds T at every point"""
     out_dir: str = "runs/phase_diagram"

@@ -22,7 +22,8 @@ import numpy as np
 
 from examples import reproduce_regret
 from tokenized_bandit_gym.evaluation.atomic_files import write_json_atomically
-from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments, run_script
+from tokenized_bandit_gym.llm.language_model_config import Candidates, LengthRule
+from tokenized_bandit_gym.script_arguments import config_option, parse_dataclass_arguments, run_script
 
 
 @dataclass
@@ -35,10 +36,8 @@ class Args(reproduce_regret.Args):
     """the seed the multiplier is chosen on (never one of --seeds)"""
     seeds: str = "0,1,2"
     """the reported seeds"""
-    max_length: int = 30
-    """L (the paper's)"""
-    top_k: int = 15
-    """k (the paper's)"""
+    max_length: int = config_option(LengthRule, "max_length", note="the paper's")
+    top_k: int = config_option(Candidates, "top_k", note="the paper's")
     rounds: int = 100
     """rounds T"""
     out_dir: str = "runs/eoful_radius"

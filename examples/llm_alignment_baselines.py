@@ -18,7 +18,8 @@ import gymnasium as gym
 import tokenized_bandit_gym  # noqa: F401  (registers the ids)
 from tokenized_bandit_gym.agents import list_agents, make
 from tokenized_bandit_gym.evaluation.run_online import run_online
-from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments
+from tokenized_bandit_gym.llm.language_model_config import Candidates, LengthRule, Reading
+from tokenized_bandit_gym.script_arguments import config_option, parse_dataclass_arguments
 from tokenized_bandit_gym.threads import use_small_work_threads
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -32,12 +33,9 @@ class Args:
     """comma-separated registered agent names (unregistered ones are skipped)"""
     rounds: int = 5
     """online rounds T"""
-    max_length: int = 8
-    """L (the paper uses 30)"""
-    top_k: int = 5
-    """k (the paper uses 15)"""
-    gamma: float = 0.8
-    """weight of the LM log-probability in the utility"""
+    max_length: int = config_option(LengthRule, "max_length", 8, note="the paper uses 30")
+    top_k: int = config_option(Candidates, "top_k", 5, note="the paper uses 15")
+    gamma: float = config_option(Reading, "gamma")
     seed: int = 0
     """seeds the query and noise streams and the agents"""
 

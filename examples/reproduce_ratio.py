@@ -38,10 +38,11 @@ from typing import Any
 
 import numpy as np
 
+from tokenized_bandit_gym.envs.language_model_config import Rewards
 from tokenized_bandit_gym.evaluation import provenance
 from tokenized_bandit_gym.evaluation.atomic_files import write_json_atomically
 from tokenized_bandit_gym.llm.language_model_config import Reading
-from tokenized_bandit_gym.script_arguments import parse_dataclass_arguments, run_script
+from tokenized_bandit_gym.script_arguments import config_option, parse_dataclass_arguments, run_script
 
 ENV_ID = "TokenizedAlignment-v0"
 
@@ -73,8 +74,7 @@ class Args:
     """the env's embedding normalisation: l2 (unit norm) or none (raw mean-pooled hidden states)"""
     beta: float = 1.0
     """EOFUL's multiplier on sqrt(beta_t)"""
-    noise_scale: float = 0.1
-    """reward noise sigma"""
+    noise_scale: float = config_option(Rewards, "noise_scale", note="reward noise")
     threshold: float = 1.25
     """the paper's reported upper bound on the ratio"""
     seed: int = 0
