@@ -2,9 +2,11 @@
 
 Assumption 4 asks for a constant c with ``||y^(1:l)||_{Sigma_t} <= c ||y||_{Sigma_t}`` for every prefix of a
 complete response. Theorem 3.2's proof, however, applies it to the confidence width
-``w_t(x) = sqrt(x^T Sigma_t^-1 x)``: ``w_t(y^(1:k)) <= c w_t(y_t)``. Running EOFUL on ``TokenizedAlignment-v0``,
-this script records, per round t and over the positions l of the response EOFUL submitted (embeddings of the
-prefixes from the env's oracle, Sigma_t the design matrix before the round's update), both ratios
+``w_t(x) = sqrt(x^T Sigma_t^-1 x)``: ``w_t(y^(1:k)) <= c w_t(y_t)``. Running EOFUL on the alignment env
+(``--env-id``: ``TokenizedAlignment-v1`` by default, ``TokenizedAlignment-v0`` for the earlier reading; every
+reading option is a flag, as in ``reproduce_regret.py``), this script records, per round t and over the positions
+l of the response EOFUL submitted (embeddings of the prefixes from the env's oracle, Sigma_t the design matrix
+before the round's update), both ratios
 
     rho^l_t = ||y_t^(1:l)||_{Sigma_t} / ||y_t||_{Sigma_t}              (the assumption as stated)
     w^l_t   = ||y_t^(1:l)||_{Sigma_t^-1} / ||y_t||_{Sigma_t^-1}        (what the proof needs)
@@ -40,17 +42,21 @@ import numpy as np
 
 from tokenized_bandit_gym.envs.language_model_config import Rewards
 from tokenized_bandit_gym.evaluation import provenance
+from tokenized_bandit_gym.evaluation.alignment_regret import ENV_ID, READING_FIELDS, READING_FLAGS, reading_keywords
 from tokenized_bandit_gym.evaluation.atomic_files import write_json_atomically
 from tokenized_bandit_gym.llm.language_model_config import Reading
 from tokenized_bandit_gym.script_arguments import config_option, parse_dataclass_arguments, run_script
 
-ENV_ID = "TokenizedAlignment-v0"
+EARLIER_ENV_ID = "TokenizedAlignment-v0"
+"""The env of a regret.json that records none (made before ``--env-id``): every such run was ``-v0``'s."""
 
 
 @dataclass
-class Args:
-    """Command-line options (each field's docstring is its --help)."""
+class _Options:
+    """Command-line options but the reading's (each field's docstring is its --help)."""
 
+    env_id: str = ENV_ID
+    """the alignment env: TokenizedAlignment-v1 (the calibrated reading) or TokenizedAlignment-v0 (the earlier one)"""
     paper: bool = False
     """use the paper's settings (L=30, top-15, T=10,000) for unset options"""
     real_llm: bool = False
@@ -66,12 +72,7 @@ class Args:
     """response length L (0: 30 with --paper, else 10)"""
     top_k: int = 0
     """top-k candidates (0: 15 with --paper, else 8)"""
-    gamma: float = Reading.gamma
-    """weight of v(p) in the utility"""
-    value_map: str = Reading.value_map
-    """the env's v: logprob (paper default), scaled_logprob, root_prob, prob"""
-    embedding_norm: str = Reading.embedding_norm
-    """the env's embedding normalisation: l2 (unit norm) or none (raw mean-pooled hidden states)"""
+    gamma: float = config_option(Reading, "gamma")
     beta: float = 1.0
     """EOFUL's multiplier on sqrt(beta_t)"""
     noise_scale: float = config_option(Rewards, "noise_scale", note="reward noise")
@@ -89,6 +90,12 @@ class Args:
     from_regret: str = ""
     """a regret.json of reproduce_regret.py: plot the ratios its EOFUL run of --seed recorded (its settings
     replace the env options here) instead of running EOFUL again"""
+
+
+Args = dataclasses.make_dataclass(
+    "Args", READING_FIELDS, bases=(_Options,), namespace={"__doc__": "Command-line options, the reading's included."}
+)
+"""The options: ``_Options`` and one flag per reading option of the env ('': the env id's default)."""
 
 
 PAPER = {"rounds": 10_000, "max_length": 30, "top_k": 15}
@@ -154,8 +161,9 @@ def recorded_run(args: Args) -> tuple[Any, str, Any]:
     run = regret.get("runs", {}).get(f"eoful/{args.seed}")
     if run is None or "prefix_inverse_ratio_mean" not in run:
         raise SystemExit(f"{args.from_regret} has no EOFUL run of seed {args.seed} with its recorded ratios")
-    for name in ("model", "queries", "max_length", "top_k", "gamma", "value_map", "embedding_norm", "beta"):
-        setattr(args, name, regret["settings"][name])
+    settings = {"env_id": EARLIER_ENV_ID, **regret["settings"]}
+    for name in ("env_id", "model", "queries", "max_length", "top_k", "gamma", "beta", *READING_FLAGS):
+        setattr(args, name, settings.get(name, ""))
     args.rounds = len(run["prefix_ratio_max"])
     return SimpleNamespace(**run), regret.get("formatting", ""), regret.get("code_version")
 
@@ -219,19 +227,18 @@ def run_eoful(args: Args) -> tuple[Any, str]:
 
     try:
         env = gym.make(
-            ENV_ID,
+            args.env_id,
             model=resolve_model(args.model),
             queries=args.queries,
             top_k=args.top_k,
             gamma=args.gamma,
             max_length=args.max_length,
-            value_map=args.value_map,
-            embedding_norm=args.embedding_norm,
             noise_scale=args.noise_scale,
             device=args.device,
+            **reading_keywords(args),
         )
     except gym.error.Error as error:
-        raise require(f"the env {ENV_ID}", error) from error
+        raise require(f"the env {args.env_id}", error) from error
     try:
         from tokenized_bandit_gym import agents
 
@@ -274,14 +281,20 @@ def plot(summary: dict[str, Any], path: str) -> None:
         axis.set_title(NORM_LABELS[norm], fontsize=11)
         axis.legend(fontsize=10)
     figure.suptitle(
-        f"Assumption 4's ratio: EOFUL on {settings['model']}, L = {settings['max_length']}, top-{settings['top_k']}, "
-        f"gamma = {settings['gamma']}, value map {settings['value_map']}; one run, seed {settings['seed']}\n"
-        "max and mean over positions l in each round",
+        f"Assumption 4's ratio: EOFUL on {settings['model']}, L = {settings['max_length']}, "
+        f"top-{settings['top_k']}, gamma = {settings['gamma']}; one run, seed {settings['seed']}\n"
+        f"{reading_label(settings)}; max and mean over positions l in each round",
         fontsize=12,
     )
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
+
+
+def reading_label(settings: dict[str, Any]) -> str:
+    """The env id and the reading flags a run set, e.g. ``TokenizedAlignment-v0, value_map=root_prob``."""
+    chosen = [f"{name}={settings[name]}" for name in READING_FLAGS if settings.get(name)]
+    return ", ".join([settings.get("env_id", EARLIER_ENV_ID), *chosen])
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """reproduce_regret.py over several seeds: their mean and band, and a rerun that resumes instead of repeating."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -68,6 +69,41 @@ def test_ratio_figure_from_a_regret_run(tmp_path: Path) -> None:
     assert summary["sigma_inverse"]["share_rounds_max_below_threshold"] == 1 / 3
     missing = subprocess.run([*command[:-4], "--seed", "0"], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert missing.returncode == 2 and "no EOFUL run of seed 0" in missing.stderr
+    # a regret.json that records no env id was made before --env-id, under -v0; one that does keeps its reading
+    assert summary["settings"]["env_id"] == "TokenizedAlignment-v0"
+    assert summary["settings"]["value_map"] == "logprob" and summary["settings"]["pooling"] == ""
+    regret["settings"] |= {"env_id": "TokenizedAlignment-v1", "value_map": "", "pooling": "response"}
+    (tmp_path / "regret.json").write_text(json.dumps(regret))
+    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    settings = json.loads((tmp_path / "out" / "ratio.json").read_text())["settings"]
+    assert (settings["env_id"], settings["value_map"], settings["pooling"]) == ("TokenizedAlignment-v1", "", "response")
+
+
+def test_ratio_script_runs_the_env_id_with_the_reading_flags_it_is_given(
+    load_script, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """reproduce_ratio.py makes --env-id with each set reading flag, and leaves the unset ones to the env id."""
+    import gymnasium as gym
+
+    from tokenized_bandit_gym.evaluation.alignment_regret import READING_FLAGS
+
+    module = load_script("examples/reproduce_ratio.py")
+    assert set(READING_FLAGS) <= {field.name for field in dataclasses.fields(module.Args)}
+    made: dict = {}
+
+    def make(env_id: str, **kwargs: object) -> None:
+        made.update(kwargs, env_id=env_id)
+        raise gym.error.Error("stop here")
+
+    monkeypatch.setattr(gym, "make", make)
+    args = module.parse_args(["--env-id", "TokenizedAlignment-v0", "--pooling", "response", "--score-forced-eos", "no"])
+    with pytest.raises(SystemExit, match="TokenizedAlignment-v0"):
+        module.run_eoful(args)
+    assert made["env_id"] == "TokenizedAlignment-v0"
+    assert (made["pooling"], made["score_forced_eos"]) == ("response", False)
+    assert not {"value_map", "embedding_norm", "theta_scale"} & set(made)  # unset: the env id's own
+    assert module.parse_args([]).env_id == "TokenizedAlignment-v1"
 
 
 def test_real_llm_preset_is_the_paper_setting_short_on_smollm2() -> None:

@@ -171,9 +171,6 @@ def env_kwargs(args: AlignmentRegretOptions) -> dict[str, Any]:
     """The keywords of ``--env-id`` for these options (unset reading flags and fixed length: the env id's defaults)."""
     from tokenized_bandit_gym.evaluation.ddmc.resources import resolve_model
 
-    flags = {name: getattr(args, name) for name in READING_FLAGS if getattr(args, name)}
-    yes_no = {item.name for item in dataclasses.fields(Reading) if isinstance(item.default, bool)}
-    reading = {name: yes_or_no(name, text) if name in yes_no else text for name, text in flags.items()}
     return {
         "model": resolve_model(args.model),
         "queries": args.queries,
@@ -183,8 +180,18 @@ def env_kwargs(args: AlignmentRegretOptions) -> dict[str, Any]:
         "theta": [args.theta] * _hidden_size(args.model) if args.theta else None,
         "noise_scale": args.noise_scale,
         "device": args.device,
-        **reading,
+        **reading_keywords(args),
     }
+
+
+def reading_keywords(args: Any) -> dict[str, Any]:
+    """The env keywords of the reading flags ``args`` sets (``READING_FLAGS``; unset ones keep the env id's).
+
+    ``args`` is any options object with the flags as attributes (``""``: unset); a yes/no flag becomes a bool.
+    """
+    flags = {name: getattr(args, name) for name in READING_FLAGS if getattr(args, name)}
+    yes_no = {item.name for item in dataclasses.fields(Reading) if isinstance(item.default, bool)}
+    return {name: yes_or_no(name, text) if name in yes_no else text for name, text in flags.items()}
 
 
 def make_env(args: AlignmentRegretOptions, num_rows: int, **loaded: Any) -> Any:
