@@ -295,7 +295,7 @@ def _ddmc(name: str, model: str, dataset: str, items: str, resamples: str) -> Do
 
 
 V0_FLAG = "--env-id TokenizedAlignment-v0"
-"""The regret figures' numbers were made under -v0's reading, reproduce_regret.py's default before -v1 (issue 48)."""
+"""The regret and ratio figures' numbers were made under -v0's reading, the scripts' default before -v1 (issue 48)."""
 TABLES = "the numbers of docs/REPRODUCTION.md's table (the run's per-round JSON was not kept)"
 
 FIGURES: dict[str, DocsFigure] = {
@@ -304,8 +304,8 @@ FIGURES: dict[str, DocsFigure] = {
         DocsFigure("leaderboard_overview", draw_overview, compute_overview, command="tbg run leaderboard"),
         _regret("regret_stories260K", V0_FLAG.split()),
         _regret("regret_stories260K_theta_half", [*V0_FLAG.split(), "--theta", "0.5"]),
-        _ratio("ratio_stories260K_logprob", []),
-        _ratio("ratio_stories260K_root_prob", ["--value-map", "root_prob"]),
+        _ratio("ratio_stories260K_logprob", V0_FLAG.split()),
+        _ratio("ratio_stories260K_root_prob", [*V0_FLAG.split(), "--value-map", "root_prob"]),
         DocsFigure(
             "regret_smollm2",
             draw_regret,
@@ -323,6 +323,8 @@ FIGURES: dict[str, DocsFigure] = {
                 "--out-dir runs/regret_smollm2_T1000"
             ),
         ),
+        _regret("regret_smollm2_v1_T1000", ["--real-llm", "--rounds", "1000"]),
+        _ratio("ratio_smollm2_v1_T1000", ["--from-regret", "docs/results/regret_smollm2_v1_T1000.json"]),
         DocsFigure(
             "ratio_smollm2",
             draw_ratio_summary,
