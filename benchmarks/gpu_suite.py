@@ -353,23 +353,12 @@ def vector_envs_at(
     With ``env_step_mode``, also the vector env's own step with ``step_mode="captured"`` (a second env, reset
     alike: at N = 1,048,576 its host-side reset would cost another 80 s, so the large part leaves it out).
     """
-    import gymnasium as gym
-
-    import tokenized_bandit_gym  # noqa: F401  (registers the ids)
     from tokenized_bandit_gym.core.cuda_graph_step import CapturedStep
     from tokenized_bandit_gym.envs.static_round_step import StaticRoundStep
 
     results = {}
     for num_envs in sizes:
-        envs = gym.make_vec(
-            "TokenizedLinearBandit-v0",
-            num_envs=num_envs,
-            vectorization_mode="vector_entry_point",
-            array_backend="torch",
-            autoreset_mode="SameStep",
-            device=str(device),
-        )
-        envs.reset(seed=0)
+        envs = tlb_vector_env(device, num_envs, "eager")
         rounds = envs.unwrapped.rounds
         actions = rounds.mask.int().argmax(dim=1)  # (N,) an allowed token (not EOS before L)
         eager = steps_per_second(functools.partial(envs.step, actions), device, args.env_seconds)
@@ -391,9 +380,11 @@ def vector_envs_at(
     return results
 
 
-def env_step_mode_captured(args: Args, device: torch.device, num_envs: int) -> dict[str, Any]:
-    """Token-steps per second of the TLB vector env's own ``step`` with ``step_mode="captured"`` (SAME_STEP)."""
+def tlb_vector_env(device: torch.device, num_envs: int, step_mode: str) -> Any:
+    """The TLB's native torch vector env of ``num_envs`` rows (SAME_STEP autoreset), reset with seed 0."""
     import gymnasium as gym
+
+    import tokenized_bandit_gym  # noqa: F401  (registers the ids)
 
     envs = gym.make_vec(
         "TokenizedLinearBandit-v0",
@@ -401,10 +392,16 @@ def env_step_mode_captured(args: Args, device: torch.device, num_envs: int) -> d
         vectorization_mode="vector_entry_point",
         array_backend="torch",
         autoreset_mode="SameStep",
-        step_mode="captured",
+        step_mode=step_mode,
         device=str(device),
     )
     envs.reset(seed=0)
+    return envs
+
+
+def env_step_mode_captured(args: Args, device: torch.device, num_envs: int) -> dict[str, Any]:
+    """Token-steps per second of the TLB vector env's own ``step`` with ``step_mode="captured"`` (SAME_STEP)."""
+    envs = tlb_vector_env(device, num_envs, "captured")
     actions = envs.unwrapped.rounds.mask.int().argmax(dim=1)  # (N,) an allowed token (not EOS before L)
     rate = steps_per_second(functools.partial(envs.step, actions), device, args.env_seconds)
     result = {"env_captured_token_steps_per_second": rate * num_envs, "env_captured": envs.unwrapped._captured.captured}
