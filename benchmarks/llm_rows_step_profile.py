@@ -8,6 +8,7 @@ same agents (EOFUL recording Assumption 4's ratios, WrongTheta, Misaligned greed
 round after a warm-up round and cProfile's top functions by own time::
 
     PYTHONPATH=. python benchmarks/llm_rows_step_profile.py --device cuda --rows 9 --rounds 4
+    PYTHONPATH=. python benchmarks/llm_rows_step_profile.py --model smollm2-135m-instruct   # the real model
 """
 
 from __future__ import annotations
@@ -50,15 +51,21 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--rows", type=int, default=9, help="runs as rows: a multiple of the 3 agents")
     parser.add_argument("--rounds", type=int, default=4, help="profiled rounds after one warm-up round")
     parser.add_argument("--top", type=int, default=30)
+    parser.add_argument(
+        "--model",
+        default="",
+        help="a real model instead of the random one (smollm2-135m-instruct: its agents part as the real runs do, "
+        "so the rows that share a prefix group as in the Figure-2 run)",
+    )
     options = parser.parse_args(argv)
     from tokenized_bandit_gym.evaluation import alignment_regret
 
     directory = Path(tempfile.mkdtemp())
     try:
-        random_smollm2_shaped(directory)
+        model = options.model or str(random_smollm2_shaped(directory))
         seeds = ",".join(str(seed) for seed in range(options.rows // 3))
         args = alignment_regret.parse_options(
-            ["--paper", "--model", str(directory), "--device", options.device, "--seeds", seeds, "--out-dir", ""]
+            ["--paper", "--model", model, "--device", options.device, "--seeds", seeds, "--out-dir", ""]
         )
         runs = [(name, seed) for seed in range(options.rows // 3) for name in alignment_regret.AGENT_LABELS]
         for rounds, profiled in ((1, False), (options.rounds, True)):
