@@ -361,6 +361,16 @@ FIGURES: dict[str, DocsFigure] = {
             script_compute("alignment_phase_diagram", ["--rounds", "100"], SMALL_PHASE_DIAGRAM, "phase_diagram.json"),
         ),
         DocsFigure(
+            "alignment_phase_diagram_smollm2_T100",
+            draw_phase_diagram,
+            script_compute(
+                "alignment_phase_diagram",
+                ["--model", "smollm2-135m-instruct", "--rounds", "100", "--threads", "2"],
+                SMALL_PHASE_DIAGRAM,
+                "phase_diagram.json",
+            ),
+        ),
+        DocsFigure(
             "eoful_radius_stories260K_T100",
             draw_eoful_radius,
             script_compute("eoful_radius", ["--rounds", "100", "--theta", "5.4"], SMALL_RADIUS, "eoful_radius.json"),
