@@ -32,7 +32,7 @@ from examples import reproduce_regret
 from tokenized_bandit_gym.evaluation.atomic_files import write_json_atomically
 from tokenized_bandit_gym.evaluation.robust_statistics import paired_interval, quarter_rates
 from tokenized_bandit_gym.llm.language_model_config import Candidates, LengthRule
-from tokenized_bandit_gym.script_arguments import config_option, parse_dataclass_arguments, run_script
+from tokenized_bandit_gym.script_arguments import config_option, run_script
 
 AGENTS = "eoful,misaligned_greedy"
 
@@ -102,6 +102,14 @@ def point_summary(results: dict[str, Any], names: list[str]) -> dict[str, Any]:
         "last_quarter_rate": {name: values.tolist() for name, values in rates.items()},
         "paired_difference": {"mean": mean, "low": low, "high": high},
     }
+
+
+def parse_args(argv: list[str] | None = None) -> Args:
+    """The command line's options (``argv``; None reads ``sys.argv``).
+
+    reproduce_regret.py's presets (``--real-llm``, ``--paper``) fill what is unset; this script's defaults hold.
+    """
+    return reproduce_regret.parse_options(argv, __doc__, Args)
 
 
 def main(args: Args) -> dict[str, Any]:
@@ -194,4 +202,4 @@ def plot(summary: dict[str, Any], path: str) -> None:
 
 
 if __name__ == "__main__":
-    run_script(lambda: parse_dataclass_arguments(Args, __doc__, sys.argv[1:]), main)
+    run_script(lambda: parse_args(sys.argv[1:]), main)

@@ -23,7 +23,7 @@ import numpy as np
 from examples import reproduce_regret
 from tokenized_bandit_gym.evaluation.atomic_files import write_json_atomically
 from tokenized_bandit_gym.llm.language_model_config import Candidates, LengthRule
-from tokenized_bandit_gym.script_arguments import config_option, parse_dataclass_arguments, run_script
+from tokenized_bandit_gym.script_arguments import config_option, run_script
 
 
 @dataclass
@@ -47,6 +47,14 @@ class Args(reproduce_regret.Args):
 def variant(args: Args, name: str, **changes: Any) -> reproduce_regret.Args:
     """reproduce_regret.py's options for one run set, in its own folder ``out_dir/name``."""
     return reproduce_regret.script_args(args, out_dir=os.path.join(args.out_dir, name), **changes)
+
+
+def parse_args(argv: list[str] | None = None) -> Args:
+    """The command line's options (``argv``; None reads ``sys.argv``).
+
+    reproduce_regret.py's presets (``--real-llm``, ``--paper``) fill what is unset; this script's defaults hold.
+    """
+    return reproduce_regret.parse_options(argv, __doc__, Args)
 
 
 def main(args: Args) -> dict[str, Any]:
@@ -124,4 +132,4 @@ def plot(summary: dict[str, Any], path: str) -> None:
 
 
 if __name__ == "__main__":
-    run_script(lambda: parse_dataclass_arguments(Args, __doc__, sys.argv[1:]), main)
+    run_script(lambda: parse_args(sys.argv[1:]), main)

@@ -97,6 +97,18 @@ def test_phase_diagram_at_tiny_scale(tmp_path: Path) -> None:
     assert (tmp_path / "out" / "phase_diagram.png").stat().st_size > 0
 
 
+@pytest.mark.parametrize("name", ["eoful_radius", "alignment_phase_diagram"])
+def test_scripts_built_on_reproduce_regret_take_its_presets(load_script, name: str) -> None:
+    """--real-llm is the real model, the paper's theta and every core here too (it was accepted and ignored)."""
+    script = load_script(f"examples/{name}.py")
+    assert script.parse_args([]) == script.Args()  # no preset: the script's own defaults
+    real = script.parse_args(["--real-llm"])
+    assert (real.model, real.theta, real.threads) == ("smollm2-135m-instruct", 0.5, os.cpu_count())
+    assert (real.rounds, real.seeds, real.agents) == (script.Args.rounds, script.Args.seeds, script.Args.agents)
+    assert real.runs_per_forward == len(real.agents.split(",")) * len(real.seeds.split(","))
+    assert script.parse_args(["--real-llm", "--model", "stories260K"]).model == "stories260K"
+
+
 def test_the_radius_multiplier_is_never_chosen_on_a_reported_seed(load_script) -> None:
     script = load_script("examples/eoful_radius.py")
     with pytest.raises(SystemExit, match="must not be a reported seed"):

@@ -114,6 +114,7 @@ def test_real_llm_preset_is_the_paper_setting_short_on_smollm2() -> None:
     assert (args.max_length, args.top_k, args.gamma, args.theta) == (30, 15, 0.8, 0.5)
     assert (args.rounds, args.seeds) == (100, "0,1,2")
     assert parse_args(["--real-llm", "--rounds", "1000"]).rounds == 1000
+    assert parse_args(["--real-llm", "--model", "stories260K"]).model == "stories260K"  # a named model is kept
     assert args.runs_per_forward == 9  # every (agent, seed) run a row of one forward: closer to the compute floor
     assert parse_args(["--real-llm", "--seeds", "4"]).runs_per_forward == 3
     assert parse_args(["--real-llm", "--runs-per-forward", "3"]).runs_per_forward == 3

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 import numpy as np
 
@@ -123,6 +124,9 @@ else:
     )
 
 
+Options = TypeVar("Options", bound=AlignmentRegretOptions)
+"""Options of a regret comparison, or of a script that adds its own to them."""
+
 PAPER = {"rounds": 10_000, "max_length": 30, "top_k": 15, "theta": 0.5}
 QUICK = {"rounds": 150, "max_length": 10, "top_k": 8}
 REAL_LLM = {**PAPER, "rounds": 100, "seeds": "0,1,2"}
@@ -131,15 +135,30 @@ RUN_KEYS = ("seed", "seeds", "agents", "out_dir", "runs_per_forward", "threads",
 """Options that say which runs to make and where, not how: runs resume across them."""
 
 
-def parse_options(argv: Sequence[str] | None = None, description: str | None = None) -> AlignmentRegretOptions:
+@overload
+def parse_options(argv: Sequence[str] | None = None, description: str | None = None) -> AlignmentRegretOptions: ...
+
+
+@overload
+def parse_options(argv: Sequence[str] | None, description: str | None, options: type[Options]) -> Options: ...
+
+
+def parse_options(
+    argv: Sequence[str] | None = None, description: str | None = None, options: type[Any] | None = None
+) -> Any:
     """The options of a command line (``argv``; None reads ``sys.argv``), unset ones from the presets.
 
-    ``--real-llm`` sets the real instruct model, every core and every run a row of one forward; ``--paper``
+    ``--real-llm`` sets the real instruct model (unless ``--model`` names one), every core and every run a row of
+    one forward; ``--paper``
     (or neither) fills the unset (zero or empty) options from ``PAPER`` (``QUICK``). ``description`` is the
-    ``--help`` text (its first line is used), e.g. the calling script's ``__doc__``.
+    ``--help`` text (its first line is used), e.g. the calling script's ``__doc__``. ``options`` is the options
+    class (default :class:`AlignmentRegretOptions`), or a subclass of it a script built on these adds its options
+    to (the presets fill only what it leaves unset, so its own defaults hold).
     """
-    args = parse_dataclass_arguments(AlignmentRegretOptions, description, argv)
-    if args.real_llm and args.model == AlignmentRegretOptions.model:
+    args = parse_dataclass_arguments(options or AlignmentRegretOptions, description, argv)
+    words = sys.argv[1:] if argv is None else argv
+    model_given = any(word == "--model" or word.startswith("--model=") for word in words)
+    if args.real_llm and not model_given:
         args.model = REAL_LLM_MODEL
     if args.real_llm and not args.threads:
         args.threads = os.cpu_count() or 1
