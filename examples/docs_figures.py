@@ -376,6 +376,11 @@ FIGURES: dict[str, DocsFigure] = {
             script_compute("eoful_radius", ["--rounds", "100", "--theta", "5.4"], SMALL_RADIUS, "eoful_radius.json"),
         ),
         DocsFigure(
+            "eoful_radius_smollm2_T100",
+            draw_eoful_radius,
+            script_compute("eoful_radius", ["--real-llm"], SMALL_RADIUS, "eoful_radius.json"),
+        ),
+        DocsFigure(
             "pairwise_smollm2",
             draw_pairwise,
             script_compute(
