@@ -42,7 +42,13 @@ import numpy as np
 
 from tokenized_bandit_gym.envs.language_model_config import Rewards
 from tokenized_bandit_gym.evaluation import provenance
-from tokenized_bandit_gym.evaluation.alignment_regret import ENV_ID, READING_FIELDS, READING_FLAGS, reading_keywords
+from tokenized_bandit_gym.evaluation.alignment_regret import (
+    ENV_ID,
+    READING_FIELDS,
+    READING_FLAGS,
+    reading_keywords,
+    use_real_llm,
+)
 from tokenized_bandit_gym.evaluation.atomic_files import write_json_atomically
 from tokenized_bandit_gym.llm.language_model_config import Reading
 from tokenized_bandit_gym.script_arguments import config_option, parse_dataclass_arguments, run_script
@@ -101,15 +107,11 @@ Args = dataclasses.make_dataclass(
 PAPER = {"rounds": 10_000, "max_length": 30, "top_k": 15}
 QUICK = {"rounds": 150, "max_length": 10, "top_k": 8}
 REAL_LLM = {**PAPER, "rounds": 100}
-REAL_LLM_MODEL = "smollm2-135m-instruct"
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
     args = parse_dataclass_arguments(Args, __doc__, argv)
-    if args.real_llm and args.model == Args.model:
-        args.model = REAL_LLM_MODEL
-    if args.real_llm and not args.threads:
-        args.threads = os.cpu_count() or 1
+    use_real_llm(args, argv)
     for name, value in (REAL_LLM if args.real_llm else PAPER if args.paper else QUICK).items():
         if not getattr(args, name):
             setattr(args, name, value)
@@ -161,8 +163,11 @@ def recorded_run(args: Args) -> tuple[Any, str, Any]:
     run = regret.get("runs", {}).get(f"eoful/{args.seed}")
     if run is None or "prefix_inverse_ratio_mean" not in run:
         raise SystemExit(f"{args.from_regret} has no EOFUL run of seed {args.seed} with its recorded ratios")
-    settings = {"env_id": EARLIER_ENV_ID, **regret["settings"]}
-    for name in ("env_id", "model", "queries", "max_length", "top_k", "gamma", "beta", *READING_FLAGS):
+    settings = regret["settings"]
+    for name in ("model", "queries", "max_length", "top_k", "gamma", "beta"):
+        setattr(args, name, settings[name])
+    args.env_id = settings.get("env_id", EARLIER_ENV_ID)
+    for name in READING_FLAGS:  # a flag an older regret.json does not record was unset (its env id's)
         setattr(args, name, settings.get(name, ""))
     args.rounds = len(run["prefix_ratio_max"])
     return SimpleNamespace(**run), regret.get("formatting", ""), regret.get("code_version")

@@ -104,6 +104,8 @@ def test_ratio_script_runs_the_env_id_with_the_reading_flags_it_is_given(
     assert (made["pooling"], made["score_forced_eos"]) == ("response", False)
     assert not {"value_map", "embedding_norm", "theta_scale"} & set(made)  # unset: the env id's own
     assert module.parse_args([]).env_id == "TokenizedAlignment-v1"
+    assert module.parse_args(["--real-llm"]).model == "smollm2-135m-instruct"
+    assert module.parse_args(["--real-llm", "--model", "stories260K"]).model == "stories260K"  # a named model is kept
 
 
 def test_real_llm_preset_is_the_paper_setting_short_on_smollm2() -> None:

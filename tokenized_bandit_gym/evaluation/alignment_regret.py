@@ -148,26 +148,35 @@ def parse_options(
 ) -> Any:
     """The options of a command line (``argv``; None reads ``sys.argv``), unset ones from the presets.
 
-    ``--real-llm`` sets the real instruct model (unless ``--model`` names one), every core and every run a row of
-    one forward; ``--paper``
-    (or neither) fills the unset (zero or empty) options from ``PAPER`` (``QUICK``). ``description`` is the
-    ``--help`` text (its first line is used), e.g. the calling script's ``__doc__``. ``options`` is the options
-    class (default :class:`AlignmentRegretOptions`), or a subclass of it a script built on these adds its options
-    to (the presets fill only what it leaves unset, so its own defaults hold).
+    ``--real-llm`` sets the real instruct model and every core (:func:`use_real_llm`) and every run a row of one
+    forward; ``--paper`` (or neither) fills the unset (zero or empty) options from ``PAPER`` (``QUICK``).
+    ``description`` is the ``--help`` text (its first line is used), e.g. the calling script's ``__doc__``.
+    ``options`` is the options class (default :class:`AlignmentRegretOptions`), or a subclass of it a script built
+    on these adds its options to (the presets fill only what it leaves unset, so its own defaults hold).
     """
     args = parse_dataclass_arguments(options or AlignmentRegretOptions, description, argv)
-    words = sys.argv[1:] if argv is None else argv
-    model_given = any(word == "--model" or word.startswith("--model=") for word in words)
-    if args.real_llm and not model_given:
-        args.model = REAL_LLM_MODEL
-    if args.real_llm and not args.threads:
-        args.threads = os.cpu_count() or 1
+    use_real_llm(args, argv)
     for name, value in (REAL_LLM if args.real_llm else PAPER if args.paper else QUICK).items():
         if not getattr(args, name):
             setattr(args, name, value)
     if args.real_llm and not args.runs_per_forward:  # more rows a forward: closer to the compute floor
         args.runs_per_forward = len(agent_names(args)) * len(seed_list(args))
     return args
+
+
+def use_real_llm(args: Any, argv: Sequence[str] | None) -> None:
+    """With ``--real-llm``: the real instruct model unless ``--model`` names one, and every core unless ``--threads``.
+
+    ``args`` holds the parsed ``real_llm``, ``model`` and ``threads``; ``argv`` is the command line they came from
+    (None: ``sys.argv``), read to tell a named model from the default.
+    """
+    if not args.real_llm:
+        return
+    words = sys.argv[1:] if argv is None else argv
+    if not any(word == "--model" or word.startswith("--model=") for word in words):
+        args.model = REAL_LLM_MODEL
+    if not args.threads:
+        args.threads = os.cpu_count() or 1
 
 
 def options_of(args: AlignmentRegretOptions, **changes: Any) -> AlignmentRegretOptions:
